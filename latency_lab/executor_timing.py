@@ -1,0 +1,119 @@
+"""The timing notebook's measurements per executor and the seed-shaped table built from them.
+
+Each method runs in its own pass so that none leaks into another: CUDA-event wall time, the
+profiler's kernel count and time, host submit time, and a second wall-time pass in reverse order
+to show repeatability. ``%timeit`` runs in the notebook itself, as in the seed.
+"""
+
+from __future__ import annotations
+
+from . import reference, timing
+from .executors import Prepared
+
+AGREEMENT = 0.10  # two wall-time passes of one executor should agree within 10%
+HOST_BOUND = 0.85  # a step whose host submit time is >= 85% of its wall time is host-bound
+
+# The seed's DGX H100 table, in its column order, then this suite's additions.
+SEED_COLUMNS = ["Execution Type", "Wall Clock Time (ms)", "CPU Overhead (ms)", "Kernel Time (ms)",
+                "Kernels", "Overhead / Kernel (us)"]
+COLUMNS = SEED_COLUMNS + ["%timeit (ms)", "wall IQR (%)", "noisy", "pass 2 / pass 1", "host submit (ms)",
+                          "host-bound", "first call (s)", "source", "status", "reason"]
+
+
+def guarded(prepared: dict[str, Prepared], during: str, measure) -> dict[str, dict]:
+    """``measure(p)`` for every ready executor; a failure marks that executor failed, no crash."""
+    out = {}
+    for name, p in prepared.items():
+        if not p.ok:
+            continue
+        try:
+            out[name] = measure(p)
+        except Exception as e:  # one executor's failure is its row's reason
+            p.fail(e, during)
+    return out
+
+
+def wall_pass(prepared, kwargs, params, reverse=False) -> dict[str, dict]:
+    """The seed's CUDA-event timer for every executor (``repeats`` blocks of ``iters`` calls)."""
+    items = dict(reversed(prepared.items())) if reverse else prepared
+    return guarded(items, "CUDA-event timer", lambda p: timing.event_timer(
+        p.fn, kwargs, params.device, params.warmup, params.iters, params.repeats))
+
+
+def profile_pass(prepared, kwargs, params) -> dict[str, dict]:
+    steps = max(3, min(params.iters, 10))
+    return guarded(prepared, "profiler", lambda p: timing.profile_kernels(p.fn, kwargs, params.device, steps))
+
+
+def host_pass(prepared, kwargs, params) -> dict[str, dict]:
+    return guarded(prepared, "host submit", lambda p: timing.host_submit(p.fn, kwargs, params.device, params.iters))
+
+
+def measured_row(p: Prepared, wall=None, wall2=None, kernels=None, host=None, timeit=None) -> dict:
+    """One executor's row in the seed's column order, with spread, repeatability and status."""
+    wall_ms = wall["median"] if wall else None
+    kernels = kernels or {}
+    derived = timing.seed_table_row(wall_ms, kernels.get("kernel_ms_per_step"), kernels.get("kernels_per_step")) \
+        if wall_ms is not None else {}
+    ratio = wall2["median"] / wall_ms if wall and wall2 else None
+    row = {
+        "Execution Type": p.executor.label,
+        "Wall Clock Time (ms)": wall_ms,
+        "CPU Overhead (ms)": derived.get("cpu_overhead_ms"),
+        "Kernel Time (ms)": kernels.get("kernel_ms_per_step"),
+        "Kernels": kernels.get("kernels_per_step"),
+        "Overhead / Kernel (us)": derived.get("overhead_per_kernel_us"),
+        "%timeit (ms)": f"{timeit['mean_ms']:.3f} ± {timeit['std_ms']:.3f}" if timeit else None,
+        "wall IQR (%)": wall["rel_spread"] * 100 if wall else None,
+        "noisy": bool(wall and (wall["noisy"] or (ratio is not None and abs(ratio - 1) > AGREEMENT))),
+        "pass 2 / pass 1": ratio,
+        "host submit (ms)": host["median"] if host else None,
+        "host-bound": bool(host and wall_ms and host["median"] >= HOST_BOUND * wall_ms),
+        "first call (s)": p.first_call_s,
+        "source": "measured here",
+        "status": p.status,
+        "reason": p.reason or kernels.get("reason"),
+        "executor": p.executor.name,
+    }
+    return row
+
+
+def reference_rows() -> list[dict]:
+    """The seed's published tables as rows, labelled with their GPU and method."""
+    from .executors import REGISTRY
+
+    rows = []
+    nsight = reference.SEED_NSIGHT_DGX_H100
+    for name, values in nsight["rows"].items():
+        rows.append({"Execution Type": REGISTRY[name].label, **dict(zip(SEED_COLUMNS[1:], values)),
+                     "source": f"seed: {nsight['gpu']}, {nsight['method']}", "executor": name})
+    timer = reference.SEED_CUDA_TIMER_DGX_H100
+    for name, ms in timer["rows"].items():
+        rows.append({"Execution Type": REGISTRY[name].label, "Wall Clock Time (ms)": ms,
+                     "source": f"seed: {timer['gpu']}, {timer['method']}", "executor": name,
+                     "reason": timer["notes"].get(name)})
+    l40s = reference.SEED_TIMEIT_L40S
+    for name, t in l40s["rows"].items():
+        rows.append({"Execution Type": REGISTRY[name].label, "%timeit (ms)": f"{t['mean_ms']:.3f} ± {t['std_ms']:.3f}",
+                     "source": f"seed: {l40s['gpu']}, %timeit", "executor": name})
+    return rows
+
+
+def ranking_text(rows: list[dict]) -> str:
+    """Which executor is fastest here, and whether the seed's wall-time order holds here."""
+    measured = sorted((r for r in rows if r.get("Wall Clock Time (ms)") is not None and r["source"] == "measured here"),
+                      key=lambda r: r["Wall Clock Time (ms)"])
+    if not measured:
+        return "No executor produced a wall time here."
+    order = " < ".join(f"{r['Execution Type']} ({r['Wall Clock Time (ms)']:.3f} ms)" for r in measured)
+    seed = reference.SEED_NSIGHT_DGX_H100["rows"]
+    here = [r["executor"] for r in measured if r["executor"] in seed]
+    seed_order = sorted(here, key=lambda n: seed[n][0])
+    if len(here) < 2:
+        verdict = "Too few of the seed's executors ran here to compare orders."
+    elif here == seed_order:
+        verdict = f"The order of the seed's executors matches the seed's DGX H100 table ({' < '.join(here)})."
+    else:
+        verdict = (f"The order differs from the seed's DGX H100 table: here {' < '.join(here)}, "
+                   f"seed {' < '.join(seed_order)}.")
+    return f"Fastest to slowest by median wall time: {order}. {verdict}"

@@ -1,0 +1,185 @@
+"""Executor registry: a name maps to a display label (the seed's wording), a factory and an
+availability check that returns the reason it cannot run here instead of raising."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+# The seed's executor lists; names not registered in the installed thunder (e.g. apex, cudnn) are
+# dropped with a note by ``thunder_executors``.
+THUNDER_TORCH = ("apex", "cudnn", "sdpa")
+THUNDER_TORCHCOMPILE = ("apex", "cudnn", "sdpa", "torchcompile")
+THUNDER_TORCHCOMPILE_CAT = ("apex", "cudnn", "sdpa", "torchcompile_cat", "nvfuser")
+
+
+@dataclass(frozen=True)
+class Executor:
+    name: str
+    label: str
+    summary: str
+    factory: Callable  # (module, notes: list[str]) -> callable
+    needs_cuda: bool = False
+    needs_thunder: bool = False
+    needs_nvfuser: bool = False
+
+    def unavailable_reason(self, device: str) -> str | None:
+        """None when it can run on ``device``, else a one-line reason."""
+        if self.needs_cuda and not device.startswith("cuda"):
+            return f"needs a CUDA device (running on {device})"
+        if self.needs_thunder and (reason := thunder_missing()):
+            return reason
+        if self.needs_nvfuser and (reason := nvfuser_missing(device)):
+            return reason
+        return None
+
+    def build(self, module: torch.nn.Module) -> tuple[Callable, list[str]]:
+        """The compiled callable and notes about what was filtered or changed."""
+        notes: list[str] = []
+        return self.factory(module, notes), notes
+
+
+@functools.cache
+def thunder_missing() -> str | None:
+    try:
+        import thunder  # noqa: F401
+    except Exception as e:  # an import error of any kind is a reason, not a crash
+        return f"thunder not importable: {type(e).__name__}: {e}"
+    return None
+
+
+@functools.cache
+def nvfuser_missing(device: str) -> str | None:
+    if not device.startswith("cuda"):
+        return f"nvFuser needs a CUDA device (running on {device})"
+    if reason := thunder_missing():
+        return reason
+    import thunder
+
+    if "nvfuser" in {ex.name for ex in thunder.get_all_executors()}:
+        return None
+    try:
+        import nvfuser  # noqa: F401
+    except Exception as e:
+        return f"nvFuser not importable: {type(e).__name__}: {e}"
+    return "nvFuser imports but thunder did not register its executor"
+
+
+def thunder_executors(wanted: tuple[str, ...], notes: list[str]) -> list:
+    """The executors of ``wanted`` that thunder has registered here; the rest go to ``notes``."""
+    import thunder
+
+    registered = {ex.name: ex for ex in thunder.get_all_executors()}
+    missing = [n for n in wanted if n not in registered]
+    if missing:
+        notes.append(f"skipped thunder executors not available here: {', '.join(missing)} "
+                     f"(available: {', '.join(sorted(registered))})")
+    return [registered[n] for n in wanted if n in registered]
+
+
+def _eager(module, notes):
+    return module
+
+
+def _torch_compile(mode: str | None):
+    def factory(module, notes):
+        torch._dynamo.reset()
+        return torch.compile(module, mode=mode)
+    return factory
+
+
+def _thunder(wanted: tuple[str, ...] | None, cudagraphs: bool = False):
+    def factory(module, notes):
+        import thunder
+
+        kwargs = {}
+        if wanted is not None:
+            kwargs["executors"] = thunder_executors(wanted, notes)
+        if cudagraphs:
+            from thunder.transforms.cudagraph import CUDAGraphTransform
+
+            kwargs["transforms"] = [CUDAGraphTransform()]
+        if wanted is None:
+            notes.append("default executors: " + ", ".join(ex.name for ex in thunder.get_default_executors()))
+        return thunder.jit(module, **kwargs)
+    return factory
+
+
+_ALL = [
+    Executor("eager", "torch-eager", "the module as is", _eager),
+    Executor("torch.compile", "torch.compile", "torch.compile(model), Inductor defaults",
+             _torch_compile(None)),
+    Executor("torch.compile:reduce-overhead", "torch.compile+CUDA graphs",
+             "torch.compile(model, mode='reduce-overhead'): Inductor with CUDA graphs",
+             _torch_compile("reduce-overhead"), needs_cuda=True),
+    Executor("thunder", "Thunder-nvFuser", "thunder.jit(model), default executors (nvFuser on GPU)",
+             _thunder(None), needs_thunder=True, needs_nvfuser=True),
+    Executor("thunder:torch", "Thunder-torch", f"thunder.jit(model, executors={list(THUNDER_TORCH)}): no fusion executor",
+             _thunder(THUNDER_TORCH), needs_thunder=True),
+    Executor("thunder:torchcompile", "Thunder-torch.compile",
+             f"thunder.jit(model, executors={list(THUNDER_TORCHCOMPILE)})",
+             _thunder(THUNDER_TORCHCOMPILE), needs_thunder=True),
+    Executor("thunder:torchcompile_cat", "Thunder-torch.compile_cat",
+             f"thunder.jit(model, executors={list(THUNDER_TORCHCOMPILE_CAT)})",
+             _thunder(THUNDER_TORCHCOMPILE_CAT), needs_thunder=True),
+    Executor("thunder:cudagraphs", "Thunder-nvFuser+CUDA graphs",
+             "thunder.jit(model, transforms=[CUDAGraphTransform()]), default executors",
+             _thunder(None, cudagraphs=True), needs_cuda=True, needs_thunder=True),
+]
+REGISTRY: dict[str, Executor] = {ex.name: ex for ex in _ALL}
+THUNDER_NAMES = tuple(n for n, ex in REGISTRY.items() if ex.needs_thunder)
+
+
+def selected(names) -> list[Executor]:
+    """Registry entries for validated names, in registry order."""
+    return [ex for n, ex in REGISTRY.items() if n in names]
+
+
+@dataclass
+class Prepared:
+    """One executor made ready on one model: its callable and first call, or why it has none."""
+
+    executor: Executor
+    status: str  # "ok", "unavailable" or "failed"
+    fn: Callable | None = None
+    reason: str | None = None
+    notes: list[str] = field(default_factory=list)
+    first_call_s: float | None = None
+    output: object = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def row(self, **metrics) -> dict:
+        """A results row: identity, status, reason and notes, then ``metrics``."""
+        return {"executor": self.executor.name, "label": self.executor.label, "status": self.status,
+                "reason": self.reason, "notes": "; ".join(self.notes) or None, **metrics}
+
+    def fail(self, error: BaseException, during: str) -> None:
+        """Mark a measurement failure: the row keeps its error instead of crashing the notebook."""
+        self.status, self.reason = "failed", f"{during}: {describe(error)}"
+
+
+def describe(error: BaseException, limit: int = 400) -> str:
+    text = f"{type(error).__name__}: {error}".strip()
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def prepare(executor: Executor, module: torch.nn.Module, kwargs: dict, device: str) -> Prepared:
+    """Build ``executor`` on ``module`` and make its first call (timed: tracing and compile
+    included); an unavailable or failing executor comes back with its reason."""
+    from .timing import first_call
+
+    if reason := executor.unavailable_reason(device):
+        return Prepared(executor, "unavailable", reason=reason)
+    notes: list[str] = []
+    try:
+        fn, notes = executor.build(module)
+        seconds, output = first_call(fn, kwargs, device)
+    except Exception as e:
+        return Prepared(executor, "failed", reason=f"first call: {describe(e)}", notes=notes)
+    return Prepared(executor, "ok", fn=fn, notes=notes, first_call_s=seconds, output=output)

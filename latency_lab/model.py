@@ -1,0 +1,168 @@
+"""The seed's model and call: HF Llama 3.2 1B config, cut to ``layers`` layers, and its inputs.
+
+``cache_mode`` picks the call:
+  seed    the seed's exact kwargs (``cache_positions=...``, ``use_cache=True``, no cache passed)
+  static  a ``StaticCache`` passed in as ``past_key_values`` with ``cache_position``
+  none    ``use_cache=False``
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+import torch
+
+from .params import Params
+
+# Verbatim from the seed (test_networks::testhf_llama in lightning-thunder).
+LLAMA_3_2_1B_CFG = {
+    "architectures": ["LlamaForCausalLM"],
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "bos_token_id": 128000,
+    "eos_token_id": 128001,
+    "head_dim": 64,
+    "hidden_act": "silu",
+    "hidden_size": 2048,
+    "initializer_range": 0.02,
+    "intermediate_size": 8192,
+    "max_position_embeddings": 131072,
+    "mlp_bias": False,
+    "model_type": "llama",
+    "num_attention_heads": 32,
+    "num_hidden_layers": 16,
+    "num_key_value_heads": 8,
+    "pretraining_tp": 1,
+    "rms_norm_eps": 1e-05,
+    "rope_scaling": {
+        "factor": 32.0,
+        "high_freq_factor": 4.0,
+        "low_freq_factor": 1.0,
+        "original_max_position_embeddings": 8192,
+        "rope_type": "llama3",
+    },
+    "rope_theta": 500000.0,
+    "tie_word_embeddings": True,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.45.0.dev0",
+    "use_cache": True,
+    "vocab_size": 128256,
+    "_commit_hash": "4e20de362430cd3b72f300e6b0f18e50e7166e08",
+}
+
+# Same architecture (GQA 4:1, llama3 RoPE scaling, tied embeddings), small enough for CPU tests.
+TINY_OVERRIDES = {
+    "head_dim": 16, "hidden_size": 64, "intermediate_size": 256, "num_attention_heads": 4,
+    "num_key_value_heads": 1, "vocab_size": 1024,
+}
+
+SEED_TOKEN_IDS = [128000, 791, 1401, 311, 2324, 374]
+
+
+def config_dict(preset: str, layers: int) -> dict:
+    """The config as a plain dict: the seed's, or the tiny preset's overrides applied to it."""
+    cfg = dict(LLAMA_3_2_1B_CFG)
+    if preset == "tiny":
+        cfg.update(TINY_OVERRIDES)
+    cfg["num_hidden_layers"] = layers
+    return cfg
+
+
+def token_ids(params: Params, vocab_size: int) -> torch.Tensor:
+    """The seed's 6 token ids, repeated to ``seq_len`` and ``batch_size``, folded into the vocab."""
+    ids = [SEED_TOKEN_IDS[i % len(SEED_TOKEN_IDS)] % vocab_size for i in range(params.seq_len)]
+    return torch.tensor([ids] * params.batch_size, dtype=torch.int64)
+
+
+@dataclass
+class Setup:
+    """A model ready to run and the kwargs of one forward step."""
+
+    params: Params
+    config: object
+    model: torch.nn.Module
+    kwargs: dict
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return getattr(torch, self.params.dtype)
+
+
+def make_kwargs(params: Params, config, device: str) -> dict:
+    """Forward kwargs for ``cache_mode``; a static cache is allocated once and reused every step."""
+    ids = token_ids(params, config.vocab_size).to(device)
+    positions = torch.arange(params.seq_len, device=device)
+    mask = torch.ones(params.batch_size, params.seq_len, dtype=torch.int64, device=device)
+    if params.cache_mode == "seed":
+        # The seed's call verbatim. Note: `cache_positions` (plural) is not a forward parameter of
+        # LlamaForCausalLM; transformers swallows it through **kwargs, as it did in the seed.
+        return dict(cache_positions=positions, input_ids=ids, attention_mask=mask,
+                    inputs_embeds=None, use_cache=True, return_dict=True)
+    if params.cache_mode == "none":
+        return dict(input_ids=ids, attention_mask=mask, use_cache=False, return_dict=True)
+    from transformers import StaticCache
+
+    # transformers 4.46 names the batch argument `batch_size`, later releases `max_batch_size`.
+    batch_arg = "batch_size" if "batch_size" in inspect.signature(StaticCache).parameters else "max_batch_size"
+    cache = StaticCache(config=config, max_cache_len=params.seq_len, device=device,
+                        dtype=getattr(torch, params.dtype), **{batch_arg: params.batch_size})
+    return dict(input_ids=ids, attention_mask=mask, past_key_values=cache, cache_position=positions,
+                use_cache=True, return_dict=True)
+
+
+def build(params: Params) -> Setup:
+    """Instantiate the model as the seed does (random weights, eval, no grad) and its inputs."""
+    from transformers.models.llama import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(params.seed)
+    config = LlamaConfig(**config_dict(params.preset, params.layers))
+    with torch.device(params.device):
+        model = LlamaForCausalLM(config).to(getattr(torch, params.dtype)).requires_grad_(False).eval()
+    return Setup(params, config, model, make_kwargs(params, config, params.device))
+
+
+def logits_of(output) -> torch.Tensor:
+    """The logits of a forward's output (a ModelOutput, a dict or a tuple)."""
+    if hasattr(output, "logits"):
+        return output.logits
+    if isinstance(output, dict):
+        return output["logits"]
+    return output[0]
+
+
+def parameter_count(model: torch.nn.Module) -> int:
+    """Unique parameters (the tied embedding / lm_head counted once)."""
+    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+
+
+def weight_bytes(model: torch.nn.Module) -> int:
+    return sum(p.numel() * p.element_size() for p in {id(p): p for p in model.parameters()}.values())
+
+
+def step_bytes(setup: Setup) -> dict:
+    """Bytes one forward step must move at least: every weight read once (the tied lm_head reads
+    the whole embedding matrix), logits written, and the K/V cache written when one is used."""
+    p, cfg = setup.params, setup.config
+    elem = torch.tensor([], dtype=setup.dtype).element_size()
+    tokens = p.batch_size * p.seq_len
+    weights = weight_bytes(setup.model)
+    logits = tokens * cfg.vocab_size * elem
+    kv = 0 if p.cache_mode == "none" else 2 * p.layers * tokens * cfg.num_key_value_heads * cfg.head_dim * elem
+    return {"weights": weights, "logits": logits, "kv_cache": kv, "total": weights + logits + kv}
+
+
+# Relative error ||out - ref|| / ||ref|| allowed against eager, per dtype. bf16 keeps 8 mantissa
+# bits (eps 2**-8 ~ 3.9e-3); fusions reorder accumulations, so a few eps of relative error is normal.
+TOLERANCE = {"bfloat16": 2e-2, "float16": 5e-3, "float32": 1e-4}
+
+
+def compare_logits(out: torch.Tensor, ref: torch.Tensor, dtype: str) -> dict:
+    """Max abs diff and relative error of ``out`` against ``ref`` and whether it passes."""
+    out, ref = out.detach().double().cpu(), ref.detach().double().cpu()
+    if out.shape != ref.shape:
+        return {"max_abs_diff": None, "rel_err": None, "tolerance": TOLERANCE[dtype], "passed": False,
+                "mismatch": f"shape {tuple(out.shape)} != {tuple(ref.shape)}"}
+    rel = ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+    return {"max_abs_diff": (out - ref).abs().max().item(), "rel_err": rel,
+            "tolerance": TOLERANCE[dtype], "passed": bool(rel <= TOLERANCE[dtype] and torch.isfinite(out).all())}

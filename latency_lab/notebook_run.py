@@ -1,0 +1,92 @@
+"""Running the suite's notebooks headlessly: discovery, parameter inspection, papermill execution in
+a real kernel, and nbconvert HTML. Used by ``runner.py`` and the tests."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .params import REPO_ROOT
+
+NOTEBOOK_DIR = REPO_ROOT / "notebooks"
+
+
+@dataclass
+class Outcome:
+    """What running one notebook produced."""
+
+    name: str
+    status: str = "pending"  # ok / failed
+    seconds: float = 0.0
+    error: dict | None = None
+    files: dict = field(default_factory=dict)
+
+
+def discover(notebook_dir: Path = NOTEBOOK_DIR) -> dict[str, Path]:
+    """``{"01_model_setup": path, ...}`` in order."""
+    return {p.stem: p for p in sorted(Path(notebook_dir).glob("[0-9][0-9]_*.ipynb"))}
+
+
+def select(available: dict[str, Path], wanted: str | None) -> dict[str, Path]:
+    """Notebooks named by a comma list of numbers (``01,03``) or names; None means all."""
+    if not wanted:
+        return available
+    chosen = {}
+    for token in (t.strip() for t in wanted.split(",") if t.strip()):
+        match = [n for n in available if n == token or n.split("_", 1)[0] == token.zfill(2)]
+        if not match:
+            allowed = ", ".join(n.split("_", 1)[0] for n in available)
+            raise ValueError(f"invalid --notebooks entry {token!r}: allowed {allowed} (or full names: {', '.join(available)})")
+        chosen[match[0]] = available[match[0]]
+    return dict(sorted(chosen.items()))
+
+
+def declared_parameters(path: Path) -> dict[str, dict]:
+    """The notebook's ``parameters`` cell, as papermill reads it: name -> {default, help, ...}."""
+    import papermill
+
+    return papermill.inspect_notebook(str(path))
+
+
+def kernel_name() -> str:
+    """The suite's registered kernel (``make install`` makes it), else the default python3."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    return "latency-lab" if "latency-lab" in KernelSpecManager().find_kernel_specs() else "python3"
+
+
+def execute(path: Path, run_dir: Path, parameters: dict, kernel: str, timeout: int | None, progress: bool) -> Outcome:
+    """Execute one notebook into ``run_dir`` and render its HTML; a failure is kept, not raised."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    outcome = Outcome(path.stem)
+    executed = run_dir / path.name
+    start = time.perf_counter()
+    try:
+        papermill.execute_notebook(str(path), str(executed), parameters=parameters, kernel_name=kernel,
+                                   cwd=str(path.parent), progress_bar=progress, execution_timeout=timeout)
+        outcome.status = "ok"
+    except PapermillExecutionError as e:
+        outcome.status = "failed"
+        outcome.error = {"cell": e.exec_count, "cell_index": e.cell_index, "ename": e.ename, "evalue": e.evalue}
+    except Exception as e:  # kernel death, timeouts, bad notebooks: the run goes on
+        outcome.status = "failed"
+        outcome.error = {"cell": None, "cell_index": None, "ename": type(e).__name__, "evalue": str(e)}
+    outcome.seconds = time.perf_counter() - start
+    if executed.exists():
+        outcome.files["ipynb"] = executed.name
+        outcome.files["html"] = to_html(executed).name
+    return outcome
+
+
+def to_html(executed: Path) -> Path:
+    """nbconvert's HTML (lab template) beside the executed notebook."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    body, _ = HTMLExporter(template_name="lab").from_notebook_node(nbformat.read(executed, as_version=4))
+    html = executed.with_suffix(".html")
+    html.write_text(body, encoding="utf-8")
+    return html

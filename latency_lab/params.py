@@ -1,0 +1,188 @@
+"""The suite's parameters: one schema, one validation function, shared by notebooks and runner.
+
+Every notebook's ``parameters`` cell uses names from ``SCHEMA``; ``validate`` turns the raw values
+(from papermill, the runner's ``-p name=value`` or a JupyterLab user) into a ``Params`` object or
+raises ``ParameterError`` naming the parameter and the allowed values, before any work starts.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+PRESETS = ("seed", "tiny")
+DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
+          "half": "float16", "float32": "float32", "fp32": "float32", "float": "float32"}
+CACHE_MODES = ("seed", "static", "none")
+DEVICES = ("auto", "cpu", "cuda", "cuda:N")
+OPS = ("add", "mul", "silu", "linear", "matmul", "embedding", "triu", "rms_norm")
+
+# Per-device defaults for the knobs left as None: the seed's 10 warm-up + 40 timed calls on a GPU,
+# fewer on a CPU, where one step of the seed model takes tens of milliseconds.
+TIMING_DEFAULTS = {
+    "cuda": {"warmup": 10, "iters": 40, "repeats": 7},
+    "cpu": {"warmup": 2, "iters": 5, "repeats": 3},
+}
+TINY_TIMING = {"warmup": 2, "iters": 10, "repeats": 3}
+SIZE_DEFAULTS = {"seed": ["seed", "4x", "64x"], "tiny": ["seed"]}
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class ParameterError(ValueError):
+    """A parameter value the suite cannot use; the message names it and the allowed values."""
+
+    def __init__(self, name: str, value, allowed: str):
+        self.name, self.value, self.allowed = name, value, allowed
+        super().__init__(f"invalid parameter {name}={value!r}: allowed {allowed}")
+
+
+@dataclass(frozen=True)
+class Params:
+    """Validated, fully resolved parameters of one notebook run."""
+
+    preset: str = "seed"
+    layers: int = 1
+    batch_size: int = 1
+    seq_len: int = 6
+    dtype: str = "bfloat16"
+    device: str = "cpu"
+    executors: tuple[str, ...] = ()
+    cache_mode: str = "seed"
+    warmup: int = 10
+    iters: int = 40
+    repeats: int = 7
+    ops: tuple[str, ...] = OPS
+    sizes: tuple[str, ...] = ("seed",)
+    output_dir: str = ""
+    seed: int = 0
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.startswith("cuda")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# name -> (default, help). Defaults of None are resolved from the device or preset.
+SCHEMA: dict[str, tuple[object, str]] = {
+    "preset": ("seed", f"model preset, one of {', '.join(PRESETS)}"),
+    "layers": (1, "num_hidden_layers, an integer >= 1"),
+    "batch_size": (1, "batch size, an integer >= 1"),
+    "seq_len": (6, "tokens per step, an integer >= 1 (6 = the seed's token ids)"),
+    "dtype": ("bfloat16", "one of bfloat16 (bf16), float16 (fp16), float32 (fp32)"),
+    "device": ("auto", "auto (CUDA when present, else CPU), cpu, cuda or cuda:N"),
+    "executors": ("all", "'all' or a list / comma-separated string of executor names"),
+    "cache_mode": ("seed", f"one of {', '.join(CACHE_MODES)}"),
+    "warmup": (None, "warm-up calls, an integer >= 0 (None: per-device default)"),
+    "iters": (None, "timed calls per block, an integer >= 1 (None: per-device default)"),
+    "repeats": (None, "timed blocks, an integer >= 1 (None: per-device default)"),
+    "ops": ("all", f"'all' or a list of ops from {', '.join(OPS)}"),
+    "sizes": (None, "list of size labels: 'seed' or '<k>x' (k times the seed's tokens)"),
+    "output_dir": ("", "folder for results JSON ('' = outputs/interactive)"),
+    "seed": (0, "random seed for weights and inputs, an integer"),
+}
+
+
+def parse_value(text: str):
+    """Parse a ``-p name=value`` string safely: a Python literal if it is one, else the string."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _int(name: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ParameterError(name, value, f"an integer >= {minimum}")
+    return value
+
+
+def _names(name: str, value, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    if value in (None, "all"):
+        return allowed
+    items = [v.strip() for v in value.split(",")] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not items or not all(isinstance(v, str) for v in items):
+        raise ParameterError(name, value, f"'all' or a non-empty list of {', '.join(allowed)}")
+    unknown = [v for v in items if v not in allowed]
+    if unknown:
+        raise ParameterError(name, value, f"'all' or names from {', '.join(allowed)} (unknown: {', '.join(unknown)})")
+    return tuple(dict.fromkeys(items))
+
+
+def _sizes(value, preset: str) -> tuple[str, ...]:
+    if value is None:
+        return tuple(SIZE_DEFAULTS[preset])
+    items = [v.strip() for v in value.split(",")] if isinstance(value, str) else value
+    ok = isinstance(items, (list, tuple)) and items and all(
+        isinstance(v, str) and (v == "seed" or (v.endswith("x") and v[:-1].isdigit() and int(v[:-1]) > 0))
+        for v in items)
+    if not ok:
+        raise ParameterError("sizes", value, "a list of 'seed' or '<k>x' labels, e.g. ['seed', '4x', '64x']")
+    return tuple(items)
+
+
+def resolve_device(value: str) -> str:
+    """'auto' -> 'cuda' when a CUDA device is present, else 'cpu'; explicit CUDA must exist."""
+    import torch
+
+    if not isinstance(value, str):
+        raise ParameterError("device", value, ", ".join(DEVICES))
+    if value == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if value == "cpu":
+        return value
+    if value == "cuda" or (value.startswith("cuda:") and value[5:].isdigit()):
+        if not torch.cuda.is_available():
+            raise ParameterError("device", value, "auto or cpu (no CUDA device is available here)")
+        index = int(value[5:]) if ":" in value else 0
+        if index >= torch.cuda.device_count():
+            raise ParameterError("device", value, f"cuda:0 .. cuda:{torch.cuda.device_count() - 1}")
+        return value
+    raise ParameterError("device", value, ", ".join(DEVICES))
+
+
+def validate(raw: dict | None = None, **kwargs) -> Params:
+    """Check and resolve parameters; unknown names and bad values raise ``ParameterError``."""
+    from .executors import REGISTRY  # local: executors imports torch-heavy modules lazily too
+
+    values = {**(raw or {}), **kwargs}
+    unknown = sorted(set(values) - set(SCHEMA))
+    if unknown:
+        raise ParameterError(unknown[0], values[unknown[0]], f"parameter names {', '.join(SCHEMA)}")
+    v = {name: values.get(name, default) for name, (default, _) in SCHEMA.items()}
+
+    if v["preset"] not in PRESETS:
+        raise ParameterError("preset", v["preset"], ", ".join(PRESETS))
+    if v["dtype"] not in DTYPES:
+        raise ParameterError("dtype", v["dtype"], ", ".join(DTYPES))
+    if v["cache_mode"] not in CACHE_MODES:
+        raise ParameterError("cache_mode", v["cache_mode"], ", ".join(CACHE_MODES))
+    for name in ("layers", "batch_size", "seq_len"):
+        _int(name, v[name], 1)
+    _int("seed", v["seed"], 0)
+    if not isinstance(v["output_dir"], str):
+        raise ParameterError("output_dir", v["output_dir"], "a folder path as a string")
+    executors = _names("executors", v["executors"], tuple(REGISTRY))
+    ops = _names("ops", v["ops"], OPS)
+    sizes = _sizes(v["sizes"], v["preset"])
+    device = resolve_device(v["device"])
+
+    timing = TINY_TIMING if v["preset"] == "tiny" else TIMING_DEFAULTS["cuda" if device.startswith("cuda") else "cpu"]
+    resolved = {}
+    for name, minimum in (("warmup", 0), ("iters", 1), ("repeats", 1)):
+        resolved[name] = timing[name] if v[name] is None else _int(name, v[name], minimum)
+
+    return Params(
+        preset=v["preset"], layers=v["layers"], batch_size=v["batch_size"], seq_len=v["seq_len"],
+        dtype=DTYPES[v["dtype"]], device=device, executors=executors, cache_mode=v["cache_mode"],
+        ops=ops, sizes=sizes, output_dir=v["output_dir"] or str(REPO_ROOT / "outputs" / "interactive"),
+        seed=v["seed"], **resolved,
+    )
+
+
+def from_namespace(namespace: dict) -> Params:
+    """Validate the parameters a notebook's ``parameters`` cell defined (pass ``globals()``)."""
+    return validate({name: namespace[name] for name in SCHEMA if name in namespace})

@@ -1,0 +1,56 @@
+"""Results files: each notebook writes ``<output_dir>/<notebook>.results.json`` itself; the runner
+builds the run's summary from these files, never from cell outputs."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+
+SUFFIX = ".results.json"
+REQUIRED = ("notebook", "created", "params", "environment", "key_table")
+
+
+def path_for(output_dir: str | Path, notebook: str) -> Path:
+    return Path(output_dir) / f"{notebook}{SUFFIX}"
+
+
+def _clean(value):
+    """JSON-safe copy: NaN/inf become None, tuples lists, unknown objects their str()."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    return str(value)
+
+
+def key_table(title: str, rows: list[dict], columns: list[str] | None = None) -> dict:
+    """The table the run index shows for a notebook: a title, column names and row values."""
+    columns = columns or list(dict.fromkeys(k for row in rows for k in row))
+    return {"title": title, "columns": columns, "rows": [[row.get(c) for c in columns] for row in rows]}
+
+
+def save(output_dir: str | Path, notebook: str, params, environment: dict, table: dict, **sections) -> Path:
+    """Write the notebook's results atomically and return the file's path."""
+    path = path_for(output_dir, notebook)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"notebook": notebook, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+               "params": params.to_dict(), "environment": environment, "key_table": table, **sections}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(_clean(payload), indent=1))
+    tmp.replace(path)
+    return path
+
+
+def load(path: str | Path) -> dict:
+    """Read a results file and check it has the fields every notebook writes."""
+    data = json.loads(Path(path).read_text())
+    missing = [k for k in REQUIRED if k not in data]
+    if missing:
+        raise ValueError(f"{path}: results file lacks {', '.join(missing)}")
+    return data

@@ -1,0 +1,26 @@
+"""Shared fixtures: one headless run of every notebook with the tiny preset, reused by all tests."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_runner(*args: str, timeout: int = 1200) -> subprocess.CompletedProcess:
+    """``python runner.py ARGS`` in the repo root, output captured."""
+    return subprocess.run([sys.executable, str(ROOT / "runner.py"), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory) -> Path:
+    """The run folder of ``runner.py --preset tiny`` (all notebooks, CPU)."""
+    out = tmp_path_factory.mktemp("outputs")
+    proc = run_runner("--preset", "tiny", "--device", "cpu", "--output-dir", str(out), "--run-id", "tiny")
+    assert proc.returncode == 0, f"runner failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return out / "tiny"

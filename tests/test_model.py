@@ -1,0 +1,65 @@
+"""Model setup: the seed's config verbatim, the three call modes, bytes per step."""
+
+import torch
+
+from latency_lab import model as llama, params as P
+
+
+def test_seed_config_verbatim_with_layers():
+    cfg = llama.config_dict("seed", 1)
+    assert cfg["num_hidden_layers"] == 1
+    assert {k: v for k, v in cfg.items() if k != "num_hidden_layers"} == \
+        {k: v for k, v in llama.LLAMA_3_2_1B_CFG.items() if k != "num_hidden_layers"}
+    assert llama.LLAMA_3_2_1B_CFG["num_hidden_layers"] == 16  # the seed's own value, untouched
+
+
+def test_seed_call_kwargs_match_the_seed():
+    setup = llama.build(P.validate(preset="tiny"))
+    kw = setup.kwargs
+    assert set(kw) == {"cache_positions", "input_ids", "attention_mask", "inputs_embeds", "use_cache", "return_dict"}
+    assert kw["cache_positions"].tolist() == list(range(6))
+    assert kw["input_ids"].tolist() == [[t % 1024 for t in llama.SEED_TOKEN_IDS]]
+    assert kw["use_cache"] is True and kw["inputs_embeds"] is None
+
+
+def test_seed_token_ids_unchanged_on_seed_vocab():
+    ids = llama.token_ids(P.validate(), 128256)
+    assert ids.tolist() == [llama.SEED_TOKEN_IDS]
+
+
+def test_cache_modes_run_and_agree():
+    outs = {}
+    for mode in ("seed", "static", "none"):
+        setup = llama.build(P.validate(preset="tiny", cache_mode=mode, dtype="float32"))
+        outs[mode] = llama.logits_of(setup.model(**setup.kwargs))
+    assert outs["seed"].shape == (1, 6, 1024)
+    torch.testing.assert_close(outs["static"], outs["seed"], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(outs["none"], outs["seed"], rtol=1e-4, atol=1e-4)
+
+
+def test_batch_and_seq_len_shape_inputs():
+    setup = llama.build(P.validate(preset="tiny", batch_size=2, seq_len=9))
+    assert tuple(setup.kwargs["input_ids"].shape) == (2, 9)
+    assert llama.logits_of(setup.model(**setup.kwargs)).shape == (2, 9, 1024)
+
+
+def test_step_bytes_counts_tied_embedding_once():
+    setup = llama.build(P.validate(preset="tiny"))
+    b = llama.step_bytes(setup)
+    cfg = setup.config
+    embed = cfg.vocab_size * cfg.hidden_size * 2
+    assert b["weights"] == llama.weight_bytes(setup.model) < sum(p.numel() * 2 for p in setup.model.state_dict().values())
+    assert b["weights"] > embed
+    assert b["logits"] == 6 * cfg.vocab_size * 2
+    assert b["kv_cache"] == 2 * 1 * 6 * cfg.num_key_value_heads * cfg.head_dim * 2
+    assert b["total"] == b["weights"] + b["logits"] + b["kv_cache"]
+
+
+def test_compare_logits_tolerance():
+    ref = torch.randn(1, 6, 32)
+    assert llama.compare_logits(ref.clone(), ref, "bfloat16")["passed"]
+    assert not llama.compare_logits(ref * 1.1, ref, "bfloat16")["passed"]
+    assert not llama.compare_logits(ref[:, :3], ref, "float32")["passed"]
+    bad = ref.clone()
+    bad[0, 0, 0] = float("nan")
+    assert not llama.compare_logits(bad, ref, "bfloat16")["passed"]

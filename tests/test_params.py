@@ -1,0 +1,60 @@
+"""Parameter validation: clear errors naming the parameter and the allowed values."""
+
+import pytest
+
+from latency_lab import params as P
+
+
+def test_defaults_resolve_for_cpu():
+    p = P.validate(device="cpu")
+    assert (p.preset, p.layers, p.seq_len, p.dtype, p.cache_mode) == ("seed", 1, 6, "bfloat16", "seed")
+    assert (p.warmup, p.iters, p.repeats) == tuple(P.TIMING_DEFAULTS["cpu"][k] for k in ("warmup", "iters", "repeats"))
+    assert p.executors[0] == "eager" and "thunder" in p.executors
+
+
+def test_auto_device_is_cpu_without_cuda():
+    assert P.validate().device == "cpu"
+
+
+@pytest.mark.parametrize("name, value, fragment", [
+    ("layers", 0, "an integer >= 1"),
+    ("layers", 1.5, "an integer >= 1"),
+    ("layers", True, "an integer >= 1"),
+    ("dtype", "int8", "bfloat16"),
+    ("preset", "huge", "seed, tiny"),
+    ("cache_mode", "dynamic", "seed, static, none"),
+    ("executors", ["eager", "tvm"], "unknown: tvm"),
+    ("executors", [], "non-empty list"),
+    ("ops", "add,conv", "unknown: conv"),
+    ("sizes", ["seed", "3y"], "'<k>x'"),
+    ("device", "cuda", "no CUDA device"),
+    ("device", "tpu", "auto, cpu, cuda"),
+    ("warmup", -1, "an integer >= 0"),
+    ("bogus", 1, "parameter names"),
+])
+def test_bad_values_name_parameter_and_allowed(name, value, fragment):
+    with pytest.raises(P.ParameterError) as err:
+        P.validate({name: value})
+    assert err.value.name == name
+    assert f"invalid parameter {name}=" in str(err.value)
+    assert fragment in str(err.value)
+
+
+def test_dtype_aliases_and_comma_lists():
+    p = P.validate(dtype="bf16", executors="eager, thunder:torch", ops="add,mul", sizes="seed,4x")
+    assert p.dtype == "bfloat16"
+    assert p.executors == ("eager", "thunder:torch")
+    assert p.ops == ("add", "mul") and p.sizes == ("seed", "4x")
+
+
+def test_parse_value_is_literal_or_string_never_eval():
+    assert P.parse_value("3") == 3
+    assert P.parse_value("['eager', 'thunder']") == ["eager", "thunder"]
+    assert P.parse_value("None") is None
+    assert P.parse_value("eager,thunder") == "eager,thunder"
+    assert P.parse_value("__import__('os').getcwd()") == "__import__('os').getcwd()"
+
+
+def test_from_namespace_picks_only_parameters():
+    p = P.from_namespace({"preset": "tiny", "layers": 2, "unrelated": object()})
+    assert (p.preset, p.layers) == ("tiny", 2)

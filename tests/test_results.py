@@ -1,0 +1,43 @@
+"""Results files and the run report."""
+
+import json
+import math
+
+import pytest
+
+from latency_lab import notebook_run, params as P, report, results
+
+
+def test_save_and_load_roundtrip_json_safe(tmp_path):
+    p = P.validate(preset="tiny")
+    table = results.key_table("t", [{"a": 1, "b": math.nan}, {"a": 2, "c": (1, 2)}])
+    assert table["columns"] == ["a", "b", "c"] and table["rows"][1] == [2, None, (1, 2)]
+    path = results.save(tmp_path, "99_x", p, {"python": "3"}, table, extra={"v": float("inf")})
+    data = results.load(path)
+    assert data["key_table"]["rows"] == [[1, None, None], [2, None, [1, 2]]]
+    assert data["extra"] == {"v": None} and data["params"]["preset"] == "tiny"
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_load_rejects_incomplete(tmp_path):
+    bad = tmp_path / "x.results.json"
+    bad.write_text(json.dumps({"notebook": "x"}))
+    with pytest.raises(ValueError, match="lacks"):
+        results.load(bad)
+
+
+def test_summary_marks_missing_results_failed(tmp_path):
+    ok = notebook_run.Outcome("01_a", "ok", 1.0, None, {"ipynb": "01_a.ipynb"})
+    summary = report.summarize(tmp_path, {"run_id": "r"}, [ok])
+    assert not summary["ok"] and summary["notebooks"][0]["error"]["ename"] == "MissingResults"
+    page = report.index_html(summary)
+    assert "01_a" in page and "MissingResults" in page
+
+
+def test_select_notebooks_by_number_or_name():
+    found = notebook_run.discover()
+    assert list(found)[:2] == ["01_model_setup", "02_executor_timing"]
+    assert list(notebook_run.select(found, "02,01")) == ["01_model_setup", "02_executor_timing"]
+    assert list(notebook_run.select(found, "02_executor_timing")) == ["02_executor_timing"]
+    with pytest.raises(ValueError, match="invalid --notebooks entry '77'"):
+        notebook_run.select(found, "01,77")

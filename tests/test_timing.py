@@ -1,0 +1,89 @@
+"""Timing primitives and the seed-shaped table."""
+
+import time
+
+import pytest
+
+from latency_lab import executor_timing as et, executors as E, reference, timing
+
+
+def test_stats_median_iqr_and_noisy_flag():
+    s = timing.stats([1.0, 2.0, 3.0, 4.0, 100.0])
+    assert s["median"] == 3.0 and s["q1"] == 2.0 and s["q3"] == 4.0 and s["iqr"] == 2.0
+    assert s["noisy"] and s["n"] == 5 and s["max"] == 100.0
+    assert not timing.stats([1.0, 1.01, 0.99, 1.0])["noisy"]
+    with pytest.raises(ValueError):
+        timing.stats([])
+
+
+def test_event_timer_on_cpu_measures_real_time():
+    calls = []
+
+    def step(**kw):
+        calls.append(1)
+        time.sleep(0.002)
+    r = timing.event_timer(step, {}, "cpu", warmup=2, iters=3, repeats=4)
+    assert len(calls) == 2 + 3 * 4
+    assert r["method"] == "perf_counter" and len(r["blocks_ms"]) == 4
+    assert 1.9 < r["median"] < 20
+
+
+def test_host_submit_and_profile_on_cpu():
+    h = timing.host_submit(lambda **kw: time.sleep(0.001), {}, "cpu", calls=5)
+    assert h["calls"] == 5 and h["median"] >= 0.9
+    assert timing.profile_kernels(lambda **kw: None, {}, "cpu", steps=3) == {"reason": "no device kernels on CPU"}
+
+
+def test_seed_table_derivation():
+    row = timing.seed_table_row(1.281, 0.297, 32)
+    assert row["cpu_overhead_ms"] == pytest.approx(0.984)
+    assert row["overhead_per_kernel_us"] == pytest.approx(30.75)
+    assert timing.seed_table_row(1.0, None, None) == {"cpu_overhead_ms": None, "overhead_per_kernel_us": None}
+
+
+def _prepared(name):
+    return E.Prepared(E.REGISTRY[name], "ok", fn=lambda **kw: None, first_call_s=1.0)
+
+
+def test_measured_row_flags_disagreeing_passes_and_host_bound():
+    wall = timing.stats([1.0, 1.0, 1.0]) | {"repeats": 3, "iters": 1, "warmup": 0}
+    wall2 = timing.stats([1.2, 1.2, 1.2])
+    host = timing.stats([0.95, 0.95])
+    kernels = {"kernel_ms_per_step": 0.25, "kernels_per_step": 25.0}
+    row = et.measured_row(_prepared("eager"), wall, wall2, kernels, host)
+    assert row["CPU Overhead (ms)"] == pytest.approx(0.75) and row["Overhead / Kernel (us)"] == pytest.approx(30.0)
+    assert row["pass 2 / pass 1"] == pytest.approx(1.2) and row["noisy"]
+    assert row["host-bound"]
+    assert list(row)[:6] == et.SEED_COLUMNS
+
+
+def test_reference_rows_carry_seed_numbers_and_sources():
+    rows = et.reference_rows()
+    nsight = [r for r in rows if "Nsight" in r["source"]]
+    assert {r["Execution Type"]: r["Wall Clock Time (ms)"] for r in nsight} == \
+        {"Thunder-nvFuser": 1.281, "Thunder-torch": 1.232, "torch.compile": 0.455, "torch-eager": 1.014}
+    assert all("H100" in r["source"] or "L40S" in r["source"] for r in rows)
+    assert len(rows) == len(reference.SEED_NSIGHT_DGX_H100["rows"]) + len(reference.SEED_CUDA_TIMER_DGX_H100["rows"]) \
+        + len(reference.SEED_TIMEIT_L40S["rows"])
+
+
+def test_ranking_text_compares_with_seed_order():
+    def row(name, ms):
+        return {"Execution Type": E.REGISTRY[name].label, "Wall Clock Time (ms)": ms, "source": "measured here", "executor": name}
+    same = et.ranking_text([row("eager", 1.0), row("torch.compile", 0.5)])
+    assert same.startswith("Fastest to slowest by median wall time: torch.compile") and "matches" in same
+    differ = et.ranking_text([row("eager", 0.4), row("torch.compile", 0.5)])
+    assert "differs" in differ
+    assert et.ranking_text([]) == "No executor produced a wall time here."
+
+
+def test_guarded_turns_failures_into_rows():
+    good, bad = _prepared("eager"), _prepared("torch.compile")
+
+    def measure(p):
+        if p is bad:
+            raise RuntimeError("profiler exploded")
+        return {"x": 1}
+    out = et.guarded({"eager": good, "torch.compile": bad}, "profiler", measure)
+    assert out == {"eager": {"x": 1}}
+    assert bad.status == "failed" and "profiler exploded" in bad.reason
