@@ -1,14 +1,15 @@
 """The timing notebook's measurements per executor and the seed-shaped table built from them.
 
-Each method runs in its own pass so that none leaks into another: CUDA-event wall time, the
-profiler's kernel count and time, host submit time, and a second wall-time pass in reverse order
-to show repeatability. ``%timeit`` runs in the notebook itself, as in the seed.
+Each method runs in its own calls so that none leaks into another: CUDA-event wall time, ``%timeit``
+(issued by the notebook itself, as in the seed), the profiler's kernel count and time, host submit
+time; then a second wall-time pass over all executors shows repeatability. Executors are measured
+one after another, so a failure (even one that poisons the CUDA context) stays in its own row.
 """
 
 from __future__ import annotations
 
 from . import reference, timing
-from .executors import Prepared
+from .executors import Prepared, cuda_context_error
 
 AGREEMENT = 0.10  # two wall-time passes of one executor should agree within 10%
 HOST_BOUND = 0.85  # a step whose host submit time is >= 85% of its wall time is host-bound
@@ -20,39 +21,58 @@ COLUMNS = SEED_COLUMNS + ["%timeit (ms)", "wall IQR (%)", "noisy", "pass 2 / pas
                           "host-bound", "first call (s)", "source", "status", "reason"]
 
 
-def guarded(prepared: dict[str, Prepared], during: str, measure) -> dict[str, dict]:
-    """``measure(p)`` for every ready executor; a failure marks that executor failed, no crash."""
-    out = {}
+def measure_each(prepared: dict[str, Prepared], methods: dict, device: str) -> dict[str, dict]:
+    """Run ``methods`` ({label: callable(prepared) -> dict}) on one executor after another, so a
+    failure stays in its own row. A failure that poisons the CUDA context (a sticky error) marks the
+    executors after it as not measured, with that reason; the notebook itself never crashes."""
+    out: dict[str, dict] = {}
     for name, p in prepared.items():
         if not p.ok:
             continue
-        try:
-            out[name] = measure(p)
-        except Exception as e:  # one executor's failure is its row's reason
-            p.fail(e, during)
+        if error := cuda_context_error(device):
+            p.status, p.reason = "failed", f"not measured: the CUDA context was lost earlier ({error})"
+            continue
+        out[name] = {}
+        print(f"{p.executor.label}: ", end="", flush=True)
+        for label, method in methods.items():
+            try:
+                out[name][label] = method(p)
+            except Exception as e:  # one executor's failure is its row's reason
+                p.fail(e, label)
+                break
+        print(p.status if p.ok else p.reason, flush=True)
     return out
 
 
-def wall_pass(prepared, kwargs, params, reverse=False) -> dict[str, dict]:
-    """The seed's CUDA-event timer for every executor (``repeats`` blocks of ``iters`` calls)."""
-    items = dict(reversed(prepared.items())) if reverse else prepared
-    return guarded(items, "CUDA-event timer", lambda p: timing.event_timer(
-        p.fn, kwargs, params.device, params.warmup, params.iters, params.repeats))
+def _wall(kwargs: dict, params):
+    return lambda p: timing.event_timer(p.fn, kwargs, params.device, params.warmup, params.iters, params.repeats)
 
 
-def profile_pass(prepared, kwargs, params) -> dict[str, dict]:
+def methods(kwargs: dict, params, timeit) -> dict:
+    """The timing notebook's methods, in the order they run on each executor. ``timeit(fn)`` runs
+    IPython's ``%timeit`` in the notebook and returns its ``TimeitResult``."""
+    device = params.device
     steps = max(3, min(params.iters, 10))
-    return guarded(prepared, "profiler", lambda p: timing.profile_kernels(p.fn, kwargs, params.device, steps))
+    return {
+        "wall": _wall(kwargs, params),
+        "timeit": lambda p: timing.timeit_record(timeit(p.fn)),
+        "kernels": lambda p: timing.profile_kernels(p.fn, kwargs, device, steps),
+        "host": lambda p: timing.host_submit(p.fn, kwargs, device, params.iters),
+    }
 
 
-def host_pass(prepared, kwargs, params) -> dict[str, dict]:
-    return guarded(prepared, "host submit", lambda p: timing.host_submit(p.fn, kwargs, params.device, params.iters))
+def second_pass(prepared, kwargs, params) -> dict[str, dict]:
+    """The CUDA-event timer once more on every executor, to show how well a row repeats."""
+    passes = measure_each(prepared, {"wall": _wall(kwargs, params)}, params.device)
+    return {n: m["wall"] for n, m in passes.items() if "wall" in m}
 
 
-def measured_row(p: Prepared, wall=None, wall2=None, kernels=None, host=None, timeit=None) -> dict:
+def measured_row(p: Prepared, measured: dict | None, wall2: dict | None) -> dict:
     """One executor's row in the seed's column order, with spread, repeatability and status."""
+    measured = measured or {}
+    wall, timeit, host = measured.get("wall"), measured.get("timeit"), measured.get("host")
+    kernels = measured.get("kernels") or {}
     wall_ms = wall["median"] if wall else None
-    kernels = kernels or {}
     derived = timing.seed_table_row(wall_ms, kernels.get("kernel_ms_per_step"), kernels.get("kernels_per_step")) \
         if wall_ms is not None else {}
     ratio = wall2["median"] / wall_ms if wall and wall2 else None

@@ -169,6 +169,18 @@ def describe(error: BaseException, limit: int = 400) -> str:
     return text if len(text) <= limit else text[:limit] + " ..."
 
 
+def cuda_context_error(device: str) -> str | None:
+    """None while the device works; the error once a sticky CUDA error (an illegal memory access,
+    say) has poisoned this process's context, after which no executor can run in it."""
+    if not device.startswith("cuda"):
+        return None
+    try:
+        torch.cuda.synchronize(device)
+        return None
+    except Exception as e:
+        return describe(e, 200)
+
+
 def prepare(executor: Executor, module: torch.nn.Module, kwargs: dict, device: str) -> Prepared:
     """Build ``executor`` on ``module`` and make its first call (timed: tracing and compile
     included); an unavailable or failing executor comes back with its reason."""
@@ -176,6 +188,8 @@ def prepare(executor: Executor, module: torch.nn.Module, kwargs: dict, device: s
 
     if reason := executor.unavailable_reason(device):
         return Prepared(executor, "unavailable", reason=reason)
+    if error := cuda_context_error(device):
+        return Prepared(executor, "failed", reason=f"not run: the CUDA context was lost earlier ({error})")
     notes: list[str] = []
     try:
         fn, notes = executor.build(module)

@@ -50,7 +50,7 @@ def test_measured_row_flags_disagreeing_passes_and_host_bound():
     wall2 = timing.stats([1.2, 1.2, 1.2])
     host = timing.stats([0.95, 0.95])
     kernels = {"kernel_ms_per_step": 0.25, "kernels_per_step": 25.0}
-    row = et.measured_row(_prepared("eager"), wall, wall2, kernels, host)
+    row = et.measured_row(_prepared("eager"), {"wall": wall, "kernels": kernels, "host": host}, wall2)
     assert row["CPU Overhead (ms)"] == pytest.approx(0.75) and row["Overhead / Kernel (us)"] == pytest.approx(30.0)
     assert row["pass 2 / pass 1"] == pytest.approx(1.2) and row["noisy"]
     assert row["host-bound"]
@@ -77,13 +77,16 @@ def test_ranking_text_compares_with_seed_order():
     assert et.ranking_text([]) == "No executor produced a wall time here."
 
 
-def test_guarded_turns_failures_into_rows():
-    good, bad = _prepared("eager"), _prepared("torch.compile")
+def test_measure_each_keeps_failures_in_their_rows():
+    good, bad, after = _prepared("eager"), _prepared("torch.compile"), _prepared("thunder:torch")
 
-    def measure(p):
+    def profile(p):
         if p is bad:
             raise RuntimeError("profiler exploded")
         return {"x": 1}
-    out = et.guarded({"eager": good, "torch.compile": bad}, "profiler", measure)
-    assert out == {"eager": {"x": 1}}
-    assert bad.status == "failed" and "profiler exploded" in bad.reason
+    out = et.measure_each({"eager": good, "torch.compile": bad, "thunder:torch": after},
+                          {"wall": lambda p: {"w": 1}, "kernels": profile, "host": lambda p: {"h": 1}}, "cpu")
+    assert out["eager"] == {"wall": {"w": 1}, "kernels": {"x": 1}, "host": {"h": 1}}
+    assert out["torch.compile"] == {"wall": {"w": 1}}
+    assert bad.status == "failed" and bad.reason == "kernels: RuntimeError: profiler exploded"
+    assert out["thunder:torch"]["host"] == {"h": 1} and after.ok

@@ -1,0 +1,279 @@
+"""Thunder's final execution trace, taken apart: the seed's symbol counter, fusion regions and the ops
+inside them, ops left unfused, the prologue's size and thunder's compile statistics.
+
+A fusion region is a top-level bound symbol whose symbol is a fusion (``sym.is_fusion``): nvFuser's
+``nvFusionN``, torch.compile's ``TorchCompileN`` and the CUDA-graph transform's ``CUDAGraphN``. Its
+``subsymbols`` are the ops it runs (nvFuser: flattened prims; TorchCompile: the torch-level ops of
+the region; CUDAGraph: the trace's bound symbols it captured, nvFusion regions included).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections import Counter
+
+from .executors import Executor, describe, prepare
+
+# Symbols that move no data: argument unpacking, deletes, the return, and update_aliases (the
+# identity at run time; it records aliasing for in-place ops). Any ``unpack_*`` symbol counts too.
+BOOKKEEPING = frozenset({"python_del", "python_return", "comment", "python_print", "update_aliases",
+                         "clear_mutable_collection"})
+
+# Fusion kind by the name of the executor (or transform class) that made the region.
+KIND_BY_EXECUTOR = {"nvfuser": "nvFusion", "torchcompile": "TorchCompile", "torchcompile_cat": "TorchCompile",
+                    "torchcompile_xentropy": "TorchCompile", "CUDAGraphTransform": "CUDAGraph"}
+
+# The ops the seed found outside nvFuser's regions.
+SEED_OPS = ("linear", "matmul", "embedding", "triu")
+
+# thunder.compile_stats(jm) methods, each returning nanoseconds or raising.
+STAT_METHODS = ("last_trace_construction_time", "last_cache_lookup_time", "last_prologue_transformation_time",
+                "last_prologue_execution_time", "last_computation_execution_time")
+
+
+def executor_name(sym) -> str | None:
+    """Name of the executor (or transform) that runs ``sym``; None for bookkeeping prims."""
+    ex = getattr(sym, "executor", None)
+    return None if ex is None else getattr(ex, "name", None) or type(ex).__name__
+
+
+def is_fusion(bsym) -> bool:
+    return bool(getattr(bsym.sym, "is_fusion", False))
+
+
+def is_bookkeeping(bsym) -> bool:
+    return bsym.sym.name in BOOKKEEPING or bsym.sym.name.startswith("unpack_")
+
+
+def fusion_kind(bsym) -> str:
+    """nvFusion, TorchCompile, CUDAGraph, ...: by the region's executor, else its name less the digits."""
+    return KIND_BY_EXECUTOR.get(executor_name(bsym.sym), re.sub(r"\d+$", "", bsym.sym.name))
+
+
+def category(bsym) -> str:
+    """Composition category of a top-level bound symbol."""
+    if is_fusion(bsym):
+        return f"{fusion_kind(bsym)} regions"
+    return "bookkeeping" if is_bookkeeping(bsym) else "unfused ops"
+
+
+def counter(trace) -> dict[str, int]:
+    """The seed's ``Counter(bsym.sym.name for bsym in trace.bound_symbols)``, most common first."""
+    return dict(Counter(bsym.sym.name for bsym in trace.bound_symbols).most_common())
+
+
+def regions(bsyms, parent: str | None = None) -> list[dict]:
+    """Every fusion region among ``bsyms`` and, recursively, inside them (a CUDAGraph region holds
+    the nvFusion regions it captured): kind, executor, enclosing region and the ops it runs."""
+    found = []
+    for bsym in bsyms:
+        if not is_fusion(bsym):
+            continue
+        subs = bsym.subsymbols or ()
+        ops = Counter(s.sym.name for s in subs if not is_fusion(s) and not is_bookkeeping(s))
+        found.append({"region": bsym.sym.name, "kind": fusion_kind(bsym), "executor": executor_name(bsym.sym),
+                      "inside": parent, "n_ops": sum(ops.values()), "ops": dict(ops.most_common()),
+                      "contains": [s.sym.name for s in subs if is_fusion(s)]})
+        found += regions(subs, bsym.sym.name)
+    return found
+
+
+def unfused(trace) -> dict[str, dict]:
+    """Top-level compute ops outside any fusion region: name -> count and executor(s)."""
+    out: dict[str, dict] = {}
+    for bsym in trace.bound_symbols:
+        if not is_fusion(bsym) and not is_bookkeeping(bsym):
+            entry = out.setdefault(bsym.sym.name, {"count": 0, "executors": []})
+            entry["count"] += 1
+            if (ex := executor_name(bsym.sym)) not in entry["executors"]:
+                entry["executors"].append(ex)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]["count"]))
+
+
+def composition(trace) -> dict[str, int]:
+    """Top-level bound symbols by category: fusion regions per kind, unfused ops, bookkeeping."""
+    return dict(Counter(category(bsym) for bsym in trace.bound_symbols))
+
+
+def compile_stats(jm) -> dict:
+    """Thunder's compile statistics for ``jm`` (times in ms); an API missing or raising is a note."""
+    import thunder
+
+    values: dict = {}
+    notes: list[str] = []
+    for name in ("cache_hits", "cache_misses"):
+        try:
+            values[name] = getattr(thunder, name)(jm)
+        except Exception as e:
+            notes.append(f"thunder.{name}: {describe(e)}")
+    try:
+        cs = thunder.compile_stats(jm)
+    except Exception as e:
+        return {**values, "notes": notes + [f"thunder.compile_stats: {describe(e)}"]}
+    if cs is None:
+        return {**values, "notes": notes + ["thunder.compile_stats returned None"]}
+    values["calls"] = getattr(cs, "calls", None)
+    for method in STAT_METHODS:
+        try:
+            values[method.removeprefix("last_").removesuffix("_time") + "_ms"] = getattr(cs, method)() / 1e6
+        except Exception as e:
+            notes.append(f"{method}: {describe(e)}")
+    return {**values, "notes": notes}
+
+
+def analyze(jm) -> dict:
+    """Everything this notebook reports about the last call of a thunder-jitted module."""
+    import thunder
+
+    trace = thunder.last_traces(jm)[-1]
+    prologue = thunder.last_prologue_traces(jm)[-1]
+    text = str(trace)
+    return {
+        "thunder_executors": [ex.name for ex in thunder.compile_data(jm).executors_list
+                              if not str(ex.name).startswith("__ad_hoc")],
+        "bound_symbols": len(trace.bound_symbols), "trace_lines": len(text.splitlines()),
+        "counter": counter(trace), "composition": composition(trace),
+        "regions": regions(trace.bound_symbols), "unfused": unfused(trace),
+        "prologue_bound_symbols": len(prologue.bound_symbols), "prologue_lines": len(str(prologue).splitlines()),
+        "trace": text,
+    }
+
+
+def run(executor: Executor, module, kwargs: dict, device: str) -> dict:
+    """One configuration's row: jit and first call (compile), its trace analysed, compile statistics
+    after that call and after a second, cached call. Unavailable or failing: the row has the reason."""
+    prepared = prepare(executor, module, kwargs, device)
+    if not prepared.ok:
+        return prepared.row()
+    try:
+        first = compile_stats(prepared.fn)
+        prepared.fn(**kwargs)
+        stats = {"first_call": first, "second_call": compile_stats(prepared.fn)}
+        analysis = analyze(prepared.fn)
+    except Exception as e:
+        prepared.fail(e, "trace analysis")
+        return prepared.row()
+    return prepared.row(first_call_s=prepared.first_call_s, **analysis, compile_stats=stats)
+
+
+# --- tables and figures over rows returned by ``run`` ---------------------------------------------
+
+def ok_rows(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if r["status"] == "ok"]
+
+
+def summary(rows: list[dict]) -> list[dict]:
+    """One line per configuration: status, trace size, regions, unfused ops, prologue, reason."""
+    out = []
+    for r in rows:
+        comp = r.get("composition")
+        counts = {"fusion_regions": sum(v for k, v in comp.items() if k.endswith(" regions")),
+                  "unfused_ops": comp.get("unfused ops", 0), "bookkeeping": comp.get("bookkeeping", 0)} if comp else {}
+        out.append({"executor": r["executor"], "label": r["label"], "status": r["status"],
+                    "bound_symbols": r.get("bound_symbols"), **counts,
+                    "prologue_bound_symbols": r.get("prologue_bound_symbols"), "first_call_s": r.get("first_call_s"),
+                    "thunder_executors": ", ".join(r.get("thunder_executors") or ()) or None,
+                    "reason": r["reason"], "notes": r["notes"]})
+    return out
+
+
+def _natural(name: str) -> list:
+    """Sort key that puts nvFusion2 before nvFusion10."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
+def counter_table(rows: list[dict], reference: dict[str, int], reference_label: str) -> list[dict]:
+    """Symbol names down, the reference counter and each configuration's counter across; sorted by
+    the largest count. A configuration without a trace gets a column of its status."""
+    columns = {reference_label: reference}
+    columns.update({r["executor"]: r.get("counter") or {} for r in rows})
+    names = sorted({n for c in columns.values() for n in c},
+                   key=lambda n: (-max(c.get(n, 0) for c in columns.values()), _natural(n)))
+    table = [{"symbol": n, **{label: c.get(n, 0) for label, c in columns.items()}} for n in names]
+    table.append({"symbol": "(total)", **{label: sum(c.values()) for label, c in columns.items()}})
+    for r in rows:
+        if r["status"] != "ok":
+            for line in table:
+                line[r["executor"]] = r["status"]
+    return table
+
+
+def _ops_text(ops: dict[str, int]) -> str:
+    return ", ".join(f"{n}×{c}" if c > 1 else n for n, c in ops.items())
+
+
+def region_table(rows: list[dict]) -> list[dict]:
+    """One line per fusion region of every configuration, with the ops it runs."""
+    return [{"executor": r["executor"], "region": g["region"], "kind": g["kind"], "made by": g["executor"],
+             "inside": g["inside"], "n_ops": g["n_ops"], "ops": _ops_text(g["ops"]),
+             "contains": ", ".join(g["contains"])}
+            for r in ok_rows(rows) for g in r["regions"]]
+
+
+def unfused_table(rows: list[dict]) -> list[dict]:
+    """Unfused op names down, configurations across (count, with the executor that runs it)."""
+    ran = ok_rows(rows)
+    names = list(dict.fromkeys(n for r in ran for n in r["unfused"]))
+    names.sort(key=lambda n: -max(r["unfused"].get(n, {"count": 0})["count"] for r in ran))
+    table = []
+    for n in names:
+        entries = [r["unfused"].get(n, {"count": 0, "executors": []}) for r in ran]
+        table.append({"op": n, "run by": ", ".join(dict.fromkeys(str(e) for x in entries for e in x["executors"])),
+                      **{r["executor"]: x["count"] for r, x in zip(ran, entries)}})
+    return table
+
+
+def placement(rows: list[dict], ops=SEED_OPS) -> list[dict]:
+    """Where the seed's ops ended up: per configuration, how many ran inside fusion regions (by kind)
+    and how many outside. Ops nested in a CUDAGraph's nvFusion region count for the innermost region.
+    An op found nowhere by name was decomposed into prims (nvFuser regions list prims: triu becomes
+    iota, sub, ge, where) or is absent from the model."""
+    table = []
+    for op in ops:
+        line = {"op": op}
+        for r in ok_rows(rows):
+            inside = Counter()
+            for g in r["regions"]:
+                inside[g["kind"]] += g["ops"].get(op, 0)
+            outside = r["unfused"].get(op, {"count": 0})["count"]
+            where = ", ".join(f"{n} in {k}" for k, n in inside.items() if n)
+            line[r["executor"]] = (f"{where or '0 in fusions'}; {outside} outside" if where or outside
+                                   else "not found by name (decomposed)")
+        table.append(line)
+    return table
+
+
+def stats_table(rows: list[dict]) -> list[dict]:
+    """Compile statistics per configuration and call (first: compile; second: cache hit)."""
+    return [{"executor": r["executor"], "call": call, **{k: v for k, v in s.items() if k != "notes"},
+             "notes": "; ".join(s["notes"]) or None}
+            for r in ok_rows(rows) for call, s in r["compile_stats"].items()]
+
+
+def composition_long(rows: list[dict]) -> list[dict]:
+    """(configuration, category, count) lines for a stacked bar chart; a configuration without a
+    trace is one line of count 0 with its status in the label, so it still shows on the axis."""
+    out = []
+    for r in rows:
+        if r["status"] != "ok":
+            out.append({"configuration": f"{r['executor']} ({r['status']})", "category": "bookkeeping", "count": 0})
+            continue
+        for cat, count in r["composition"].items():
+            out.append({"configuration": r["executor"], "category": cat, "count": count})
+    return out
+
+
+def composition_figure(rows: list[dict]):
+    """Stacked bars: the final trace's top-level symbols per configuration, by category."""
+    import plotly.express as px
+
+    return px.bar(composition_long(rows), x="configuration", y="count", color="category",
+                  title="Top-level bound symbols of the final trace (what thunder's Python runs per call)",
+                  labels={"count": "bound symbols"})
+
+
+def details_html(summary_text: str, body: str) -> str:
+    """A collapsed HTML <details> block with ``body`` as escaped preformatted text."""
+    return (f"<details><summary>{html.escape(summary_text)}</summary>"
+            f"<pre style='font-size:11px;max-height:40em;overflow:auto'>{html.escape(body)}</pre></details>")

@@ -1,0 +1,178 @@
+"""latency_lab.traces on small thunder-jitted modules (CPU), on synthetic nested regions (the GPU-only
+nvFusion / CUDAGraph shapes) and on the tiny run's results file."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from latency_lab import results, traces
+from latency_lab.executors import REGISTRY, THUNDER_NAMES
+
+pytest.importorskip("thunder")
+
+
+class Tiny(torch.nn.Module):
+    """embedding, linear and matmul (seed ops that stayed outside nvFuser), a silu and a triu."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(32, 16)
+        self.lin = torch.nn.Linear(16, 16, bias=False)
+
+    def forward(self, ids):
+        h = torch.nn.functional.silu(self.lin(self.emb(ids)))
+        scores = torch.triu(torch.matmul(h, h.transpose(-1, -2)), 1)
+        return h * 2 + scores.sum(-1, keepdim=True)
+
+
+class Broken(torch.nn.Module):
+    def forward(self, ids):
+        raise RuntimeError("boom in forward")
+
+
+KWARGS = {"ids": torch.tensor([[1, 2, 3, 4]])}
+
+
+@pytest.fixture(scope="module")
+def torch_row():
+    return traces.run(REGISTRY["thunder:torch"], Tiny().eval(), KWARGS, "cpu")
+
+
+@pytest.fixture(scope="module")
+def torchcompile_row():
+    return traces.run(REGISTRY["thunder:torchcompile"], Tiny().eval(), KWARGS, "cpu")
+
+
+def check_consistent(row: dict) -> None:
+    """The counter, the composition, the regions and the unfused ops describe the same trace."""
+    counter = row["counter"]
+    assert sum(counter.values()) == row["bound_symbols"] == sum(row["composition"].values())
+    assert list(counter.values()) == sorted(counter.values(), reverse=True)
+    top = [g for g in row["regions"] if g["inside"] is None]
+    assert sum(counter[g["region"]] for g in top) == sum(
+        v for k, v in row["composition"].items() if k.endswith(" regions"))
+    for op, entry in row["unfused"].items():
+        assert counter[op] == entry["count"]
+    assert sum(e["count"] for e in row["unfused"].values()) == row["composition"].get("unfused ops", 0)
+    for g in top:
+        assert f"{g['region']}(" in row["trace"]
+
+
+def test_torch_config_has_no_regions_and_leaves_seed_ops_unfused(torch_row):
+    assert torch_row["status"] == "ok", torch_row["reason"]
+    assert torch_row["regions"] == []
+    assert not any(k.endswith(" regions") for k in torch_row["composition"])
+    for op in ("linear", "embedding", "matmul", "silu"):
+        assert torch_row["unfused"][op] == {"count": 1, "executors": ["torch"]}
+    assert torch_row["counter"]["python_return"] == 1
+    assert torch_row["counter"]["unpack_trivial"] >= 1
+    assert "python_del" not in torch_row["unfused"] and "unpack_trivial" not in torch_row["unfused"]
+    assert torch_row["prologue_bound_symbols"] > 0 and torch_row["prologue_lines"] > 0
+    check_consistent(torch_row)
+    table = {line["op"]: line["thunder:torch"] for line in traces.placement([torch_row])}
+    assert table["linear"] == "0 in fusions; 1 outside"
+    assert table["triu"] == "not found by name (decomposed)"  # thunder decomposes this triu into prims
+    assert "triu" not in torch_row["counter"] and "where" in torch_row["unfused"]
+
+
+def test_torchcompile_config_fuses_seed_ops_into_one_region(torchcompile_row):
+    row = torchcompile_row
+    assert row["status"] == "ok", row["reason"]
+    assert [(g["region"], g["kind"], g["executor"]) for g in row["regions"]] == [
+        ("TorchCompile0", "TorchCompile", "torchcompile")]
+    ops = row["regions"][0]["ops"]
+    for op in ("linear", "embedding", "matmul", "silu"):
+        assert ops.get(op) == 1, ops
+    assert "linear" not in row["unfused"] and row["composition"]["TorchCompile regions"] == 1
+    assert row["counter"]["TorchCompile0"] == 1
+    check_consistent(row)
+    assert traces.placement([row])[0] == {"op": "linear", "thunder:torchcompile": "1 in TorchCompile; 0 outside"}
+    assert traces.region_table([row])[0]["ops"].startswith(next(iter(ops)))
+
+
+def test_compile_stats_count_the_miss_and_the_hit(torch_row):
+    first, second = torch_row["compile_stats"]["first_call"], torch_row["compile_stats"]["second_call"]
+    assert (first["calls"], first["cache_misses"], first["cache_hits"]) == (1, 1, 0)
+    assert (second["calls"], second["cache_misses"], second["cache_hits"]) == (2, 1, 1)
+    assert first["trace_construction_ms"] > 0
+    for stats in (first, second):  # every statistic is a value or a note, never an exception
+        for method in traces.STAT_METHODS:
+            key = method.removeprefix("last_").removesuffix("_time") + "_ms"
+            assert (key in stats) != any(n.startswith(method) for n in stats["notes"]), (method, stats)
+
+
+def test_compile_stats_of_a_plain_function_is_notes_only():
+    stats = traces.compile_stats(lambda x: x)
+    assert "calls" not in stats and stats["notes"]
+
+
+def test_counter_of_a_jitted_function_is_the_seed_expression():
+    import thunder
+
+    jf = thunder.jit(lambda a, b: (a + b) * a, executors=[])
+    jf(torch.ones(3), torch.ones(3))
+    counter = traces.counter(thunder.last_traces(jf)[-1])
+    assert counter["add"] == 1 and counter["mul"] == 1 and counter["python_return"] == 1
+    assert counter["unpack_trivial"] == 2
+
+
+def test_unavailable_and_failing_configs_are_rows_with_reasons(torch_row):
+    unavailable = traces.run(REGISTRY["thunder:cudagraphs"], Tiny(), KWARGS, "cpu")
+    failed = traces.run(REGISTRY["thunder:torch"], Broken(), KWARGS, "cpu")
+    assert unavailable["status"] == "unavailable" and "CUDA" in unavailable["reason"]
+    assert failed["status"] == "failed" and "boom in forward" in failed["reason"]
+    rows = [torch_row, unavailable, failed]
+    assert [r["reason"] is None for r in traces.summary(rows)] == [True, False, False]
+    table = traces.counter_table(rows, {"linear": 8}, "seed")
+    assert {line["thunder:cudagraphs"] for line in table} == {"unavailable"}
+    assert next(line for line in table if line["symbol"] == "linear")["seed"] == 8
+    labels = {line["configuration"] for line in traces.composition_long(rows)}
+    assert {"thunder:cudagraphs (unavailable)", "thunder:torch (failed)", "thunder:torch"} <= labels
+
+
+def _bsym(name, executor=None, subsymbols=(), fusion=False):
+    return SimpleNamespace(sym=SimpleNamespace(name=name, executor=executor, is_fusion=fusion), subsymbols=subsymbols)
+
+
+def test_nested_regions_are_classified_by_executor():
+    from thunder.transforms.cudagraph import CUDAGraphTransform
+
+    nvfuser, torch_ex = SimpleNamespace(name="nvfuser"), SimpleNamespace(name="torch")
+    nv = _bsym("nvFusion0", nvfuser, (_bsym("mul"), _bsym("mul"), _bsym("convert_element_type")), fusion=True)
+    graph = _bsym("CUDAGraph1", CUDAGraphTransform(),
+                  (nv, _bsym("linear", torch_ex), _bsym("python_del")), fusion=True)
+    odd = _bsym("Region7", SimpleNamespace(name="torchcompile_cat"), (_bsym("cat"),), fusion=True)
+    trace = SimpleNamespace(bound_symbols=[_bsym("unpack_trivial"), graph, odd, _bsym("embedding", torch_ex),
+                                           _bsym("python_return")])
+    found = {g["region"]: g for g in traces.regions(trace.bound_symbols)}
+    assert found["CUDAGraph1"]["kind"] == "CUDAGraph" and found["CUDAGraph1"]["executor"] == "CUDAGraphTransform"
+    assert found["CUDAGraph1"]["ops"] == {"linear": 1} and found["CUDAGraph1"]["contains"] == ["nvFusion0"]
+    assert found["nvFusion0"]["inside"] == "CUDAGraph1" and found["nvFusion0"]["kind"] == "nvFusion"
+    assert found["nvFusion0"]["ops"] == {"mul": 2, "convert_element_type": 1}
+    assert found["Region7"]["kind"] == "TorchCompile"
+    assert traces.composition(trace) == {"bookkeeping": 2, "CUDAGraph regions": 1, "TorchCompile regions": 1,
+                                         "unfused ops": 1}
+    assert traces.unfused(trace) == {"embedding": {"count": 1, "executors": ["torch"]}}
+
+
+def test_details_html_escapes_the_trace():
+    block = traces.details_html("a <b>", "x = f(y) < 2 <script>")
+    assert block.startswith("<details><summary>a &lt;b&gt;</summary>") and "<script>" not in block
+
+
+def test_tiny_run_results_file(tiny_run):
+    data = results.load(tiny_run / "03_trace_counters.results.json")
+    rows = {r["executor"]: r for r in data["configurations"]}
+    wanted = [n for n in data["params"]["executors"] if n in THUNDER_NAMES]
+    assert wanted and sorted(rows) == sorted(wanted)
+    for name in wanted:
+        row = rows[name]
+        if row["status"] == "ok":
+            assert row["counter"], name
+            check_consistent(row)
+        else:
+            assert row["reason"], name
+    assert data["key_table"]["rows"] and data["seed_counter"]["counter"]["nvFusion0"] == 1
