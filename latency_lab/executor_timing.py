@@ -1,15 +1,16 @@
 """The timing notebook's measurements per executor and the seed-shaped table built from them.
 
-Each method runs in its own calls so that none leaks into another: CUDA-event wall time, ``%timeit``
+Each executor is built and measured before the next is built: CUDA-event wall time, ``%timeit``
 (issued by the notebook itself, as in the seed), the profiler's kernel count and time, host submit
-time; then a second wall-time pass over all executors shows repeatability. Executors are measured
-one after another, so a failure (even one that poisons the CUDA context) stays in its own row.
+time, each in its own calls so that none leaks into another. A second wall-time pass over all
+executors then shows repeatability. A failure, even one that poisons the CUDA context, stays in
+its own row.
 """
 
 from __future__ import annotations
 
 from . import reference, timing
-from .executors import Prepared, cuda_context_error
+from .executors import Prepared, cuda_context_error, describe, prepare
 
 AGREEMENT = 0.10  # two wall-time passes of one executor should agree within 10%
 HOST_BOUND = 0.85  # a step whose host submit time is >= 85% of its wall time is host-bound
@@ -21,27 +22,26 @@ COLUMNS = SEED_COLUMNS + ["%timeit (ms)", "wall IQR (%)", "noisy", "pass 2 / pas
                           "host-bound", "first call (s)", "source", "status", "reason"]
 
 
-def measure_each(prepared: dict[str, Prepared], methods: dict, device: str) -> dict[str, dict]:
-    """Run ``methods`` ({label: callable(prepared) -> dict}) on one executor after another, so a
-    failure stays in its own row. A failure that poisons the CUDA context (a sticky error) marks the
-    executors after it as not measured, with that reason; the notebook itself never crashes."""
-    out: dict[str, dict] = {}
-    for name, p in prepared.items():
-        if not p.ok:
-            continue
-        if error := cuda_context_error(device):
-            p.status, p.reason = "failed", f"not measured: the CUDA context was lost earlier ({error})"
-            continue
-        out[name] = {}
-        print(f"{p.executor.label}: ", end="", flush=True)
-        for label, method in methods.items():
-            try:
-                out[name][label] = method(p)
-            except Exception as e:  # one executor's failure is its row's reason
-                p.fail(e, label)
-                break
-        print(p.status if p.ok else p.reason, flush=True)
-    return out
+def build_and_measure(executors, setup, methods: dict, device: str) -> tuple[dict[str, Prepared], dict[str, dict]]:
+    """Build each executor and run ``methods`` ({label: callable(prepared) -> dict}) on it before the
+    next is built, so each is measured right after its own first call and a failure stays in its
+    own row. A failure that poisons the CUDA context (a sticky error) leaves the executors after it
+    as rows that say so; the notebook itself never crashes."""
+    prepared: dict[str, Prepared] = {}
+    measured: dict[str, dict] = {}
+    for ex in executors:
+        p = prepared[ex.name] = prepare(ex, setup.model, setup.kwargs, device)
+        print(f"{ex.label}: first call {p.first_call_s:.2f} s; " if p.ok else f"{ex.label}: ", end="", flush=True)
+        if p.ok:
+            measured[ex.name] = {}
+            for label, method in methods.items():
+                try:
+                    measured[ex.name][label] = method(p)
+                except Exception as e:  # one executor's failure is its row's reason
+                    p.fail(e, label)
+                    break
+        print(p.status if p.ok else f"{p.status}: {p.reason}", flush=True)
+    return prepared, measured
 
 
 def _wall(kwargs: dict, params):
@@ -61,10 +61,22 @@ def methods(kwargs: dict, params, timeit) -> dict:
     }
 
 
-def second_pass(prepared, kwargs, params) -> dict[str, dict]:
-    """The CUDA-event timer once more on every executor, to show how well a row repeats."""
-    passes = measure_each(prepared, {"wall": _wall(kwargs, params)}, params.device)
-    return {n: m["wall"] for n, m in passes.items() if "wall" in m}
+def second_pass(prepared: dict[str, Prepared], kwargs: dict, params) -> dict[str, dict]:
+    """The CUDA-event timer once more on every executor, to show how well a row repeats. A failure
+    here is recorded as this pass's error and leaves the executor's first-pass numbers standing."""
+    timer = _wall(kwargs, params)
+    out = {}
+    for name, p in prepared.items():
+        if not p.ok:
+            continue
+        if error := cuda_context_error(params.device):
+            out[name] = {"error": f"not run: the CUDA context was lost earlier ({error})"}
+            continue
+        try:
+            out[name] = timer(p)
+        except Exception as e:
+            out[name] = {"error": describe(e)}
+    return out
 
 
 def measured_row(p: Prepared, measured: dict | None, wall2: dict | None) -> dict:
@@ -75,7 +87,8 @@ def measured_row(p: Prepared, measured: dict | None, wall2: dict | None) -> dict
     wall_ms = wall["median"] if wall else None
     derived = timing.seed_table_row(wall_ms, kernels.get("kernel_ms_per_step"), kernels.get("kernels_per_step")) \
         if wall_ms is not None else {}
-    ratio = wall2["median"] / wall_ms if wall and wall2 else None
+    wall2 = wall2 or {}
+    ratio = wall2["median"] / wall_ms if wall and "median" in wall2 else None
     row = {
         "Execution Type": p.executor.label,
         "Wall Clock Time (ms)": wall_ms,
@@ -92,7 +105,7 @@ def measured_row(p: Prepared, measured: dict | None, wall2: dict | None) -> dict
         "first call (s)": p.first_call_s,
         "source": "measured here",
         "status": p.status,
-        "reason": p.reason or kernels.get("reason"),
+        "reason": "; ".join(filter(None, (p.reason, kernels.get("reason"), wall2.get("error") and f"pass 2: {wall2['error']}"))) or None,
         "executor": p.executor.name,
     }
     return row

@@ -7,8 +7,10 @@ wall times. On a CPU the event timer falls back to ``time.perf_counter``.
 
 from __future__ import annotations
 
+import gc
 import statistics
 import time
+from contextlib import contextmanager
 from typing import Callable
 
 import torch
@@ -38,6 +40,19 @@ def stats(samples: list[float]) -> dict:
     }
 
 
+@contextmanager
+def gc_paused():
+    """Python's garbage collector off while timing, as ``timeit`` does: a collection of a heap that
+    holds compiled objects takes longer than hundreds of calls."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def first_call(fn: Callable, kwargs: dict, device: str):
     """Seconds for the first call (tracing and compilation included) and its output."""
     sync(device)
@@ -52,35 +67,39 @@ def event_timer(fn: Callable, kwargs: dict, device: str, warmup: int, iters: int
     two CUDA events; ms per step of each block, with their statistics."""
     for _ in range(warmup):
         fn(**kwargs)
-    blocks = []
-    for _ in range(repeats):
-        if device.startswith("cuda"):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda.synchronize(device)
-            start.record()
-            for _ in range(iters):
-                fn(**kwargs)
-            end.record()
-            torch.cuda.synchronize(device)
-            blocks.append(start.elapsed_time(end) / iters)
-        else:
-            t0 = time.perf_counter()
-            for _ in range(iters):
-                fn(**kwargs)
-            blocks.append((time.perf_counter() - t0) * 1e3 / iters)
+    with gc_paused():
+        blocks = [_block_ms(fn, kwargs, device, iters) for _ in range(repeats)]
     return {"method": "cuda-events" if device.startswith("cuda") else "perf_counter",
             "warmup": warmup, "iters": iters, "repeats": repeats, "blocks_ms": blocks, **stats(blocks)}
+
+
+def _block_ms(fn: Callable, kwargs: dict, device: str, iters: int) -> float:
+    """ms per call over ``iters`` back-to-back calls: CUDA events on a GPU, perf_counter on a CPU."""
+    if not device.startswith("cuda"):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            fn(**kwargs)
+        return (time.perf_counter() - t0) * 1e3 / iters
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize(device)
+    start.record()
+    for _ in range(iters):
+        fn(**kwargs)
+    end.record()
+    torch.cuda.synchronize(device)
+    return start.elapsed_time(end) / iters
 
 
 def host_submit(fn: Callable, kwargs: dict, device: str, calls: int) -> dict:
     """ms for a call to return with no synchronize (the host's share of a step). The device is
     drained between calls, outside the timed region, so a full launch queue never blocks the call."""
     samples = []
-    for _ in range(calls):
-        sync(device)
-        t0 = time.perf_counter()
-        fn(**kwargs)
-        samples.append((time.perf_counter() - t0) * 1e3)
+    with gc_paused():
+        for _ in range(calls):
+            sync(device)
+            t0 = time.perf_counter()
+            fn(**kwargs)
+            samples.append((time.perf_counter() - t0) * 1e3)
     sync(device)
     return {"calls": calls, "samples_ms": samples, **stats(samples)}
 

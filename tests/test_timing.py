@@ -1,6 +1,7 @@
 """Timing primitives and the seed-shaped table."""
 
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -77,16 +78,34 @@ def test_ranking_text_compares_with_seed_order():
     assert et.ranking_text([]) == "No executor produced a wall time here."
 
 
-def test_measure_each_keeps_failures_in_their_rows():
-    good, bad, after = _prepared("eager"), _prepared("torch.compile"), _prepared("thunder:torch")
+def test_build_and_measure_keeps_failures_in_their_rows():
+    setup = SimpleNamespace(model=lambda **kw: 1, kwargs={})
+    exs = [E.REGISTRY[n] for n in ("eager", "thunder", "thunder:torch")]
 
     def profile(p):
-        if p is bad:
+        if p.executor.name == "eager":
             raise RuntimeError("profiler exploded")
         return {"x": 1}
-    out = et.measure_each({"eager": good, "torch.compile": bad, "thunder:torch": after},
-                          {"wall": lambda p: {"w": 1}, "kernels": profile, "host": lambda p: {"h": 1}}, "cpu")
-    assert out["eager"] == {"wall": {"w": 1}, "kernels": {"x": 1}, "host": {"h": 1}}
-    assert out["torch.compile"] == {"wall": {"w": 1}}
-    assert bad.status == "failed" and bad.reason == "kernels: RuntimeError: profiler exploded"
-    assert out["thunder:torch"]["host"] == {"h": 1} and after.ok
+    prepared, measured = et.build_and_measure(
+        exs, setup, {"wall": lambda p: {"w": 1}, "kernels": profile, "host": lambda p: {"h": 1}}, "cpu")
+    assert measured["eager"] == {"wall": {"w": 1}}
+    assert prepared["eager"].status == "failed" and prepared["eager"].reason == "kernels: RuntimeError: profiler exploded"
+    assert prepared["thunder"].status == "unavailable" and "thunder" not in measured
+    assert measured["thunder:torch"] == {"wall": {"w": 1}, "kernels": {"x": 1}, "host": {"h": 1}}
+    assert prepared["thunder:torch"].ok
+
+
+def test_second_pass_failure_keeps_first_pass_numbers():
+    calls = []
+
+    def flaky(**kw):
+        calls.append(1)
+        if len(calls) > 3:
+            raise RuntimeError("second pass broke")
+    p = E.Prepared(E.REGISTRY["eager"], "ok", fn=flaky)
+    params = SimpleNamespace(device="cpu", warmup=0, iters=1, repeats=3)
+    first = et._wall({}, params)(p)
+    second = et.second_pass({"eager": p}, {}, params)
+    assert p.ok and second["eager"] == {"error": "RuntimeError: second pass broke"}
+    row = et.measured_row(p, {"wall": first}, second["eager"])
+    assert row["status"] == "ok" and row["pass 2 / pass 1"] is None and "pass 2: RuntimeError" in row["reason"]
