@@ -13,7 +13,7 @@ from . import reference, timing
 from .executors import Prepared, cuda_context_error, describe, prepare
 
 AGREEMENT = 0.10  # two wall-time passes of one executor should agree within 10%
-HOST_BOUND = 0.85  # a step whose host submit time is >= 85% of its wall time is host-bound
+HOST_BOUND = 0.85  # a GPU step whose host submit time is >= 85% of its wall time is host-bound
 
 # The seed's DGX H100 table, in its column order, then this suite's additions.
 SEED_COLUMNS = ["Execution Type", "Wall Clock Time (ms)", "CPU Overhead (ms)", "Kernel Time (ms)",
@@ -101,7 +101,7 @@ def measured_row(p: Prepared, measured: dict | None, wall2: dict | None) -> dict
         "noisy": bool(wall and (wall["noisy"] or (ratio is not None and abs(ratio - 1) > AGREEMENT))),
         "pass 2 / pass 1": ratio,
         "host submit (ms)": host["median"] if host else None,
-        "host-bound": bool(host and wall_ms and host["median"] >= HOST_BOUND * wall_ms),
+        "host-bound": bool(host["median"] >= HOST_BOUND * wall_ms) if host and wall_ms and "kernel_ms_per_step" in kernels else None,
         "first call (s)": p.first_call_s,
         "source": "measured here",
         "status": p.status,

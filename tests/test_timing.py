@@ -55,6 +55,8 @@ def test_measured_row_flags_disagreeing_passes_and_host_bound():
     assert row["CPU Overhead (ms)"] == pytest.approx(0.75) and row["Overhead / Kernel (us)"] == pytest.approx(30.0)
     assert row["pass 2 / pass 1"] == pytest.approx(1.2) and row["noisy"]
     assert row["host-bound"]
+    cpu_row = et.measured_row(_prepared("eager"), {"wall": wall, "kernels": {"reason": "no device kernels on CPU"}, "host": host}, wall2)
+    assert cpu_row["host-bound"] is None and cpu_row["Kernels"] is None
     assert list(row)[:6] == et.SEED_COLUMNS
 
 
