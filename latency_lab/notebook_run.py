@@ -77,7 +77,12 @@ def execute(path: Path, run_dir: Path, parameters: dict, kernel: str, timeout: i
     outcome.seconds = time.perf_counter() - start
     if executed.exists():
         outcome.files["ipynb"] = executed.name
-        outcome.files["html"] = to_html(executed).name
+        try:
+            outcome.files["html"] = to_html(executed).name
+        except Exception as e:  # the executed notebook and its results stay; the run goes on
+            outcome.status = "failed"
+            outcome.error = outcome.error or {"cell": None, "cell_index": None, "ename": "HTMLExportError",
+                                              "evalue": f"{type(e).__name__}: {e}"}
     return outcome
 
 

@@ -200,3 +200,17 @@ def test_environment_yml_installs_the_pyproject_pins():
     env = (ROOT / "environment.yml").read_text()
     assert "- -e .[test]" in env
     assert "python=3.11" in env and 'requires-python = ">=3.11"' in (ROOT / "pyproject.toml").read_text()
+
+
+def test_html_export_failure_is_an_outcome_not_a_crash(tmp_path, monkeypatch):
+    _notebook(tmp_path / "01_ok.ipynb", "x = 1")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+
+    def broken(executed):
+        raise RuntimeError("exporter broke")
+    monkeypatch.setattr(notebook_run, "to_html", broken)
+    outcome = notebook_run.execute(tmp_path / "01_ok.ipynb", run_dir, {}, notebook_run.kernel_name(), 120, False)
+    assert outcome.status == "failed" and outcome.error["ename"] == "HTMLExportError"
+    assert "exporter broke" in outcome.error["evalue"] and outcome.files == {"ipynb": "01_ok.ipynb"}
+    assert (run_dir / "01_ok.ipynb").is_file()
