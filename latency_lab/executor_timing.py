@@ -1,10 +1,10 @@
 """The timing notebook's measurements per executor and the seed-shaped table built from them.
 
-Each executor is built and measured before the next is built: CUDA-event wall time, ``%timeit``
-(issued by the notebook itself, as in the seed), the profiler's kernel count and time, host submit
-time, each in its own calls so that none leaks into another. A second wall-time pass over all
-executors then shows repeatability. A failure, even one that poisons the CUDA context, stays in
-its own row.
+Each executor is built, warmed up and measured before the next is built: ``%timeit`` (issued by the
+notebook itself, as in the seed), the profiler's kernel count and time and the host submit time,
+each in its own calls so that none leaks into another. Then the CUDA-event wall time runs on all
+executors in interleaved rounds, as two passes that show how well each row repeats. A failure,
+even one that poisons the CUDA context, stays in its own row.
 """
 
 from __future__ import annotations
@@ -44,51 +44,78 @@ def build_and_measure(executors, setup, methods: dict, device: str) -> tuple[dic
     return prepared, measured
 
 
-def _wall(kwargs: dict, params):
-    return lambda p: timing.event_timer(p.fn, kwargs, params.device, params.warmup, params.iters, params.repeats)
-
-
 def methods(kwargs: dict, params, timeit) -> dict:
-    """The timing notebook's methods, in the order they run on each executor. ``timeit(fn)`` runs
-    IPython's ``%timeit`` in the notebook and returns its ``TimeitResult``."""
+    """The per-executor methods, in the order they run on each executor. ``timeit(fn)`` runs
+    IPython's ``%timeit`` in the notebook and returns its ``TimeitResult``. The warm-up comes first:
+    torch.compile's CUDA graphs record on a later call than the first, and must do so before the next
+    executor is built (see ``executors.THUNDER_CUDAGRAPHS_HAZARD``)."""
     device = params.device
     steps = max(3, min(params.iters, 10))
     return {
-        "wall": _wall(kwargs, params),
+        "warm-up": lambda p: timing.warm_up(p.fn, kwargs, params.warmup),
         "timeit": lambda p: timing.timeit_record(timeit(p.fn)),
         "kernels": lambda p: timing.profile_kernels(p.fn, kwargs, device, steps),
         "host": lambda p: timing.host_submit(p.fn, kwargs, device, params.iters),
     }
 
 
-def second_pass(prepared: dict[str, Prepared], kwargs: dict, params) -> dict[str, dict]:
-    """The CUDA-event timer once more on every executor, to show how well a row repeats. A failure
-    here is recorded as this pass's error and leaves the executor's first-pass numbers standing."""
-    timer = _wall(kwargs, params)
-    out = {}
-    for name, p in prepared.items():
-        if not p.ok:
-            continue
-        if error := cuda_context_error(params.device):
-            out[name] = {"error": f"not run: the CUDA context was lost earlier ({error})"}
-            continue
-        try:
-            out[name] = timer(p)
-        except Exception as e:
-            out[name] = {"error": describe(e)}
-    return out
+def interleaved_walls(prepared: dict[str, Prepared], kwargs: dict, params) -> dict[str, dict]:
+    """The seed's CUDA-event timer on every executor that runs, as two interleaved passes:
+    2 x ``repeats`` rounds, each giving every executor one block (``warmup`` calls, then ``iters``
+    timed calls). Rounds alternate forward and reverse order; even rounds make pass 1, odd rounds
+    pass 2. A slow drift of the host thus falls on every executor and on both passes alike. A failure
+    ends that executor's blocks (the blocks before it stand); a lost CUDA context ends everyone's."""
+    names = [n for n, p in prepared.items() if p.ok]
+    passes: dict[str, tuple[list, list]] = {n: ([], []) for n in names}
+    errors: dict[str, str] = {}
+    for r in range(2 * params.repeats):
+        for name in names if r % 2 == 0 else names[::-1]:
+            if name in errors:
+                continue
+            if lost := cuda_context_error(params.device):
+                errors.update({n: f"not run: the CUDA context was lost earlier ({lost})" for n in names if n not in errors})
+                break
+            try:
+                block = timing.event_timer(prepared[name].fn, kwargs, params.device, params.warmup, params.iters, 1)
+                passes[name][r % 2].append(block["median"])
+            except Exception as e:  # one executor's failure is its row's reason
+                errors[name] = f"round {r + 1}: {describe(e)}"
+    return {n: _wall_record(passes[n], errors.get(n), params) for n in names}
 
 
-def measured_row(p: Prepared, measured: dict | None, wall2: dict | None) -> dict:
+def _wall_record(passes: tuple[list, list], error: str | None, params) -> dict:
+    """Statistics over all blocks of an executor, per pass, and its error if it stopped early."""
+    record = {"method": timing.method_name(params.device), "warmup": params.warmup, "iters": params.iters, "repeats": params.repeats,
+              "blocks_ms": passes[0] + passes[1], "error": error}
+    if record["blocks_ms"]:
+        record.update(timing.stats(record["blocks_ms"]))
+        record["passes"] = [timing.stats(p) if p else None for p in passes]
+    return record
+
+
+def wall_rows(walls: dict[str, dict]) -> list[dict]:
+    """Per executor: median and spread of all its wall-time blocks, each pass's median, its error."""
+    rows = []
+    for name, w in walls.items():
+        passes = w.get("passes") or [None, None]
+        rows.append({"executor": name, **{k: w.get(k) for k in ("median", "iqr", "min", "max", "n", "noisy")},
+                     "pass 1": passes[0] and passes[0]["median"], "pass 2": passes[1] and passes[1]["median"],
+                     "warmup": w["warmup"], "iters": w["iters"], "error": w["error"]})
+    return rows
+
+
+def measured_row(p: Prepared, measured: dict | None, wall: dict | None) -> dict:
     """One executor's row in the seed's column order, with spread, repeatability and status."""
     measured = measured or {}
-    wall, timeit, host = measured.get("wall"), measured.get("timeit"), measured.get("host")
+    timeit, host = measured.get("timeit"), measured.get("host")
     kernels = measured.get("kernels") or {}
-    wall_ms = wall["median"] if wall else None
+    wall = wall or {}
+    wall_ms = wall.get("median")
     derived = timing.seed_table_row(wall_ms, kernels.get("kernel_ms_per_step"), kernels.get("kernels_per_step")) \
         if wall_ms is not None else {}
-    wall2 = wall2 or {}
-    ratio = wall2["median"] / wall_ms if wall and "median" in wall2 else None
+    passes = [q for q in wall.get("passes") or [] if q]
+    ratio = passes[1]["median"] / passes[0]["median"] if len(passes) == 2 else None
+    status = "failed" if p.ok and wall.get("error") and wall_ms is None else p.status
     row = {
         "Execution Type": p.executor.label,
         "Wall Clock Time (ms)": wall_ms,
@@ -97,15 +124,15 @@ def measured_row(p: Prepared, measured: dict | None, wall2: dict | None) -> dict
         "Kernels": kernels.get("kernels_per_step"),
         "Overhead / Kernel (us)": derived.get("overhead_per_kernel_us"),
         "%timeit (ms)": f"{timeit['mean_ms']:.3f} ± {timeit['std_ms']:.3f}" if timeit else None,
-        "wall IQR (%)": wall["rel_spread"] * 100 if wall else None,
-        "noisy": bool(wall and (wall["noisy"] or (ratio is not None and abs(ratio - 1) > AGREEMENT))),
+        "wall IQR (%)": wall["rel_spread"] * 100 if wall_ms is not None else None,
+        "noisy": bool(wall_ms is not None and (wall["noisy"] or (ratio is not None and abs(ratio - 1) > AGREEMENT))),
         "pass 2 / pass 1": ratio,
         "host submit (ms)": host["median"] if host else None,
         "host-bound": bool(host["median"] >= HOST_BOUND * wall_ms) if host and wall_ms and "kernel_ms_per_step" in kernels else None,
         "first call (s)": p.first_call_s,
         "source": "measured here",
-        "status": p.status,
-        "reason": "; ".join(filter(None, (p.reason, kernels.get("reason"), wall2.get("error") and f"pass 2: {wall2['error']}"))) or None,
+        "status": status,
+        "reason": "; ".join(filter(None, (p.reason, kernels.get("reason"), wall.get("error") and f"wall: {wall['error']}"))) or None,
         "executor": p.executor.name,
     }
     return row

@@ -50,7 +50,7 @@ def declared_parameters(path: Path) -> dict[str, dict]:
 
 
 def kernel_name() -> str:
-    """The suite's registered kernel (``make install`` makes it), else the default python3."""
+    """The suite's registered kernel (``tasks.py install`` registers it), else the default python3."""
     from jupyter_client.kernelspec import KernelSpecManager
 
     return "latency-lab" if "latency-lab" in KernelSpecManager().find_kernel_specs() else "python3"

@@ -62,15 +62,25 @@ def first_call(fn: Callable, kwargs: dict, device: str):
     return time.perf_counter() - t0, out
 
 
+def warm_up(fn: Callable, kwargs: dict, calls: int) -> dict:
+    """``calls`` untimed calls: caches, autotuning and CUDA-graph recording happen here."""
+    for _ in range(calls):
+        fn(**kwargs)
+    return {"calls": calls}
+
+
+def method_name(device: str) -> str:
+    """What the event timer uses on ``device``."""
+    return "cuda-events" if device.startswith("cuda") else "perf_counter"
+
+
 def event_timer(fn: Callable, kwargs: dict, device: str, warmup: int, iters: int, repeats: int) -> dict:
     """The seed's ``cuda_timer``: ``warmup`` calls, then ``repeats`` blocks of ``iters`` calls between
     two CUDA events; ms per step of each block, with their statistics."""
-    for _ in range(warmup):
-        fn(**kwargs)
+    warm_up(fn, kwargs, warmup)
     with gc_paused():
         blocks = [_block_ms(fn, kwargs, device, iters) for _ in range(repeats)]
-    return {"method": "cuda-events" if device.startswith("cuda") else "perf_counter",
-            "warmup": warmup, "iters": iters, "repeats": repeats, "blocks_ms": blocks, **stats(blocks)}
+    return {"method": method_name(device), "warmup": warmup, "iters": iters, "repeats": repeats, "blocks_ms": blocks, **stats(blocks)}
 
 
 def _block_ms(fn: Callable, kwargs: dict, device: str, iters: int) -> float:

@@ -103,8 +103,10 @@ def test_executor_timing_results(tiny_run: Path):
             assert r["pass 2 / pass 1"] > 0 and r["%timeit (ms)"]
             t = data["measured"][name]["timeit"]
             assert t["mean_ms"] > 0 and t["runs"] == data["params"]["repeats"] and t["loops"] == data["params"]["iters"]
-            w = data["measured"][name]["wall"]
-            assert len(w["blocks_ms"]) == data["params"]["repeats"] and w["min"] <= w["median"] <= w["max"]
+            w = data["walls"][name]
+            assert [p["n"] for p in w["passes"]] == [data["params"]["repeats"]] * 2 and w["error"] is None
+            assert w["min"] <= w["median"] <= w["max"] and w["median"] == r["Wall Clock Time (ms)"]
+            assert data["measured"][name]["warm-up"] == {"calls": data["params"]["warmup"]}
             assert r["Kernel Time (ms)"] is None and r["host-bound"] is None
             assert r["reason"].startswith("no device kernels on CPU")
         else:

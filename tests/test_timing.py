@@ -46,16 +46,23 @@ def _prepared(name):
     return E.Prepared(E.REGISTRY[name], "ok", fn=lambda **kw: None, first_call_s=1.0)
 
 
+def _wall(pass1, pass2, error=None):
+    params = SimpleNamespace(device="cpu", warmup=0, iters=1, repeats=len(pass1))
+    return et._wall_record((pass1, pass2), error, params)
+
+
 def test_measured_row_flags_disagreeing_passes_and_host_bound():
-    wall = timing.stats([1.0, 1.0, 1.0]) | {"repeats": 3, "iters": 1, "warmup": 0}
-    wall2 = timing.stats([1.2, 1.2, 1.2])
-    host = timing.stats([0.95, 0.95])
+    wall = _wall([1.0, 1.0, 1.0], [1.2, 1.2, 1.2])
+    host = timing.stats([0.9, 0.9])  # below 85% of the 1.1 ms wall
     kernels = {"kernel_ms_per_step": 0.25, "kernels_per_step": 25.0}
-    row = et.measured_row(_prepared("eager"), {"wall": wall, "kernels": kernels, "host": host}, wall2)
-    assert row["CPU Overhead (ms)"] == pytest.approx(0.75) and row["Overhead / Kernel (us)"] == pytest.approx(30.0)
+    row = et.measured_row(_prepared("eager"), {"kernels": kernels, "host": host}, wall)
+    assert row["Wall Clock Time (ms)"] == pytest.approx(1.1)
+    assert row["CPU Overhead (ms)"] == pytest.approx(0.85) and row["Overhead / Kernel (us)"] == pytest.approx(34.0)
     assert row["pass 2 / pass 1"] == pytest.approx(1.2) and row["noisy"]
-    assert row["host-bound"]
-    cpu_row = et.measured_row(_prepared("eager"), {"wall": wall, "kernels": {"reason": "no device kernels on CPU"}, "host": host}, wall2)
+    assert row["host-bound"] is False and row["status"] == "ok" and row["reason"] is None
+    steady = et.measured_row(_prepared("eager"), {"kernels": kernels, "host": timing.stats([1.0])}, _wall([1.0] * 3, [1.05] * 3))
+    assert steady["host-bound"] and not steady["noisy"] and steady["pass 2 / pass 1"] == pytest.approx(1.05)
+    cpu_row = et.measured_row(_prepared("eager"), {"kernels": {"reason": "no device kernels on CPU"}, "host": host}, wall)
     assert cpu_row["host-bound"] is None and cpu_row["Kernels"] is None
     assert list(row)[:6] == et.SEED_COLUMNS
 
@@ -97,17 +104,38 @@ def test_build_and_measure_keeps_failures_in_their_rows():
     assert prepared["thunder:torch"].ok
 
 
-def test_second_pass_failure_keeps_first_pass_numbers():
+def test_interleaved_walls_alternate_order_and_split_passes():
+    order = []
+
+    def step(name):
+        return lambda **kw: order.append(name)
+    prepared = {n: E.Prepared(E.REGISTRY[n], "ok", fn=step(n)) for n in ("eager", "torch.compile")}
+    prepared["thunder"] = E.Prepared(E.REGISTRY["thunder"], "unavailable", reason="no GPU")
+    params = SimpleNamespace(device="cpu", warmup=1, iters=2, repeats=3)
+    walls = et.interleaved_walls(prepared, {}, params)
+    assert list(walls) == ["eager", "torch.compile"]
+    blocks = [order[i] for i in range(0, len(order), 3)]  # each block: 1 warm-up + 2 timed calls
+    assert blocks == ["eager", "torch.compile", "torch.compile", "eager"] * 3
+    w = walls["eager"]
+    assert w["n"] == 6 and [p["n"] for p in w["passes"]] == [3, 3] and w["error"] is None
+    assert w["warmup"] == 1 and w["iters"] == 2 and w["method"] == "perf_counter"
+    assert et.wall_rows(walls)[0]["pass 1"] == w["passes"][0]["median"]
+
+
+def test_wall_failure_keeps_earlier_blocks_and_other_executors():
     calls = []
 
     def flaky(**kw):
         calls.append(1)
         if len(calls) > 3:
-            raise RuntimeError("second pass broke")
-    p = E.Prepared(E.REGISTRY["eager"], "ok", fn=flaky)
-    params = SimpleNamespace(device="cpu", warmup=0, iters=1, repeats=3)
-    first = et._wall({}, params)(p)
-    second = et.second_pass({"eager": p}, {}, params)
-    assert p.ok and second["eager"] == {"error": "RuntimeError: second pass broke"}
-    row = et.measured_row(p, {"wall": first}, second["eager"])
-    assert row["status"] == "ok" and row["pass 2 / pass 1"] is None and "pass 2: RuntimeError" in row["reason"]
+            raise RuntimeError("round 4 broke")
+    prepared = {"eager": E.Prepared(E.REGISTRY["eager"], "ok", fn=flaky),
+                "torch.compile": E.Prepared(E.REGISTRY["torch.compile"], "ok", fn=lambda **kw: None)}
+    walls = et.interleaved_walls(prepared, {}, SimpleNamespace(device="cpu", warmup=0, iters=1, repeats=3))
+    assert walls["eager"]["blocks_ms"] and len(walls["eager"]["blocks_ms"]) == 3
+    assert walls["eager"]["error"] == "round 4: RuntimeError: round 4 broke"
+    assert walls["torch.compile"]["n"] == 6 and walls["torch.compile"]["error"] is None
+    row = et.measured_row(prepared["eager"], {}, walls["eager"])
+    assert row["status"] == "ok" and row["Wall Clock Time (ms)"] is not None and "wall: round 4" in row["reason"]
+    never = et.measured_row(prepared["eager"], {}, _wall([], [], "round 1: RuntimeError: x"))
+    assert never["status"] == "failed" and never["Wall Clock Time (ms)"] is None and never["pass 2 / pass 1"] is None
