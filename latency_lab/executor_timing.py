@@ -13,6 +13,7 @@ from . import reference, timing
 from .executors import Prepared, cuda_context_error, describe, prepare
 
 AGREEMENT = 0.10  # two wall-time passes of one executor should agree within 10%
+HOST_REFERENCE = "host reference"  # the fixed Python loop timed in every wall-time round
 HOST_BOUND = 0.85  # a GPU step whose host submit time is >= 85% of its wall time is host-bound
 
 # The seed's DGX H100 table, in its column order, then this suite's additions.
@@ -48,7 +49,7 @@ def methods(kwargs: dict, params, timeit) -> dict:
     """The per-executor methods, in the order they run on each executor. ``timeit(fn)`` runs
     IPython's ``%timeit`` in the notebook and returns its ``TimeitResult``. The warm-up comes first:
     torch.compile's CUDA graphs record on a later call than the first, and must do so before the next
-    executor is built (see ``executors.THUNDER_CUDAGRAPHS_HAZARD``)."""
+    executor is built (``executors.THUNDER_CUDAGRAPHS_HAZARD`` says why)."""
     device = params.device
     steps = max(3, min(params.iters, 10))
     return {
@@ -59,16 +60,23 @@ def methods(kwargs: dict, params, timeit) -> dict:
     }
 
 
+def pass_of(round_index: int) -> int:
+    """The pass (0 or 1) of a wall-time round, in ABBA order: rounds 0, 3, 4, 7, ... make pass 1 and
+    rounds 1, 2, 5, 6, ... pass 2, so that a steady drift of the machine falls on both passes alike."""
+    return (0, 1, 1, 0)[round_index % 4]
+
+
 def interleaved_walls(prepared: dict[str, Prepared], kwargs: dict, params) -> dict[str, dict]:
-    """The seed's CUDA-event timer on every executor that runs, as two interleaved passes:
-    2 x ``repeats`` rounds, each giving every executor one block (``warmup`` calls, then ``iters``
-    timed calls). Rounds alternate forward and reverse order; even rounds make pass 1, odd rounds
-    pass 2. A slow drift of the host thus falls on every executor and on both passes alike. A failure
-    ends that executor's blocks (the blocks before it stand); a lost CUDA context ends everyone's."""
+    """The seed's CUDA-event timer on every executor that runs, in 2 x ``repeats`` interleaved rounds
+    after one discarded warm-up round. Each round gives every executor one block (``warmup`` calls,
+    then ``iters`` timed calls), in forward then reverse order, and times ``timing.host_reference_ms``
+    beside them, so a drift of the machine itself shows. Rounds split into two passes (``pass_of``)
+    whose medians show how well a row repeats. A failure ends that executor's blocks (the blocks
+    before it stand); a lost CUDA context ends everyone's."""
     names = [n for n, p in prepared.items() if p.ok]
-    passes: dict[str, tuple[list, list]] = {n: ([], []) for n in names}
+    rounds: dict[str, list[float]] = {n: [] for n in [*names, HOST_REFERENCE]}
     errors: dict[str, str] = {}
-    for r in range(2 * params.repeats):
+    for r in range(-1, 2 * params.repeats):
         for name in names if r % 2 == 0 else names[::-1]:
             if name in errors:
                 continue
@@ -77,19 +85,26 @@ def interleaved_walls(prepared: dict[str, Prepared], kwargs: dict, params) -> di
                 break
             try:
                 block = timing.event_timer(prepared[name].fn, kwargs, params.device, params.warmup, params.iters, 1)
-                passes[name][r % 2].append(block["median"])
             except Exception as e:  # one executor's failure is its row's reason
-                errors[name] = f"round {r + 1}: {describe(e)}"
-    return {n: _wall_record(passes[n], errors.get(n), params) for n in names}
+                errors[name] = f"{f'round {r + 1}' if r >= 0 else 'warm-up round'}: {describe(e)}"
+                continue
+            if r >= 0:
+                rounds[name].append(block["median"])
+        reference_ms = timing.host_reference_ms()
+        if r >= 0:
+            rounds[HOST_REFERENCE].append(reference_ms)
+    walls = {n: _wall_record(rounds[n], errors.get(n), timing.method_name(params.device), params) for n in names}
+    walls[HOST_REFERENCE] = _wall_record(rounds[HOST_REFERENCE], None, "perf_counter", params)
+    return walls
 
 
-def _wall_record(passes: tuple[list, list], error: str | None, params) -> dict:
-    """Statistics over all blocks of an executor, per pass, and its error if it stopped early."""
-    record = {"method": timing.method_name(params.device), "warmup": params.warmup, "iters": params.iters, "repeats": params.repeats,
-              "blocks_ms": passes[0] + passes[1], "error": error}
-    if record["blocks_ms"]:
-        record.update(timing.stats(record["blocks_ms"]))
-        record["passes"] = [timing.stats(p) if p else None for p in passes]
+def _wall_record(rounds_ms: list[float], error: str | None, method: str, params) -> dict:
+    """Statistics over an executor's blocks, all and per pass, and its error if it stopped early."""
+    record = {"method": method, "warmup": params.warmup, "iters": params.iters, "repeats": params.repeats,
+              "rounds_ms": rounds_ms, "error": error}
+    if rounds_ms:
+        by_pass = ([ms for i, ms in enumerate(rounds_ms) if pass_of(i) == k] for k in (0, 1))
+        record.update(timing.stats(rounds_ms), passes=[timing.stats(p) if p else None for p in by_pass])
     return record
 
 
@@ -102,6 +117,13 @@ def wall_rows(walls: dict[str, dict]) -> list[dict]:
                      "pass 1": passes[0] and passes[0]["median"], "pass 2": passes[1] and passes[1]["median"],
                      "warmup": w["warmup"], "iters": w["iters"], "error": w["error"]})
     return rows
+
+
+def drift_rows(walls: dict[str, dict]) -> list[dict]:
+    """Every block in time order, relative to its executor's median: a drift of the machine moves
+    all executors (and the host reference) together; an executor's own noise moves it alone."""
+    return [{"executor": name, "round": i + 1, "pass": pass_of(i) + 1, "ms": ms, "relative to median": ms / w["median"]}
+            for name, w in walls.items() for i, ms in enumerate(w["rounds_ms"])]
 
 
 def measured_row(p: Prepared, measured: dict | None, wall: dict | None) -> dict:

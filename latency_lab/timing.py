@@ -100,6 +100,17 @@ def _block_ms(fn: Callable, kwargs: dict, device: str, iters: int) -> float:
     return start.elapsed_time(end) / iters
 
 
+def host_reference_ms(loops: int = 20_000) -> float:
+    """ms for a fixed pure-Python loop: the host's own speed, timed beside the executors so that a
+    drift of the machine (clock, a busy neighbour) shows apart from the executors."""
+    with gc_paused():
+        t0 = time.perf_counter()
+        total = 0
+        for i in range(loops):
+            total += i * i
+        return (time.perf_counter() - t0) * 1e3
+
+
 def host_submit(fn: Callable, kwargs: dict, device: str, calls: int) -> dict:
     """ms for a call to return with no synchronize (the host's share of a step). The device is
     drained between calls, outside the timed region, so a full launch queue never blocks the call."""

@@ -47,8 +47,11 @@ def _prepared(name):
 
 
 def _wall(pass1, pass2, error=None):
+    """A wall record whose ABBA rounds hold ``pass1`` and ``pass2``."""
     params = SimpleNamespace(device="cpu", warmup=0, iters=1, repeats=len(pass1))
-    return et._wall_record((pass1, pass2), error, params)
+    queues = [list(pass1), list(pass2)]
+    rounds = [queues[et.pass_of(i)].pop(0) for i in range(len(pass1) + len(pass2))]
+    return et._wall_record(rounds, error, "perf_counter", params)
 
 
 def test_measured_row_flags_disagreeing_passes_and_host_bound():
@@ -104,6 +107,16 @@ def test_build_and_measure_keeps_failures_in_their_rows():
     assert prepared["thunder:torch"].ok
 
 
+def test_passes_are_abba_and_balance_orders():
+    passes = [et.pass_of(i) for i in range(8)]
+    assert passes == [0, 1, 1, 0, 0, 1, 1, 0]
+    forward = [i for i in range(8) if i % 2 == 0]  # forward-order rounds fall on both passes equally
+    assert sorted(et.pass_of(i) for i in forward) == [0, 0, 1, 1]
+    linear = _wall([0.0, 3.0, 4.0, 7.0], [1.0, 2.0, 5.0, 6.0])  # a steady drift: both passes' medians agree
+    assert linear["rounds_ms"] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
+    assert linear["passes"][0]["median"] == linear["passes"][1]["median"] == 3.5
+
+
 def test_interleaved_walls_alternate_order_and_split_passes():
     order = []
 
@@ -113,13 +126,19 @@ def test_interleaved_walls_alternate_order_and_split_passes():
     prepared["thunder"] = E.Prepared(E.REGISTRY["thunder"], "unavailable", reason="no GPU")
     params = SimpleNamespace(device="cpu", warmup=1, iters=2, repeats=3)
     walls = et.interleaved_walls(prepared, {}, params)
-    assert list(walls) == ["eager", "torch.compile"]
+    assert list(walls) == ["eager", "torch.compile", et.HOST_REFERENCE]
     blocks = [order[i] for i in range(0, len(order), 3)]  # each block: 1 warm-up + 2 timed calls
-    assert blocks == ["eager", "torch.compile", "torch.compile", "eager"] * 3
+    assert blocks == ["torch.compile", "eager"] + ["eager", "torch.compile", "torch.compile", "eager"] * 3
     w = walls["eager"]
-    assert w["n"] == 6 and [p["n"] for p in w["passes"]] == [3, 3] and w["error"] is None
+    assert w["n"] == 6 and len(w["rounds_ms"]) == 6 and [p["n"] for p in w["passes"]] == [3, 3] and w["error"] is None
     assert w["warmup"] == 1 and w["iters"] == 2 and w["method"] == "perf_counter"
-    assert et.wall_rows(walls)[0]["pass 1"] == w["passes"][0]["median"]
+    host = walls[et.HOST_REFERENCE]
+    assert host["n"] == 6 and host["median"] > 0 and host["method"] == "perf_counter"
+    rows = et.wall_rows(walls)
+    assert rows[0]["pass 1"] == w["passes"][0]["median"] and rows[-1]["executor"] == et.HOST_REFERENCE
+    drift = et.drift_rows(walls)
+    assert len(drift) == 18 and {d["pass"] for d in drift} == {1, 2}
+    assert [d["round"] for d in drift if d["executor"] == "eager"] == [1, 2, 3, 4, 5, 6]
 
 
 def test_wall_failure_keeps_earlier_blocks_and_other_executors():
@@ -127,15 +146,15 @@ def test_wall_failure_keeps_earlier_blocks_and_other_executors():
 
     def flaky(**kw):
         calls.append(1)
-        if len(calls) > 3:
+        if len(calls) > 4:  # the warm-up round and rounds 1-3 pass, round 4 breaks
             raise RuntimeError("round 4 broke")
     prepared = {"eager": E.Prepared(E.REGISTRY["eager"], "ok", fn=flaky),
                 "torch.compile": E.Prepared(E.REGISTRY["torch.compile"], "ok", fn=lambda **kw: None)}
     walls = et.interleaved_walls(prepared, {}, SimpleNamespace(device="cpu", warmup=0, iters=1, repeats=3))
-    assert walls["eager"]["blocks_ms"] and len(walls["eager"]["blocks_ms"]) == 3
+    assert len(walls["eager"]["rounds_ms"]) == 3
     assert walls["eager"]["error"] == "round 4: RuntimeError: round 4 broke"
     assert walls["torch.compile"]["n"] == 6 and walls["torch.compile"]["error"] is None
     row = et.measured_row(prepared["eager"], {}, walls["eager"])
     assert row["status"] == "ok" and row["Wall Clock Time (ms)"] is not None and "wall: round 4" in row["reason"]
-    never = et.measured_row(prepared["eager"], {}, _wall([], [], "round 1: RuntimeError: x"))
+    never = et.measured_row(prepared["eager"], {}, et._wall_record([], "warm-up round: RuntimeError: x", "perf_counter", SimpleNamespace(warmup=0, iters=1, repeats=3)))
     assert never["status"] == "failed" and never["Wall Clock Time (ms)"] is None and never["pass 2 / pass 1"] is None
