@@ -19,9 +19,11 @@ DEVICES = ("auto", "cpu", "cuda", "cuda:N")
 OPS = ("add", "mul", "silu", "linear", "matmul", "embedding", "triu", "rms_norm")
 
 # Per-device defaults for the knobs left as None: the seed's 10 warm-up + 40 timed calls on a GPU,
-# fewer on a CPU, where one step of the seed model takes tens of milliseconds.
+# fewer on a CPU, where one step of the seed model takes tens of milliseconds. 40 blocks per pass on a
+# GPU: on the H200's shared host, host-bound blocks wander by +-30% from one block to the next, and
+# the medians of two passes of 7 blocks came up to 25% apart.
 TIMING_DEFAULTS = {
-    "cuda": {"warmup": 10, "iters": 40, "repeats": 7},
+    "cuda": {"warmup": 10, "iters": 40, "repeats": 40},
     "cpu": {"warmup": 2, "iters": 5, "repeats": 3},
 }
 TINY_TIMING = {"warmup": 2, "iters": 10, "repeats": 3}
@@ -52,7 +54,7 @@ class Params:
     cache_mode: str = "seed"
     warmup: int = 10
     iters: int = 40
-    repeats: int = 7
+    repeats: int = 40
     ops: tuple[str, ...] = OPS
     sizes: tuple[str, ...] = ("seed",)
     output_dir: str = ""
