@@ -47,3 +47,10 @@ def test_fail_marks_row():
     p = E.Prepared(E.REGISTRY["eager"], "ok", fn=torch.nn.Identity())
     p.fail(ValueError("x" * 1000), "profiler")
     assert p.status == "failed" and p.reason.startswith("profiler: ValueError") and len(p.reason) < 450
+
+
+def test_thunder_cudagraphs_row_carries_its_cublas_workspace_hazard():
+    _, notes = E.REGISTRY["thunder:cudagraphs"].build(torch.nn.Linear(2, 2))
+    assert E.THUNDER_CUDAGRAPHS_HAZARD in notes and "illegal memory access" in E.THUNDER_CUDAGRAPHS_HAZARD
+    _, plain = E.REGISTRY["thunder"].build(torch.nn.Linear(2, 2))
+    assert E.THUNDER_CUDAGRAPHS_HAZARD not in plain
