@@ -181,21 +181,39 @@ def reference_rows() -> list[dict]:
     return rows
 
 
-def ranking_text(rows: list[dict]) -> str:
-    """Which executor is fastest here, and whether the seed's wall-time order holds here."""
+def _pass_span(wall: dict | None) -> tuple[float, float] | None:
+    """The lowest and highest of a row's two pass medians: how far it moved between passes."""
+    medians = [p["median"] for p in (wall or {}).get("passes") or [] if p]
+    return (min(medians), max(medians)) if medians else None
+
+
+def ranking_text(rows: list[dict], walls: dict[str, dict]) -> str:
+    """Which executor is fastest here, and whether the seed's wall-time order holds here. Two
+    executors whose pass medians overlap are a tie ("~"): this run cannot order them."""
     measured = sorted((r for r in rows if r.get("Wall Clock Time (ms)") is not None and r["source"] == "measured here"),
                       key=lambda r: r["Wall Clock Time (ms)"])
     if not measured:
         return "No executor produced a wall time here."
-    order = " < ".join(f"{r['Execution Type']} ({r['Wall Clock Time (ms)']:.3f} ms)" for r in measured)
+    span = {r["executor"]: _pass_span(walls.get(r["executor"])) for r in measured}
+
+    def tied(fast: str, slow: str) -> bool:
+        return bool(span[fast] and span[slow] and span[slow][0] <= span[fast][1])
+
+    order = f"{measured[0]['Execution Type']} ({measured[0]['Wall Clock Time (ms)']:.3f} ms)"
+    for prev, r in zip(measured, measured[1:]):
+        order += f" {'~' if tied(prev['executor'], r['executor']) else '<'} {r['Execution Type']} ({r['Wall Clock Time (ms)']:.3f} ms)"
     seed = reference.SEED_NSIGHT_DGX_H100["rows"]
     here = [r["executor"] for r in measured if r["executor"] in seed]
     seed_order = sorted(here, key=lambda n: seed[n][0])
+    flipped = [(a, b) for i, a in enumerate(here) for b in here[i + 1:]
+               if seed_order.index(b) < seed_order.index(a) and not tied(a, b)]
+    ties = [f"{a} ~ {b}" for i, a in enumerate(here) for b in here[i + 1:] if tied(a, b)]
     if len(here) < 2:
         verdict = "Too few of the seed's executors ran here to compare orders."
-    elif here == seed_order:
-        verdict = f"The order of the seed's executors matches the seed's DGX H100 table ({' < '.join(here)})."
+    elif not flipped:
+        verdict = f"The seed's executors keep the seed's DGX H100 order ({' < '.join(seed_order)})"
+        verdict += f", within this run's noise for {', '.join(ties)}." if ties else "."
     else:
-        verdict = (f"The order differs from the seed's DGX H100 table: here {' < '.join(here)}, "
-                   f"seed {' < '.join(seed_order)}.")
+        verdict = (f"The order differs from the seed's DGX H100 table: here {' < '.join(here)}, seed {' < '.join(seed_order)}; "
+                   f"this run separates {', '.join(f'{a} < {b}' for a, b in flipped)}.")
     return f"Fastest to slowest by median wall time: {order}. {verdict}"

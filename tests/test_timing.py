@@ -80,14 +80,20 @@ def test_reference_rows_carry_seed_numbers_and_sources():
         + len(reference.SEED_TIMEIT_L40S["rows"])
 
 
-def test_ranking_text_compares_with_seed_order():
+def test_ranking_text_compares_with_seed_order_and_names_ties():
     def row(name, ms):
         return {"Execution Type": E.REGISTRY[name].label, "Wall Clock Time (ms)": ms, "source": "measured here", "executor": name}
-    same = et.ranking_text([row("eager", 1.0), row("torch.compile", 0.5)])
-    assert same.startswith("Fastest to slowest by median wall time: torch.compile") and "matches" in same
-    differ = et.ranking_text([row("eager", 0.4), row("torch.compile", 0.5)])
-    assert "differs" in differ
-    assert et.ranking_text([]) == "No executor produced a wall time here."
+
+    def wall(p1, p2):
+        return _wall([p1], [p2])
+    same = et.ranking_text([row("eager", 1.0), row("torch.compile", 0.5)], {"eager": wall(1.0, 1.0), "torch.compile": wall(0.5, 0.5)})
+    assert same.startswith("Fastest to slowest by median wall time: torch.compile (0.500 ms) < torch-eager") and "keep the seed" in same
+    differ = et.ranking_text([row("eager", 0.4), row("torch.compile", 0.5)], {"eager": wall(0.4, 0.4), "torch.compile": wall(0.5, 0.5)})
+    assert "differs" in differ and "separates eager < torch.compile" in differ
+    # thunder is the seed's slowest; here it is 1% faster than eager, but the passes overlap: a tie
+    tie = et.ranking_text([row("eager", 3.29), row("thunder", 3.27)], {"eager": wall(3.28, 3.33), "thunder": wall(3.27, 3.30)})
+    assert "Thunder-nvFuser (3.270 ms) ~ torch-eager" in tie and "within this run's noise for thunder ~ eager" in tie
+    assert et.ranking_text([], {}) == "No executor produced a wall time here."
 
 
 def test_build_and_measure_keeps_failures_in_their_rows():
