@@ -86,7 +86,7 @@ def interleaved_walls(prepared: dict[str, Prepared], kwargs: dict, params) -> di
             try:
                 block = timing.event_timer(prepared[name].fn, kwargs, params.device, params.warmup, params.iters, 1)
             except Exception as e:  # one executor's failure is its row's reason
-                errors[name] = f"{f'round {r + 1}' if r >= 0 else 'warm-up round'}: {describe(e)}"
+                errors[name] = f"{'warm-up round' if r < 0 else f'round {r + 1}'}: {describe(e)}"
                 continue
             if r >= 0:
                 rounds[name].append(block["median"])
@@ -108,14 +108,18 @@ def _wall_record(rounds_ms: list[float], error: str | None, method: str, params)
     return record
 
 
+def pass_medians(wall: dict | None) -> list[float | None]:
+    """The median of each of a wall record's two passes (None for a pass with no block)."""
+    return [p and p["median"] for p in (wall or {}).get("passes") or [None, None]]
+
+
 def wall_rows(walls: dict[str, dict]) -> list[dict]:
     """Per executor: median and spread of all its wall-time blocks, each pass's median, its error."""
     rows = []
     for name, w in walls.items():
-        passes = w.get("passes") or [None, None]
+        first, second = pass_medians(w)
         rows.append({"executor": name, **{k: w.get(k) for k in ("median", "iqr", "min", "max", "n", "noisy")},
-                     "pass 1": passes[0] and passes[0]["median"], "pass 2": passes[1] and passes[1]["median"],
-                     "warmup": w["warmup"], "iters": w["iters"], "error": w["error"]})
+                     "pass 1": first, "pass 2": second, "warmup": w["warmup"], "iters": w["iters"], "error": w["error"]})
     return rows
 
 
@@ -135,8 +139,8 @@ def measured_row(p: Prepared, measured: dict | None, wall: dict | None) -> dict:
     wall_ms = wall.get("median")
     derived = timing.seed_table_row(wall_ms, kernels.get("kernel_ms_per_step"), kernels.get("kernels_per_step")) \
         if wall_ms is not None else {}
-    passes = [q for q in wall.get("passes") or [] if q]
-    ratio = passes[1]["median"] / passes[0]["median"] if len(passes) == 2 else None
+    first, second = pass_medians(wall)
+    ratio = second / first if first and second else None
     status = "failed" if p.ok and wall.get("error") and wall_ms is None else p.status
     row = {
         "Execution Type": p.executor.label,
@@ -181,12 +185,6 @@ def reference_rows() -> list[dict]:
     return rows
 
 
-def _pass_span(wall: dict | None) -> tuple[float, float] | None:
-    """The lowest and highest of a row's two pass medians: how far it moved between passes."""
-    medians = [p["median"] for p in (wall or {}).get("passes") or [] if p]
-    return (min(medians), max(medians)) if medians else None
-
-
 def ranking_text(rows: list[dict], walls: dict[str, dict]) -> str:
     """Which executor is fastest here, and whether the seed's wall-time order holds here. Two
     executors whose pass medians overlap are a tie ("~"): this run cannot order them."""
@@ -194,10 +192,10 @@ def ranking_text(rows: list[dict], walls: dict[str, dict]) -> str:
                       key=lambda r: r["Wall Clock Time (ms)"])
     if not measured:
         return "No executor produced a wall time here."
-    span = {r["executor"]: _pass_span(walls.get(r["executor"])) for r in measured}
+    medians = {r["executor"]: [m for m in pass_medians(walls.get(r["executor"])) if m] for r in measured}
 
-    def tied(fast: str, slow: str) -> bool:
-        return bool(span[fast] and span[slow] and span[slow][0] <= span[fast][1])
+    def tied(fast: str, slow: str) -> bool:  # the slower row's lowest pass is not above the faster's highest
+        return bool(medians[fast] and medians[slow] and min(medians[slow]) <= max(medians[fast]))
 
     order = f"{measured[0]['Execution Type']} ({measured[0]['Wall Clock Time (ms)']:.3f} ms)"
     for prev, r in zip(measured, measured[1:]):

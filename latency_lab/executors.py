@@ -94,9 +94,10 @@ def _torch_compile(mode: str | None):
 # a side stream, so the cuBLAS GEMMs it then captures use that stream's cuBLAS workspace, which lives
 # outside the graph's pool. torch.compile's CUDA graphs free every cuBLAS workspace whenever they warm
 # up or record, and their capture's empty_cache() hands that memory back to the driver: the thunder
-# graph's next replay is an illegal memory access, which poisons the process. Freeing the workspaces alone reproduces it;
-# allocating the workspace inside the capture avoids it. The registry order (reduce-overhead first)
-# and a warm-up before the next executor is built keep every recording before thunder's capture.
+# graph's next replay is an illegal memory access, which poisons the process. Freeing the workspaces
+# alone reproduces it; allocating the workspace inside the capture avoids it. The registry order
+# (reduce-overhead first) and a warm-up before the next executor is built keep every recording
+# before thunder's capture.
 THUNDER_CUDAGRAPHS_HAZARD = ("its graphs keep the cuBLAS workspace of thunder's warm-up stream; a torch.compile "
                              "CUDA-graph recording after its capture frees it and the next replay faults "
                              "(illegal memory access), so it is built after reduce-overhead has recorded")
