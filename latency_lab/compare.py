@@ -1,0 +1,286 @@
+"""Compare two runs: ``python runner.py compare RUN_A RUN_B``.
+
+A run is a folder of ``<notebook>.results.json`` files (``environment.json`` and ``summary.json``
+beside them are used when present), named by its id under ``--output-dir``, by a path, or ``latest``.
+Per notebook both runs hold, per row (executor; op, size and executor in the op benchmarks) and
+metric: both values, B / A, and whether the difference is larger than the spread each run measured
+(their q1-q3 ranges do not overlap). The parameters and environments that differ come first. Rows,
+metrics and notebooks found in one run only are listed as skipped. The report is printed and written
+as ``compare-<A>-vs-<B>.html`` and ``.json`` into RUN_B's folder, or into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import sys
+from pathlib import Path
+
+from . import results
+
+KEY_COLUMNS = ("op", "size", "executor")  # a row's identity, where a notebook's rows have them
+# Quartile columns kept in a row beside the median they belong to.
+QUARTILES = {"ms_per_call": ("q1_ms", "q3_ms"), "wall (ms)": ("q1 (ms)", "q3 (ms)")}
+UNIT_MARKS = ("(ms)", "(s)", "(us)", "_ms", "_s")  # columns of a rows section compared besides the key table's
+NOT_METRICS = ("iqr", "q1", "q3", "seed", "tokens", "threads")  # spreads, references, shapes
+IGNORED_PARAMS = ("output_dir",)
+IGNORED_ENV = ("collected",)
+
+
+class CompareError(ValueError):
+    """A comparison that cannot be made; the message says which run or file and why."""
+
+
+def resolve_run(name: str, output_dir: Path) -> Path:
+    """The folder of a run given as a path, a run id under ``output_dir`` or ``latest``."""
+    for candidate in (output_dir / name, Path(name)):
+        if candidate.is_dir():
+            return candidate.resolve()
+    raise CompareError(f"run {name!r} not found (neither a folder nor a run id under {output_dir})")
+
+
+def load_run(path: Path) -> dict:
+    """A run's results per notebook, its environment and its parameters."""
+    found = sorted(path.glob(f"*{results.SUFFIX}"))
+    if not found:
+        raise CompareError(f"{path} holds no *{results.SUFFIX} file: not a run folder")
+    notebooks, unreadable = {}, []
+    for f in found:
+        try:
+            notebooks[f.name[: -len(results.SUFFIX)]] = results.load(f)
+        except (ValueError, OSError) as e:
+            unreadable.append(f"{f.name}: {e}")
+    env = next((d["environment"] for d in notebooks.values() if d.get("environment")), {})
+    if (path / "environment.json").is_file():
+        try:
+            env = json.loads((path / "environment.json").read_text())
+        except ValueError as e:
+            unreadable.append(f"environment.json: {e}")
+    return {"name": path.name, "path": str(path), "notebooks": notebooks, "environment": env, "unreadable": unreadable}
+
+
+def flatten(d: dict, prefix: str = "") -> dict:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``."""
+    out = {}
+    for k, v in (d or {}).items():
+        if isinstance(v, dict):
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def differences(a: dict, b: dict, ignored: tuple[str, ...]) -> list[dict]:
+    fa, fb = flatten(a), flatten(b)
+    return [{"name": k, "a": fa.get(k), "b": fb.get(k)} for k in sorted(set(fa) | set(fb))
+            if k not in ignored and fa.get(k) != fb.get(k)]
+
+
+def parameter_differences(a: dict, b: dict, common: list[str]) -> list[dict]:
+    """Parameters that differ, per name, with the notebooks where they do."""
+    found: dict[tuple, dict] = {}
+    for nb in common:
+        for d in differences(a["notebooks"][nb]["params"], b["notebooks"][nb]["params"], IGNORED_PARAMS):
+            key = (d["name"], json.dumps(d["a"]), json.dumps(d["b"]))
+            found.setdefault(key, {**d, "notebooks": []})["notebooks"].append(nb)
+    return list(found.values())
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def table_rows(data: dict) -> list[dict]:
+    """The notebook's rows: its ``rows`` section when it is a list of executor rows (it holds
+    more than the key table), else the key table's rows."""
+    section = data.get("rows")
+    if isinstance(section, list) and section and all(isinstance(r, dict) and "executor" in r for r in section):
+        return section
+    table = data["key_table"]
+    return [dict(zip(table["columns"], r)) for r in table["rows"]]
+
+
+def metric_names(data: dict, rows: list[dict]) -> list[str]:
+    """Numeric columns of the key table, plus timed columns (with a unit) of the rows section."""
+    candidates = list(data["key_table"]["columns"]) + [c for r in rows for c in r if c.endswith(UNIT_MARKS)]
+    names = [c for c in dict.fromkeys(candidates)
+             if c not in KEY_COLUMNS and not any(m in c.lower() for m in NOT_METRICS)]
+    return [c for c in names if any(_number(r.get(c)) for r in rows)]
+
+
+def row_key(row: dict) -> str:
+    keys = [str(row[c]) for c in KEY_COLUMNS if row.get(c) is not None]
+    return " · ".join(keys) if keys else str(next(iter(row.values())))
+
+
+def _stats_dicts(data: dict, executor: str | None):
+    """Statistics records ({median, q1, q3, ...}) the notebook kept for ``executor``."""
+    if not executor:
+        return
+    for section in ("walls", "measured"):
+        entry = (data.get(section) or {}).get(executor)
+        if not isinstance(entry, dict):
+            continue
+        for v in [entry, *entry.values()]:
+            if isinstance(v, dict) and {"median", "q1", "q3"} <= set(v):
+                yield v
+
+
+def spread(data: dict, row: dict, metric: str) -> tuple[float, float] | None:
+    """The q1-q3 range measured for ``metric`` of ``row``: quartile columns beside it, or the
+    statistics record whose median is the value; None where the notebook measured no spread."""
+    value = row.get(metric)
+    if metric in QUARTILES and all(_number(row.get(q)) for q in QUARTILES[metric]):
+        return row[QUARTILES[metric][0]], row[QUARTILES[metric][1]]
+    for s in _stats_dicts(data, row.get("executor")):
+        if s["median"] == value and _number(s["q1"]) and _number(s["q3"]):
+            return s["q1"], s["q3"]
+    return None
+
+
+def compare_notebook(name: str, a: dict, b: dict) -> tuple[list[dict], list[str]]:
+    """Rows of the comparison for one notebook, and what was skipped in it."""
+    rows_a, rows_b = table_rows(a), table_rows(b)
+    by_a, by_b = {row_key(r): r for r in rows_a}, {row_key(r): r for r in rows_b}
+    metrics_a, metrics_b = metric_names(a, rows_a), metric_names(b, rows_b)
+    metrics = [m for m in metrics_a if m in metrics_b]
+    skipped = [f"{name}: metric {m!r} only in {side}" for side, ms, other in (("A", metrics_a, metrics_b), ("B", metrics_b, metrics_a))
+               for m in ms if m not in other]
+    skipped += [f"{name}: row {k!r} only in {side}" for side, keys, other in (("A", by_a, by_b), ("B", by_b, by_a))
+                for k in keys if k not in other]
+    out = []
+    for key in (k for k in by_a if k in by_b):
+        ra, rb = by_a[key], by_b[key]
+        if ra.get("status") != rb.get("status"):
+            out.append(_entry(name, key, "status", ra.get("status"), rb.get("status"), None, None))
+        for m in metrics:
+            va, vb = ra.get(m), rb.get(m)
+            if _number(va) or _number(vb):
+                out.append(_entry(name, key, m, va, vb, spread(a, ra, m), spread(b, rb, m)))
+    return out, skipped
+
+
+def _entry(notebook, key, metric, a, b, spread_a, spread_b) -> dict:
+    both = _number(a) and _number(b)
+    beyond = None
+    if both and spread_a and spread_b:
+        beyond = spread_a[1] < spread_b[0] or spread_b[1] < spread_a[0]
+    return {"notebook": notebook, "row": key, "metric": metric, "a": a, "b": b,
+            "ratio": b / a if both and a else None, "a_q1_q3": spread_a, "b_q1_q3": spread_b,
+            "beyond_spread": beyond}
+
+
+def compare(a: dict, b: dict) -> dict:
+    """The comparison of two loaded runs (``load_run``)."""
+    common = [n for n in a["notebooks"] if n in b["notebooks"]]
+    if not common:
+        raise CompareError(f"runs {a['name']} ({', '.join(a['notebooks'])}) and {b['name']} "
+                           f"({', '.join(b['notebooks'])}) have no notebook in common")
+    skipped = [f"{n}: only in A ({a['name']})" for n in a["notebooks"] if n not in b["notebooks"]]
+    skipped += [f"{n}: only in B ({b['name']})" for n in b["notebooks"] if n not in a["notebooks"]]
+    skipped += [f"unreadable in {side}: {u}" for side, run in (("A", a), ("B", b)) for u in run["unreadable"]]
+    rows = []
+    for n in common:
+        got, missed = compare_notebook(n, a["notebooks"][n], b["notebooks"][n])
+        rows += got
+        skipped += missed
+    return {"a": {"name": a["name"], "path": a["path"]}, "b": {"name": b["name"], "path": b["path"]},
+            "notebooks": common, "parameters": parameter_differences(a, b, common),
+            "environment": differences(a["environment"], b["environment"], IGNORED_ENV),
+            "skipped": skipped, "rows": rows}
+
+
+def fmt(v) -> str:
+    """3 significant figures for numbers, blanks for missing values."""
+    if v is None:
+        return ""
+    if _number(v):
+        return f"{v:.3g}"
+    if isinstance(v, (list, tuple)) and len(v) == 2 and all(_number(x) for x in v):
+        return f"{v[0]:.3g}-{v[1]:.3g}"
+    return str(v)
+
+
+def verdict(entry: dict) -> str:
+    return {True: "yes", False: "no", None: ""}[entry["beyond_spread"]]
+
+
+TABLE = (("notebook", "notebook"), ("row", "row"), ("metric", "metric"), ("A", "a"), ("A q1-q3", "a_q1_q3"),
+         ("B", "b"), ("B q1-q3", "b_q1_q3"), ("B / A", "ratio"))
+
+
+def text(report: dict) -> str:
+    """The report as plain text: differences, skipped items, then the table."""
+    lines = [f"A: {report['a']['path']}", f"B: {report['b']['path']}"]
+    for title, items in (("parameters that differ", report["parameters"]), ("environment that differs", report["environment"])):
+        lines.append(f"{title}: " + ("none" if not items else ""))
+        lines += [f"  {d['name']}: {fmt(d['a'])} -> {fmt(d['b'])}" + (f"  ({', '.join(d['notebooks'])})" if "notebooks" in d else "")
+                  for d in items]
+    if report["skipped"]:
+        lines.append("skipped: " + "; ".join(report["skipped"]))
+    header = [h for h, _ in TABLE] + ["beyond spread"]
+    body = [[fmt(e[k]) for _, k in TABLE] + [verdict(e)] for e in report["rows"]]
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+    for r in [header, *body]:
+        lines.append("  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+    return "\n".join(lines)
+
+
+def to_html(report: dict) -> str:
+    """A self-contained page: differences at the top, skipped items, one table per notebook."""
+    e = html.escape
+
+    def diff_list(items):
+        if not items:
+            return "<p>none</p>"
+        return "<table><tr><th>name</th><th>A</th><th>B</th></tr>" + "".join(
+            f"<tr><td>{e(d['name'])}</td><td>{e(fmt(d['a']))}</td><td>{e(fmt(d['b']))}</td></tr>" for d in items) + "</table>"
+    tables = []
+    for nb in report["notebooks"]:
+        rows = [r for r in report["rows"] if r["notebook"] == nb]
+        head = "".join(f"<th>{e(h)}</th>" for h, _ in TABLE[1:]) + "<th>beyond spread</th>"
+        body = "".join(f"<tr class='{'beyond' if r['beyond_spread'] else ''}'>" + "".join(
+            f"<td>{e(fmt(r[k]))}</td>" for _, k in TABLE[1:]) + f"<td>{verdict(r)}</td></tr>" for r in rows)
+        tables.append(f"<h2>{e(nb)}</h2><table><tr>{head}</tr>{body}</table>")
+    skipped = "".join(f"<li>{e(s)}</li>" for s in report["skipped"]) or "<li>nothing</li>"
+    title = f"latency-lab compare: {report['a']['name']} (A) vs {report['b']['name']} (B)"
+    return f"""<!DOCTYPE html><html><head><meta charset="utf-8"><title>{e(title)}</title>
+<style>body{{font-family:system-ui,sans-serif;margin:2em;max-width:110em}}table{{border-collapse:collapse;font-size:90%}}
+td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}th{{background:#f3f3f3}}tr.beyond td{{background:#fff3cd}}</style>
+</head><body><h1>{e(title)}</h1><p>A: <code>{e(report['a']['path'])}</code><br>B: <code>{e(report['b']['path'])}</code></p>
+<p>B / A is B's value over A's. "beyond spread": the two runs' q1-q3 ranges do not overlap (yes), overlap (no), or
+a run measured no spread for that number (blank).</p>
+<h2>Parameters that differ</h2>{diff_list(report['parameters'])}
+<h2>Environment that differs</h2>{diff_list(report['environment'])}
+<h2>Skipped</h2><ul>{skipped}</ul>{"".join(tables)}</body></html>"""
+
+
+def write(report: dict, folder: Path) -> tuple[Path, Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = folder / f"compare-{report['a']['name']}-vs-{report['b']['name']}"
+    page, data = stem.with_suffix(".html"), stem.with_suffix(".json")
+    page.write_text(to_html(report), encoding="utf-8")
+    data.write_text(json.dumps(report, indent=1, default=str))
+    return page, data
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="runner.py compare", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run_a", help="run A (the baseline): a run id under --output-dir, a path, or latest")
+    ap.add_argument("run_b", help="run B: a run id, a path, or latest")
+    ap.add_argument("--output-dir", default="outputs", help="folder that holds the runs (default: outputs)")
+    ap.add_argument("--out", help="folder for the report (default: RUN_B's folder)")
+    args = ap.parse_args(argv)
+    try:
+        root = Path(args.output_dir)
+        a, b = (load_run(resolve_run(n, root)) for n in (args.run_a, args.run_b))
+        report = compare(a, b)
+        page, data = write(report, Path(args.out) if args.out else Path(b["path"]))
+    except (ValueError, OSError) as e:
+        print(f"runner.py compare: error: {e}", file=sys.stderr)
+        return 2
+    print(text(report))
+    print(f"report: {page} · {data}")
+    return 0

@@ -1,0 +1,138 @@
+"""runner.py compare: two run folders side by side, spreads, differences at the top, clear errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from latency_lab import compare as C, results
+from latency_lab.params import Params
+from conftest import run_runner
+
+
+def stats(median: float, q1: float, q3: float) -> dict:
+    return {"median": median, "q1": q1, "q3": q3, "iqr": q3 - q1, "n": 6}
+
+
+def timing_notebook(run: Path, walls: dict[str, tuple], kernels: dict[str, float], cache_mode="seed", torch="2.9.1"):
+    """A results file shaped like 02's: key table by label, a rows section and wall statistics."""
+    env = {"collected": "now", "cpu": "x", "packages": {"torch": torch}}
+    rows = [{"executor": n, "Execution Type": n.upper(), "Wall Clock Time (ms)": w[0], "Kernels": kernels.get(n),
+             "host submit (ms)": w[0] / 2, "status": "ok", "reason": None} for n, w in walls.items()]
+    table = results.key_table("timing", rows, ["Execution Type", "Wall Clock Time (ms)", "Kernels", "status", "reason"])
+    results.save(run, "02_executor_timing", Params(preset="tiny", cache_mode=cache_mode, output_dir=str(run)), env, table,
+                 rows=rows, walls={n: stats(*w) for n, w in walls.items()},
+                 measured={n: {"host": stats(w[0] / 2, w[0] / 2, w[0] / 2)} for n, w in walls.items()})
+    (run / "environment.json").write_text(json.dumps(env))
+
+
+def op_notebook(run: Path, ms: float, q: tuple[float, float]):
+    """A results file shaped like 04's: op, size and executor per row, quartile columns beside."""
+    rows = [{"op": "add", "size": "seed", "executor": "eager", "status": "ok", "ms_per_call": ms, "q1_ms": q[0],
+             "q3_ms": q[1], "first_call_s": 0.1, "seed_h100_ms": 0.007, "reason": None}]
+    results.save(run, "04_op_microbenchmarks", Params(preset="tiny", output_dir=str(run)), {},
+                 results.key_table("add", rows), rows=rows)
+
+
+@pytest.fixture
+def runs(tmp_path) -> Path:
+    a, b = tmp_path / "a", tmp_path / "b"
+    timing_notebook(a, {"eager": (10, 9, 11), "torch.compile": (5, 4, 6)}, {"eager": 12})
+    timing_notebook(b, {"eager": (20, 19, 21), "torch.compile": (5.5, 5, 6.5)}, {"eager": 12},
+                    cache_mode="none", torch="2.11.0")
+    op_notebook(a, 0.02, (0.019, 0.021))
+    op_notebook(b, 0.03, (0.029, 0.031))
+    return tmp_path
+
+
+def entries(report: dict) -> dict:
+    return {(e["notebook"], e["row"], e["metric"]): e for e in report["rows"]}
+
+
+def test_ratios_and_spread_verdicts(runs):
+    report = C.compare(C.load_run(runs / "a"), C.load_run(runs / "b"))
+    got = entries(report)
+    eager = got[("02_executor_timing", "eager", "Wall Clock Time (ms)")]
+    assert eager["a"] == 10 and eager["b"] == 20 and eager["ratio"] == 2 and eager["beyond_spread"] is True
+    assert eager["a_q1_q3"] == (9, 11) and eager["b_q1_q3"] == (19, 21)
+    compiled = got[("02_executor_timing", "torch.compile", "Wall Clock Time (ms)")]
+    assert compiled["ratio"] == pytest.approx(1.1) and compiled["beyond_spread"] is False
+    kernels = got[("02_executor_timing", "eager", "Kernels")]
+    assert kernels["ratio"] == 1 and kernels["beyond_spread"] is None  # a count has no spread
+    host = got[("02_executor_timing", "eager", "host submit (ms)")]  # from the rows section, spread from `measured`
+    assert host["a_q1_q3"] == (5, 5) and host["beyond_spread"] is True
+    add = got[("04_op_microbenchmarks", "add · seed · eager", "ms_per_call")]
+    assert add["ratio"] == pytest.approx(1.5) and add["beyond_spread"] is True
+    assert not any(m.startswith("seed") or "q1" in m for _, _, m in got)
+    assert {d["name"]: (d["a"], d["b"]) for d in report["parameters"]} == {"cache_mode": ("seed", "none")}
+    assert {d["name"]: (d["a"], d["b"]) for d in report["environment"]} == {"packages.torch": ("2.9.1", "2.11.0")}
+    assert report["skipped"] == []
+
+
+def test_partial_report_says_what_was_skipped(runs, tmp_path):
+    c = tmp_path / "c"
+    timing_notebook(c, {"torch.compile": (5, 4, 6), "thunder": (3, 2, 4)}, {})  # no kernels, no 04
+    report = C.compare(C.load_run(runs / "a"), C.load_run(c))
+    skipped = "\n".join(report["skipped"])
+    assert "04_op_microbenchmarks: only in A" in skipped
+    assert "row 'eager' only in A" in skipped and "row 'thunder' only in B" in skipped
+    assert "metric 'Kernels' only in A" in skipped  # B measured no kernels
+    assert [(e["row"], e["metric"]) for e in report["rows"]] == [("torch.compile", "Wall Clock Time (ms)"),
+                                                                  ("torch.compile", "host submit (ms)")]
+
+
+def test_status_change_is_a_row(runs):
+    path = runs / "b" / "02_executor_timing.results.json"
+    data = json.loads(path.read_text())
+    data["rows"][1].update({"status": "failed", "Wall Clock Time (ms)": None, "reason": "boom"})
+    path.write_text(json.dumps(data))
+    got = entries(C.compare(C.load_run(runs / "a"), C.load_run(runs / "b")))
+    assert got[("02_executor_timing", "torch.compile", "status")]["b"] == "failed"
+    wall = got[("02_executor_timing", "torch.compile", "Wall Clock Time (ms)")]
+    assert wall["b"] is None and wall["ratio"] is None and wall["beyond_spread"] is None
+
+
+def test_cli_prints_and_writes_the_report_into_run_b(runs):
+    (runs / "latest").symlink_to("b")
+    proc = run_runner("compare", "a", "latest", "--output-dir", str(runs), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "parameters that differ:" in proc.stdout and "cache_mode: seed -> none" in proc.stdout
+    assert "packages.torch: 2.9.1 -> 2.11.0" in proc.stdout
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("02_executor_timing") and "Wall Clock" in l)
+    assert line.split()[-2:] == ["2", "yes"]
+    page, data = runs / "b" / "compare-a-vs-b.html", runs / "b" / "compare-a-vs-b.json"
+    assert json.loads(data.read_text())["notebooks"] == ["02_executor_timing", "04_op_microbenchmarks"]
+    html = page.read_text()
+    assert "Parameters that differ" in html and "cache_mode" in html and "class='beyond'" in html
+
+
+@pytest.mark.parametrize("a, b, fragment", [
+    ("a", "nope", "run 'nope' not found"),
+    ("a", "empty", "holds no *.results.json file"),
+    ("a", "other", "have no notebook in common"),
+])
+def test_bad_runs_are_one_line_errors(runs, capsys, a, b, fragment):
+    (runs / "empty").mkdir()
+    results.save(runs / "other", "03_trace_counters", Params(), {}, results.key_table("t", [{"executor": "x"}]))
+    assert C.main([a, b, "--output-dir", str(runs)]) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and err.count("\n") == 1 and err.startswith("runner.py compare: error:")
+
+
+def test_out_folder(runs, capsys):
+    assert C.main([str(runs / "a"), str(runs / "b"), "--out", str(runs / "reports")]) == 0
+    assert (runs / "reports" / "compare-a-vs-b.json").is_file() and not (runs / "b" / "compare-a-vs-b.json").exists()
+
+
+def test_real_tiny_run_against_itself(tiny_run, tmp_path, capsys):
+    """Every notebook's real results parse; a run against itself gives ratios of 1, nothing beyond
+    its spread, and the wall times carry the spread 02 measured."""
+    assert C.main([str(tiny_run), str(tiny_run), "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / f"compare-{tiny_run.name}-vs-{tiny_run.name}.json").read_text())
+    assert set(report["notebooks"]) == {p.name[: -len(results.SUFFIX)] for p in tiny_run.glob("*.results.json")}
+    assert report["parameters"] == [] and report["environment"] == [] and report["skipped"] == []
+    assert all(e["ratio"] in (1, None) and e["beyond_spread"] in (False, None) for e in report["rows"])
+    walls = [e for e in report["rows"] if e["notebook"] == "02_executor_timing" and e["metric"] == "Wall Clock Time (ms)"]
+    assert walls and all(e["a_q1_q3"] for e in walls)
