@@ -5,6 +5,7 @@
     python runner.py --preset tiny            # small model of the same architecture (CPU tests)
     python runner.py --notebooks 01,02 -p cache_mode=static -p executors=eager,thunder
     python runner.py --list                   # notebooks and their parameters
+    python runner.py compare RUN_A RUN_B      # two runs side by side (ids, paths or latest)
 
 Each run writes executed notebooks, HTML, one results JSON per notebook, environment.json,
 summary.json and index.html; ``outputs/latest`` points at the newest run. Invalid parameters are
@@ -21,6 +22,11 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
+
+if __name__ == "__main__":  # a Python without the suite's packages hands over to .venv (tasks.py)
+    import tasks
+
+    tasks.use_suite_python(__file__, sys.argv[1:])
 
 from latency_lab import environment, notebook_run, report
 from latency_lab.params import SCHEMA, ParameterError, parse_value, validate
@@ -138,4 +144,8 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["compare"]:  # python runner.py compare RUN_A RUN_B (latency_lab/compare.py)
+        from latency_lab import compare
+
+        sys.exit(compare.main(sys.argv[2:]))
     sys.exit(main())

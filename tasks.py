@@ -12,6 +12,7 @@ Needs nothing but Python 3.11+. nvFuser is added where ``nvidia-smi`` sees a GPU
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import platform
 import shutil
@@ -24,6 +25,7 @@ VENV = ROOT / ".venv"
 PY = VENV / "bin" / "python"
 STAMP = VENV / ".installed"
 KERNEL = "latency-lab"
+SUITE_MODULES = ("torch", "papermill", "nbconvert", "plotly")  # what runner.py cannot start without
 
 
 def has_gpu() -> bool:
@@ -48,9 +50,35 @@ def install() -> None:
     STAMP.write_text(want)
 
 
+def lab_args() -> list[str]:
+    """``python`` arguments of JupyterLab on notebooks/ (root, as in CI and containers, must say so)."""
+    root = hasattr(os, "geteuid") and os.geteuid() == 0
+    return ["-m", "jupyterlab", f"--ServerApp.root_dir={ROOT / 'notebooks'}", *(["--allow-root"] if root else [])]
+
+
+def use_suite_python(script: str, argv: list[str]) -> None:
+    """Called first by ``runner.py``: a Python that lacks the suite's packages re-runs ``script``
+    with ``.venv``'s Python (set up first, as ``install`` does), or exits with one line saying what
+    to run. A Python that has them (the ``.venv`` or any environment with the package) goes on."""
+    missing = [m for m in SUITE_MODULES if importlib.util.find_spec(m) is None]
+    if not missing:
+        return
+    name = Path(script).name
+    if Path(sys.prefix).resolve() == VENV.resolve():
+        sys.exit(f"{name}: error: {VENV} lacks {', '.join(missing)}; run: python3 tasks.py install")
+    if sys.version_info < (3, 11):
+        sys.exit(f"{name}: error: this Python lacks {', '.join(missing)} and is older than 3.11; "
+                 f"run: python3.11 tasks.py run (or any Python 3.11+)")
+    try:
+        install()
+    except (OSError, subprocess.CalledProcessError) as e:
+        sys.exit(f"{name}: error: could not set up {VENV} ({e}); run: python3 tasks.py install")
+    os.execv(PY, [str(PY), script, *argv])
+
+
 def main(argv: list[str]) -> int:
     tasks = {"run": [str(PY), "runner.py"], "test": [str(PY), "-m", "pytest"],
-             "lab": [str(PY), "-m", "jupyter", "lab", "notebooks"], "install": None}
+             "lab": [str(PY), *lab_args()], "install": None}
     if not argv or argv[0] not in tasks:
         print(__doc__, file=sys.stderr)
         return 2
