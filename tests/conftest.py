@@ -24,3 +24,24 @@ def tiny_run(tmp_path_factory) -> Path:
     proc = run_runner("--preset", "tiny", "--device", "cpu", "--output-dir", str(out), "--run-id", "tiny")
     assert proc.returncode == 0, f"runner failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     return out / "tiny"
+
+
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync")
+
+
+def chromium_dom(target: str, profile: Path, budget_ms: int = 10000) -> str:
+    """The DOM of ``target`` (a URL) after headless Chromium ran its scripts for ``budget_ms`` of
+    virtual time, with a fresh profile in ``profile``. Skips without chromium, fails in CI."""
+    import os
+    import shutil
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not browser:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is needed for the browser tests (.ci/run installs it)")
+        pytest.skip("chromium not installed")
+    proc = subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--virtual-time-budget={budget_ms}",
+                           "--dump-dom", target], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout

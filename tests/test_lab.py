@@ -1,0 +1,231 @@
+"""JupyterLab: the server from this environment lists the notebooks, runs the suite's kernel (and the
+explorer's Run button in it), and its Lab shell renders in headless Chromium. Also the explorer's
+logic without a browser, and runner.py started by a Python outside the .venv."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import tasks
+from latency_lab import explorer as X, params as P
+from conftest import ROOT, chromium_dom
+
+KERNEL = "latency-lab"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, port: int, token: str):
+        self.base, self.token = f"http://127.0.0.1:{port}", token
+
+    def url(self, path: str) -> str:
+        return f"{self.base}{path}{'&' if '?' in path else '?'}token={self.token}"
+
+    def api(self, path: str, method: str = "GET", body: dict | None = None, timeout: float = 30):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url(path), data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            text = r.read().decode()
+            return json.loads(text) if text else None
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """JupyterLab as ``tasks.py lab`` starts it, from this environment, on a free localhost port
+    with a token; killed after."""
+    home = tmp_path_factory.mktemp("jupyter")
+    port, token = free_port(), secrets.token_hex(16)
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(home / "runtime"), "JUPYTERLAB_WORKSPACES_DIR": str(home / "ws"),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    log = open(home / "server.log", "w")
+    proc = subprocess.Popen([sys.executable, *tasks.lab_args(), "--no-browser", "--ServerApp.ip=127.0.0.1",
+                             f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}"],
+                            cwd=home, env=env, stdout=log, stderr=subprocess.STDOUT)
+    server = Server(port, token)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"jupyter lab exited with {proc.returncode}:\n{(home / 'server.log').read_text()[-3000:]}")
+            try:
+                server.api("/api/status", timeout=5)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"jupyter lab did not answer in 120 s:\n{(home / 'server.log').read_text()[-3000:]}")
+                time.sleep(0.5)
+        yield server
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def execute(server: Server, kernel_id: str, code: str, timeout: float = 300) -> str:
+    """Run ``code`` in the kernel through the server's websocket; its stdout (complete once the
+    kernel is idle again), or fail with its error."""
+    import websocket
+    from jupyter_client.session import Session
+
+    ws = websocket.create_connection(server.url(f"/api/kernels/{kernel_id}/channels").replace("http", "ws", 1), timeout=timeout)
+    try:
+        msg = Session().msg("execute_request", {"code": code, "silent": False, "store_history": False,
+                                                "user_expressions": {}, "allow_stdin": False, "stop_on_error": True})
+        msg["channel"] = "shell"
+        ws.send(json.dumps(msg, default=str))
+        out, replied, idle, deadline = [], False, False, time.monotonic() + timeout
+        while time.monotonic() < deadline and not (replied and idle):
+            reply = json.loads(ws.recv())
+            if reply.get("parent_header", {}).get("msg_id") != msg["header"]["msg_id"]:
+                continue
+            kind, content = reply["msg_type"], reply["content"]
+            if kind == "stream" and content["name"] == "stdout":
+                out.append(content["text"])
+            elif kind == "error":
+                pytest.fail(f"kernel error: {content['ename']}: {content['evalue']}")
+            elif kind == "execute_reply":
+                assert content["status"] == "ok", content
+                replied = True
+            idle = idle or (kind == "status" and content["execution_state"] == "idle")
+        if replied and idle:
+            return "".join(out)
+        pytest.fail(f"no execute_reply within {timeout} s")
+    finally:
+        ws.close()
+
+
+def test_server_lists_notebooks_and_runs_the_suite_kernel(lab):
+    listed = {item["name"] for item in lab.api("/api/contents")["content"]}
+    assert {"00_explorer.ipynb", "01_model_setup.ipynb", "02_executor_timing.ipynb"} <= listed
+    specs = lab.api("/api/kernelspecs")["kernelspecs"]
+    if KERNEL not in specs:
+        pytest.fail(f"kernelspec {KERNEL!r} is not registered in this environment ({', '.join(specs)}): "
+                    "python3 tasks.py install registers it")
+    kernel = lab.api("/api/kernels", "POST", {"name": KERNEL})
+    try:
+        out = execute(lab, kernel["id"], "import latency_lab, ipywidgets\nprint(latency_lab.__file__, ipywidgets.__version__)")
+        path, widgets = out.split()[-2:]
+        assert Path(path).resolve().is_relative_to(ROOT.resolve()) and widgets.startswith("8.")
+        # The explorer's Run button, clicked in the real kernel: a tiny CPU measurement, then a bad setting.
+        out = execute(lab, kernel["id"], "\n".join([
+            "from latency_lab import explorer as X, params as P",
+            "ui = X.ExplorerUI(X.Explorer(), P.validate(preset='tiny', device='cpu', executors='eager'), '/dev/null')",
+            "ui.run_button.click()",
+            "ui.layers.min, ui.layers.value = 0, 0",
+            "ui.run_button.click()",
+            "row = ui.explorer.runs[0]['rows'][0]",
+            "print('RESULT', row['status'], row['wall (ms)'] > 0, ui.status.value)",
+        ]))
+        result = next(line for line in out.splitlines() if line.startswith("RESULT"))
+        assert result.startswith("RESULT ok True") and "invalid parameter layers=0" in result, out
+    finally:
+        lab.api(f"/api/kernels/{kernel['id']}", "DELETE")
+
+
+def test_lab_shell_and_notebook_list_render_in_chromium(lab, tmp_path):
+    dom = chromium_dom(lab.url("/lab"), tmp_path / "profile", budget_ms=30000)
+    assert "jp-LabShell" in dom, dom[-2000:]
+    assert "00_explorer.ipynb" in dom and "01_model_setup.ipynb" in dom, "the file browser did not list the notebooks"
+
+
+def test_widget_extension_is_installed():
+    proc = subprocess.run([sys.executable, "-m", "jupyter", "labextension", "list"], capture_output=True, text=True, timeout=120)
+    assert "@jupyter-widgets/jupyterlab-manager" in proc.stdout + proc.stderr
+
+
+@pytest.fixture(scope="module")
+def tiny_params():
+    return P.validate(preset="tiny", device="cpu", executors="eager,thunder", warmup=1, iters=2, repeats=3)
+
+
+def test_explorer_keeps_runs_and_reports_bad_settings(tiny_params, tmp_path):
+    explorer, seen = X.Explorer(), []
+    first = explorer.run(X.settings_from(tiny_params), lambda done, total, text: seen.append((done, total)))
+    assert first["error"] is None and seen[0] == (0, 3) and seen[-1] == (3, 3)
+    eager, thunder = first["rows"]
+    assert eager["status"] == "ok" and eager["q1 (ms)"] <= eager["wall (ms)"] <= eager["q3 (ms)"]
+    assert eager["method"] == "perf_counter" and len(eager["blocks_ms"]) == 3 and eager["host submit (ms)"] > 0
+    assert thunder["status"] == "unavailable" and "CUDA" in thunder["reason"] and thunder["wall (ms)"] is None
+    decode = explorer.run({**X.settings_from(tiny_params), "executors": ["eager"], "step": "decode", "cache_mode": "static"})
+    assert decode["error"] is None and decode["step"] == "decode" and decode["rows"][0]["wall (ms)"] > 0
+    for bad, name in (({"step": "decode"}, "cache_mode"), ({"step": "generate"}, "step"), ({"layers": 0}, "layers"),
+                      ({"executors": []}, "executors"), ({"executors": ["tvm"]}, "executors")):
+        run = explorer.run({**X.settings_from(tiny_params), **bad})
+        assert run["error"].startswith(f"invalid parameter {name}=") and run["rows"] == []
+    assert [r["id"] for r in explorer.runs] == [1, 2, 3, 4, 5, 6, 7]
+    assert [r["run"] for r in explorer.rows()] == [first["label"]] * 2 + [decode["label"]]
+    saved = json.loads(explorer.save(tmp_path / "runs.json").read_text())
+    assert len(saved["runs"]) == 7 and saved["runs"][1]["rows"][0]["executor"] == "eager"
+    assert any("torch-eager" in f for f in X.findings(first)) and "unavailable" in X.findings(first)[-1]
+
+
+def test_explorer_widget_shows_errors_and_keeps_working(tiny_params, tmp_path, monkeypatch):
+    ui = X.ExplorerUI(X.Explorer(), tiny_params, tmp_path / "saved.json")
+    ui.executors.value = ("eager",)
+    ui.step.value = "decode"
+    assert ui.cache_mode.value == "static"  # decode needs the pre-filled StaticCache
+    ui.cache_mode.value = "seed"
+    run = ui.on_run()
+    assert "invalid parameter cache_mode='seed'" in ui.status.value and run["error"] and not ui.run_button.disabled
+
+    def broken(settings, progress=None):
+        raise RuntimeError("model build exploded")
+    monkeypatch.setattr(X, "measure", broken)
+    ui.cache_mode.value = "static"
+    assert ui.on_run()["error"].startswith("RuntimeError: model build exploded") and "exploded" in ui.status.value
+    monkeypatch.undo()
+    run = ui.on_run()
+    assert run["error"] is None and "1 executor(s)" in ui.status.value and "<td>torch-eager</td>" in ui.table.value
+    assert ui.progress.value == ui.progress.max
+    assert ui.on_save() == tmp_path / "saved.json" and len(json.loads((tmp_path / "saved.json").read_text())["runs"]) == 3
+    ui.save_path.value = str(tmp_path / "saved.json" / "below-a-file.json")
+    assert ui.on_save() is None and "save failed" in ui.status.value
+
+
+def test_runner_from_a_python_outside_the_venv(tmp_path):
+    """The Python the .venv was made from lacks the suite's packages: runner.py hands over to .venv."""
+    outside = getattr(sys, "_base_executable", None)
+    if Path(sys.prefix).resolve() != tasks.VENV.resolve() or not outside:
+        pytest.skip(f"tests are not running in this checkout's {tasks.VENV}")
+    has = subprocess.run([outside, "-c", "import papermill"], capture_output=True).returncode == 0
+    if has:
+        pytest.skip(f"{outside} has papermill: nothing to hand over")
+    for args in (["--help"], ["--list"]):
+        proc = subprocess.run([outside, str(ROOT / "runner.py"), *args], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=300, env={k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"})
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+        assert ("usage: runner.py" if args == ["--help"] else "00_explorer") in proc.stdout
+
+
+def test_handover_failure_is_one_line(monkeypatch):
+    monkeypatch.setattr(tasks, "SUITE_MODULES", ("no_such_module_here",))
+    monkeypatch.setattr(tasks, "VENV", Path("/nonexistent/.venv"))
+
+    def fail():
+        raise subprocess.CalledProcessError(1, ["pip", "install"])
+    monkeypatch.setattr(tasks, "install", fail)
+    with pytest.raises(SystemExit) as e:
+        tasks.use_suite_python("runner.py", ["--help"])
+    message = str(e.value.code)
+    assert message.startswith("runner.py: error: could not set up /nonexistent/.venv") and "\n" not in message
+    assert message.endswith("run: python3 tasks.py install")
