@@ -214,7 +214,7 @@ def text(report: dict) -> str:
     """The report as plain text: differences, skipped items, then the table."""
     lines = [f"A: {report['a']['path']}", f"B: {report['b']['path']}"]
     for title, items in (("parameters that differ", report["parameters"]), ("environment that differs", report["environment"])):
-        lines.append(f"{title}: " + ("none" if not items else ""))
+        lines.append(f"{title}:" + ("" if items else " none"))
         lines += [f"  {d['name']}: {fmt(d['a'])} -> {fmt(d['b'])}" + (f"  ({', '.join(d['notebooks'])})" if "notebooks" in d else "")
                   for d in items]
     if report["skipped"]:
