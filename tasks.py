@@ -50,10 +50,10 @@ def install() -> None:
     STAMP.write_text(want)
 
 
-def lab_args() -> list[str]:
-    """``python`` arguments of JupyterLab on notebooks/ (root, as in CI and containers, must say so)."""
+def lab_args(folder: Path = ROOT / "notebooks") -> list[str]:
+    """``python`` arguments of JupyterLab on ``folder`` (root, as in CI and containers, must say so)."""
     root = hasattr(os, "geteuid") and os.geteuid() == 0
-    return ["-m", "jupyterlab", f"--ServerApp.root_dir={ROOT / 'notebooks'}", *(["--allow-root"] if root else [])]
+    return ["-m", "jupyterlab", f"--ServerApp.root_dir={folder}", *(["--allow-root"] if root else [])]
 
 
 def use_suite_python(script: str, argv: list[str]) -> None:

@@ -227,15 +227,17 @@ class ExplorerUI:
         import ipywidgets as w
 
         self.explorer, self.base = explorer, settings_from(params)
+        wide = {"style": {"description_width": "8em"}}
         self.executors = w.SelectMultiple(options=executor_options(params.device), value=tuple(params.executors),
-                                          rows=min(10, len(registry.REGISTRY)), description="executors")
-        self.layers = w.BoundedIntText(value=params.layers, min=1, max=64, description="layers")
-        self.seq_len = w.BoundedIntText(value=params.seq_len, min=1, max=8192, description="prompt tokens")
-        self.step = w.ToggleButtons(options=STEPS, value="prefill", description="step")
-        self.cache_mode = w.Dropdown(options=CACHE_MODES, value=params.cache_mode, description="cache")
-        self.warmup = w.BoundedIntText(value=params.warmup, min=0, max=10_000, description="warm-up")
-        self.iters = w.BoundedIntText(value=params.iters, min=1, max=100_000, description="calls/block")
-        self.repeats = w.BoundedIntText(value=params.repeats, min=1, max=10_000, description="blocks")
+                                          rows=len(registry.REGISTRY), description="executors",
+                                          layout=w.Layout(width="56em"), **wide)
+        self.layers = w.BoundedIntText(value=params.layers, min=1, max=64, description="layers", **wide)
+        self.seq_len = w.BoundedIntText(value=params.seq_len, min=1, max=8192, description="prompt tokens", **wide)
+        self.step = w.ToggleButtons(options=STEPS, value="prefill", description="step", **wide)
+        self.cache_mode = w.Dropdown(options=CACHE_MODES, value=params.cache_mode, description="cache mode", **wide)
+        self.warmup = w.BoundedIntText(value=params.warmup, min=0, max=10_000, description="warm-up calls", **wide)
+        self.iters = w.BoundedIntText(value=params.iters, min=1, max=100_000, description="calls / block", **wide)
+        self.repeats = w.BoundedIntText(value=params.repeats, min=1, max=10_000, description="blocks", **wide)
         self.run_button = w.Button(description="Run", button_style="primary", icon="play")
         self.save_button = w.Button(description="Save", icon="save")
         self.save_path = w.Text(value=str(save_path), description="save to", layout=w.Layout(width="40em"))

@@ -30,9 +30,8 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run
                   "--disable-component-update", "--disable-sync")
 
 
-def chromium_dom(target: str, profile: Path, budget_ms: int = 10000) -> str:
-    """The DOM of ``target`` (a URL) after headless Chromium ran its scripts for ``budget_ms`` of
-    virtual time, with a fresh profile in ``profile``. Skips without chromium, fails in CI."""
+def chromium() -> str:
+    """The chromium binary; skips the test without one, fails it in CI."""
     import os
     import shutil
 
@@ -41,7 +40,13 @@ def chromium_dom(target: str, profile: Path, budget_ms: int = 10000) -> str:
         if os.environ.get("CI"):
             pytest.fail("chromium is needed for the browser tests (.ci/run installs it)")
         pytest.skip("chromium not installed")
-    proc = subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--virtual-time-budget={budget_ms}",
+    return browser
+
+
+def chromium_dom(target: str, profile: Path, budget_ms: int = 10000) -> str:
+    """The DOM of ``target`` (a URL) after headless Chromium ran its scripts for ``budget_ms`` of
+    virtual time, with a fresh profile in ``profile``."""
+    proc = subprocess.run([chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--virtual-time-budget={budget_ms}",
                            "--dump-dom", target], capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout

@@ -12,13 +12,15 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
+import nbformat
 import pytest
 
 import tasks
 from latency_lab import explorer as X, params as P
-from conftest import ROOT, chromium_dom
+from conftest import CHROMIUM_FLAGS, ROOT, chromium, chromium_dom
 
 KERNEL = "latency-lab"
 
@@ -45,40 +47,51 @@ class Server:
             return json.loads(text) if text else None
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """JupyterLab as ``tasks.py lab`` starts it, from this environment, on a free localhost port
-    with a token; killed after."""
-    home = tmp_path_factory.mktemp("jupyter")
+@contextmanager
+def running_lab(folder: Path, home: Path):
+    """JupyterLab as ``tasks.py lab`` starts it, from this environment, on ``folder``, on a free
+    localhost port with a token; killed on exit."""
     port, token = free_port(), secrets.token_hex(16)
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(home / "runtime"), "JUPYTERLAB_WORKSPACES_DIR": str(home / "ws"),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    log = open(home / "server.log", "w")
-    proc = subprocess.Popen([sys.executable, *tasks.lab_args(), "--no-browser", "--ServerApp.ip=127.0.0.1",
-                             f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}"],
-                            cwd=home, env=env, stdout=log, stderr=subprocess.STDOUT)
-    server = Server(port, token)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"jupyter lab exited with {proc.returncode}:\n{(home / 'server.log').read_text()[-3000:]}")
-            try:
-                server.api("/api/status", timeout=5)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"jupyter lab did not answer in 120 s:\n{(home / 'server.log').read_text()[-3000:]}")
-                time.sleep(0.5)
-        yield server
-    finally:
-        proc.terminate()
+    log_path = home / "server.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, *tasks.lab_args(folder), "--no-browser", "--ServerApp.ip=127.0.0.1",
+                                 f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+                                 f"--IdentityProvider.token={token}"],
+                                cwd=home, env=env, stdout=log, stderr=subprocess.STDOUT)
+        server = Server(port, token)
         try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+            deadline = time.monotonic() + 120
+            while True:
+                if proc.poll() is not None:
+                    pytest.fail(f"jupyter lab exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
+                try:
+                    server.api("/api/status", timeout=5)
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        pytest.fail(f"jupyter lab did not answer in 120 s:\n{log_path.read_text()[-3000:]}")
+                    time.sleep(0.5)
+            yield server
+        finally:
+            stop(proc)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """The server ``tasks.py lab`` starts, on notebooks/."""
+    with running_lab(ROOT / "notebooks", tmp_path_factory.mktemp("jupyter")) as server:
+        yield server
 
 
 def execute(server: Server, kernel_id: str, code: str, timeout: float = 300) -> str:
@@ -146,6 +159,99 @@ def test_lab_shell_and_notebook_list_render_in_chromium(lab, tmp_path):
     dom = chromium_dom(lab.url("/lab"), tmp_path / "profile", budget_ms=30000)
     assert "jp-LabShell" in dom, dom[-2000:]
     assert "00_explorer.ipynb" in dom and "01_model_setup.ipynb" in dom, "the file browser did not list the notebooks"
+
+
+class Page:
+    """A headless Chromium tab driven over the DevTools protocol."""
+
+    def __init__(self, ws):
+        self.ws, self.last = ws, 0
+
+    def call(self, method: str, **params) -> dict:
+        self.last += 1
+        self.ws.send(json.dumps({"id": self.last, "method": method, "params": params}))
+        while True:
+            reply = json.loads(self.ws.recv())
+            if reply.get("id") == self.last:
+                return reply.get("result", reply)
+
+    def js(self, expression: str):
+        return self.call("Runtime.evaluate", expression=expression, returnByValue=True)["result"].get("value")
+
+    def wait(self, expression: str, seconds: float, what: str):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if value := self.js(expression):
+                return value
+            time.sleep(1)
+        text = self.js("document.body.innerText")
+        pytest.fail(f"no {what} in the page after {seconds} s; it shows:\n{(text or '')[-3000:]}")
+
+    def key(self, name: str, code: int, shift: bool = False) -> None:
+        for kind in ("rawKeyDown", "keyUp"):
+            self.call("Input.dispatchKeyEvent", type=kind, key=name, code=name, windowsVirtualKeyCode=code,
+                      modifiers=8 if shift else 0)
+
+
+@contextmanager
+def chromium_page(profile: Path):
+    """A tab of headless Chromium (the flags of ``conftest.chromium_dom``), closed on exit."""
+    import websocket
+
+    port = free_port()
+    proc = subprocess.Popen([chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--remote-debugging-port={port}",
+                             "--window-size=1400,2000", "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ws = None
+    try:
+        deadline = time.monotonic() + 60
+        while ws is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=5) as r:
+                    target = next(t for t in json.load(r) if t["type"] == "page")
+                ws = websocket.create_connection(target["webSocketDebuggerUrl"], timeout=60, suppress_origin=True)
+            except (OSError, StopIteration):
+                if time.monotonic() > deadline:
+                    pytest.fail("headless Chromium did not open its DevTools port in 60 s")
+                time.sleep(0.5)
+        yield Page(ws)
+    finally:
+        if ws is not None:
+            ws.close()
+        stop(proc)
+
+
+WIDGET_BUTTON = "[...document.querySelectorAll('.jupyter-widgets button')].find(b => b.textContent.trim() == 'Run')"
+
+
+def test_explorer_run_button_in_jupyterlab(tmp_path):
+    """JupyterLab in headless Chromium: the explorer notebook (tiny preset, CPU, eager) run cell by
+    cell, then its Run button clicked: the widgets render and a second run lands in the table and
+    the chart."""
+    folder = tmp_path / "lab"
+    folder.mkdir()
+    nb = nbformat.read(ROOT / "notebooks" / "00_explorer.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    cell.source += f'\npreset, device, executors, output_dir = "tiny", "cpu", "eager", {str(tmp_path / "out")!r}'
+    nb.metadata["kernelspec"] = {"name": KERNEL, "display_name": KERNEL, "language": "python"}
+    nbformat.write(nb, folder / "explorer.ipynb")
+    with running_lab(folder, tmp_path) as server, chromium_page(tmp_path / "profile") as page:
+        page.call("Page.navigate", url=server.url("/lab/tree/explorer.ipynb"))
+        page.wait("document.querySelectorAll('.jp-Notebook .jp-Cell').length >= 3", 180, "notebook cells")
+        page.wait("[...document.querySelectorAll('.jp-StatusBar-Widget, .jp-Notebook-ExecutionIndicator')]"
+                  ".some(e => /Idle/.test(e.textContent) || e.dataset.status == 'idle')", 180, "idle kernel")
+        page.js("document.querySelector('.jp-Notebook .jp-Cell').click()")
+        page.key("Escape", 27)
+        for _ in nb.cells:
+            page.key("Enter", 13, shift=True)
+        page.wait(f"!!{WIDGET_BUTTON}", 300, "Run button of the explorer's widgets")
+        page.js(f"{WIDGET_BUTTON}.click()")
+        status = page.wait("[...document.querySelectorAll('.jupyter-widgets .widget-html-content')].map(e => e.textContent)"
+                           ".find(t => /^run 2: .* executor\\(s\\) in/.test(t))", 300, "status line of a second run")
+        assert "prefill" in status
+        rows = page.js("[...document.querySelectorAll('.jupyter-widgets table.latency-lab tr')].length")
+        traces = page.js("Math.max(0, ...[...document.querySelectorAll('.jupyter-widgets .js-plotly-plot')]"
+                         ".map(p => (p.data || []).length))")
+        assert rows == 3 and traces == 2, (rows, traces)  # header + one row per run; one bar group per run
 
 
 def test_widget_extension_is_installed():
