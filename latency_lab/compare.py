@@ -23,7 +23,7 @@ KEY_COLUMNS = ("op", "size", "executor")  # a row's identity, where a notebook's
 # Quartile columns kept in a row beside the median they belong to.
 QUARTILES = {"ms_per_call": ("q1_ms", "q3_ms"), "wall (ms)": ("q1 (ms)", "q3 (ms)")}
 UNIT_MARKS = ("(ms)", "(s)", "(us)", "_ms", "_s")  # columns of a rows section compared besides the key table's
-NOT_METRICS = ("iqr", "q1", "q3", "seed", "tokens", "threads")  # spreads, references, shapes
+NOT_METRICS = ("iqr", "q1", "q3", "pass", "seed", "tokens", "threads")  # spreads, repeatability, references, shapes
 IGNORED_PARAMS = ("output_dir",)
 IGNORED_ENV = ("collected",)
 
