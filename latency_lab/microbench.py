@@ -219,6 +219,7 @@ def run_size(op: str, label: str, cfg: dict, params: Params, log: Callable = pri
 
 def run(params: Params, cfg: dict, log: Callable = print) -> list[dict]:
     """All rows: every selected op x size x executor (``threads``: intra-op threads while measured)."""
+    timing.use_device(params.device)
     with intra_op_threads(params.device) as threads:
         return [{**row, "threads": threads} for op in params.ops for label in params.sizes
                 for row in run_size(op, label, cfg, params, log)]
