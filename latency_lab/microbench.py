@@ -248,6 +248,28 @@ def add_table(rows: list[dict]) -> list[dict]:
             for r in adds if r["size"] == first]
 
 
+def add_findings(add_rows: list[dict], on_gpu: bool) -> list[str]:
+    """What the add table shows, generated from it: on a GPU, eager's kernels and how much of a call
+    is host work, and who launches more kernels than eager; on a CPU, per-call times only."""
+    ran = {r["executor"]: r for r in add_rows if r.get("ms_per_call") is not None}
+    if not ran:
+        return ["No executor produced a time for add here."]
+    fastest = min(ran.values(), key=lambda r: r["ms_per_call"])
+    out = [f"Fastest add here: {fastest['label']} at {fastest['ms_per_call'] * 1e3:.3g} µs per call."]
+    eager = ran.get("eager")
+    if not on_gpu:
+        return out + ["On a CPU there are no device kernels: every per-call time is host time."]
+    if eager and eager.get("kernels_per_call") and eager.get("kernel_ms_per_call") is not None:
+        share = 1 - eager["kernel_ms_per_call"] / eager["ms_per_call"]
+        out.append(f"Eager launches {eager['kernels_per_call']:.3g} kernel(s) of {eager['kernel_ms_per_call'] * 1e3:.3g} µs "
+                   f"in total per add; {share:.0%} of its {eager['ms_per_call'] * 1e3:.3g} µs call is host work.")
+        more = [f"{r['label']} ({r['kernels_per_call']:.3g})" for r in ran.values()
+                if (r.get("kernels_per_call") or 0) > eager["kernels_per_call"]]
+        if more:
+            out.append(f"More kernels per add than eager's {eager['kernels_per_call']:.3g}: {', '.join(more)}.")
+    return out
+
+
 TABLE_COLUMNS = ["op", "size", "tokens", "executor", "status", "ms_per_call", "iqr_ms", "noisy",
                  "overhead_vs_eager_ms", "kernels_per_call", "kernel_ms_per_call", "host_overhead_ms",
                  "first_call_s", "rel_err", "passed", "reason"]
