@@ -26,8 +26,8 @@ def sync(device: str) -> None:
 def use_device(device: str) -> None:
     """Make ``device`` (``cuda:N``) the current CUDA device, so that CUDA events, streams, the
     profiler and ``torch.device("cuda")`` all refer to it; nothing to do on a CPU."""
-    if device.startswith("cuda"):
-        torch.cuda.set_device(torch.device(device))
+    if device.startswith("cuda") and (index := torch.device(device).index) is not None:
+        torch.cuda.set_device(index)
 
 
 def stats(samples: list[float]) -> dict:
