@@ -211,11 +211,12 @@ def table_html(rows: list[dict]) -> str:
 
 
 def executor_options(device: str) -> list[tuple[str, str]]:
-    """(label, name) for every registered executor, unavailable ones marked with their reason."""
+    """(label, name) for every registered executor; one that cannot run here is marked with its
+    status (unavailable, failed) and reason."""
     out = []
     for name, ex in registry.REGISTRY.items():
-        reason = ex.unavailable_reason(device)
-        out.append((f"{name} (unavailable: {reason})" if reason else name, name))
+        state = ex.check(device)
+        out.append((f"{name} ({state[0]}: {state[1]})" if state else name, name))
     return out
 
 
@@ -237,7 +238,7 @@ class ExplorerUI:
         self.cache_mode = w.Dropdown(options=CACHE_MODES, value=params.cache_mode, description="cache mode", **wide)
         self.warmup = w.BoundedIntText(value=params.warmup, min=0, max=10_000, description="warm-up calls", **wide)
         self.iters = w.BoundedIntText(value=params.iters, min=1, max=100_000, description="calls / block", **wide)
-        self.repeats = w.BoundedIntText(value=params.repeats, min=1, max=10_000, description="blocks", **wide)
+        self.repeats = w.BoundedIntText(value=params.repeats, min=2, max=10_000, step=2, description="blocks", **wide)
         self.run_button = w.Button(description="Run", button_style="primary", icon="play")
         self.save_button = w.Button(description="Save", icon="save")
         self.save_path = w.Text(value=str(save_path), description="save to", layout=w.Layout(width="40em"))
