@@ -114,6 +114,13 @@ def row_key(row: dict) -> str:
     return " · ".join(keys) if keys else str(next(iter(row.values())))
 
 
+def by_key(rows: list[dict]) -> tuple[dict[str, dict], list[str]]:
+    """Rows by ``row_key``, and the keys that more than one row has (those cannot be paired)."""
+    keys = [row_key(r) for r in rows]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    return {k: r for k, r in zip(keys, rows) if k not in twice}, twice
+
+
 def _stats_dicts(data: dict, executor: str | None):
     """Statistics records ({median, q1, q3, ...}) the notebook kept for ``executor``."""
     if not executor:
@@ -142,11 +149,12 @@ def spread(data: dict, row: dict, metric: str) -> tuple[float, float] | None:
 def compare_notebook(name: str, a: dict, b: dict) -> tuple[list[dict], list[str]]:
     """Rows of the comparison for one notebook, and what was skipped in it."""
     rows_a, rows_b = table_rows(a), table_rows(b)
-    by_a, by_b = {row_key(r): r for r in rows_a}, {row_key(r): r for r in rows_b}
+    (by_a, twice_a), (by_b, twice_b) = by_key(rows_a), by_key(rows_b)
     metrics_a, metrics_b = metric_names(a, rows_a), metric_names(b, rows_b)
     metrics = [m for m in metrics_a if m in metrics_b]
     skipped = [f"{name}: metric {m!r} only in {side}" for side, ms, other in (("A", metrics_a, metrics_b), ("B", metrics_b, metrics_a))
                for m in ms if m not in other]
+    skipped += [f"{name}: row {k!r} appears more than once in {side}" for side, keys in (("A", twice_a), ("B", twice_b)) for k in keys]
     skipped += [f"{name}: row {k!r} only in {side}" for side, keys, other in (("A", by_a, by_b), ("B", by_b, by_a))
                 for k in keys if k not in other]
     out = []

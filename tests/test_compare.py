@@ -83,6 +83,16 @@ def test_partial_report_says_what_was_skipped(runs, tmp_path):
                                                                   ("torch.compile", "host submit (ms)")]
 
 
+def test_rows_that_share_a_key_are_skipped_not_paired(runs):
+    path = runs / "b" / "02_executor_timing.results.json"
+    data = json.loads(path.read_text())
+    data["rows"].append(dict(data["rows"][0]))
+    path.write_text(json.dumps(data))
+    report = C.compare(C.load_run(runs / "a"), C.load_run(runs / "b"))
+    assert "02_executor_timing: row 'eager' appears more than once in B" in report["skipped"]
+    assert {e["row"] for e in report["rows"] if e["notebook"] == "02_executor_timing"} == {"torch.compile"}
+
+
 def test_status_change_is_a_row(runs):
     path = runs / "b" / "02_executor_timing.results.json"
     data = json.loads(path.read_text())
