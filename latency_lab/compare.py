@@ -255,7 +255,8 @@ def to_html(report: dict) -> str:
     title = f"latency-lab compare: {report['a']['name']} (A) vs {report['b']['name']} (B)"
     return f"""<!DOCTYPE html><html><head><meta charset="utf-8"><title>{e(title)}</title>
 <style>body{{font-family:system-ui,sans-serif;margin:2em;max-width:110em}}table{{border-collapse:collapse;font-size:90%}}
-td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}th{{background:#f3f3f3}}tr.beyond td{{background:#fff3cd}}</style>
+td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}th{{background:#f3f3f3}}tr.beyond td{{background:#fff3cd}}
+td:nth-child(-n+2){{text-align:left}}</style>
 </head><body><h1>{e(title)}</h1><p>A: <code>{e(report['a']['path'])}</code><br>B: <code>{e(report['b']['path'])}</code></p>
 <p>B / A is B's value over A's. "beyond spread": the two runs' q1-q3 ranges do not overlap (yes), overlap (no), or
 a run measured no spread for that number (blank).</p>
