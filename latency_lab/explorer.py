@@ -257,16 +257,15 @@ class ExplorerUI:
         self.widget = w.VBox([controls, self.chart, self.table, self.log])
 
     def _chart(self):
-        """A FigureWidget; without anywidget (plotly 6+ needs it) an Output re-drawn after each run."""
+        """A FigureWidget updated in place; without anywidget (plotly 6+ needs it for FigureWidget)
+        an Output that ``_show`` redraws after each run."""
         try:
             return figure(self.explorer.runs)
         except ImportError as e:
             import ipywidgets as w
 
-            self.status.value = f"<i>chart redrawn per run ({html_escape(str(e))})</i>"
-            out = w.Output()
-            self._redraw = out
-            return out
+            self.status.value = f"<i>the chart is redrawn after each run ({html_escape(str(e))})</i>"
+            return w.Output()
 
     def _step_changed(self, change) -> None:
         if change["new"] == "decode":  # a decode step needs the pre-filled StaticCache
@@ -301,12 +300,12 @@ class ExplorerUI:
             self.progress.description = "idle"
 
     def _show(self, run: dict) -> None:
-        if hasattr(self, "_redraw"):
-            self._redraw.clear_output(wait=True)
-            with self._redraw:
-                figure(self.explorer.runs, widget=False).show()
-        else:
+        if hasattr(self.chart, "add_trace"):
             self.chart.add_trace(bar_of(run))
+        else:
+            self.chart.clear_output(wait=True)
+            with self.chart:
+                figure(self.explorer.runs, widget=False).show()
 
     def on_save(self) -> Path | None:
         try:
