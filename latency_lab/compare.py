@@ -218,6 +218,15 @@ TABLE = (("notebook", "notebook"), ("row", "row"), ("metric", "metric"), ("A", "
          ("B", "b"), ("B q1-q3", "b_q1_q3"), ("B / A", "ratio"))
 
 
+def tally(report: dict) -> str:
+    """One sentence: how many numbers were compared and how many moved beyond both runs' spread."""
+    beyond = [e for e in report["rows"] if e["beyond_spread"]]
+    higher = sum(e["b"] > e["a"] for e in beyond)
+    spread = sum(e["beyond_spread"] is not None for e in report["rows"])
+    return (f"{len(report['rows'])} numbers compared, {spread} with a spread in both runs; {len(beyond)} differ by more "
+            f"than that spread ({higher} higher in B, {len(beyond) - higher} lower).")
+
+
 def text(report: dict) -> str:
     """The report as plain text: differences, skipped items, then the table."""
     lines = [f"A: {report['a']['path']}", f"B: {report['b']['path']}"]
@@ -232,7 +241,7 @@ def text(report: dict) -> str:
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
     for r in [header, *body]:
         lines.append("  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
-    return "\n".join(lines)
+    return "\n".join([*lines, tally(report)])
 
 
 def to_html(report: dict) -> str:
@@ -259,7 +268,7 @@ td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}th{{background:#f
 td:nth-child(-n+2){{text-align:left}}</style>
 </head><body><h1>{e(title)}</h1><p>A: <code>{e(report['a']['path'])}</code><br>B: <code>{e(report['b']['path'])}</code></p>
 <p>B / A is B's value over A's. "beyond spread": the two runs' q1-q3 ranges do not overlap (yes), overlap (no), or
-a run measured no spread for that number (blank).</p>
+a run measured no spread for that number (blank). {e(tally(report))}</p>
 <h2>Parameters that differ</h2>{diff_list(report['parameters'])}
 <h2>Environment that differs</h2>{diff_list(report['environment'])}
 <h2>Skipped</h2><ul>{skipped}</ul>{"".join(tables)}</body></html>"""
