@@ -128,3 +128,9 @@ def test_sweeps_end_to_end_on_cpu(tmp_path):
     assert any("did not run" in f and "thunder: unavailable" in f for f in findings)
     assert data["key_table"]["columns"][:3] == ["executor", "wall fixed (ms)", "wall / layer (ms)"]
     assert set(data["elapsed_s"]) == {"depth", "prompt", "decode", "total"}
+
+
+def test_bandwidth_floor_is_step_bytes_over_bandwidth():
+    setup = llama.build(P.validate(preset="tiny", device="cpu"))
+    assert llama.bandwidth_floor_ms(setup, 2e12) == pytest.approx(llama.step_bytes(setup)["total"] / 2e12 * 1e3)
+    assert llama.bandwidth_floor_ms(setup, None) is None
