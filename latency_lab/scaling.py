@@ -24,6 +24,8 @@ from .executor_timing import build_and_measure
 
 METRICS = {"wall_ms": "wall", "host_ms": "host", "kernel_ms": "kernel"}  # fitted against depth
 GRAPH_VARIANTS = ("torch.compile:reduce-overhead", "thunder:cudagraphs", "thunder.compile:reduce-overhead")
+PAIRS = (("thunder", "torch.compile"), ("thunder:cudagraphs", "torch.compile:reduce-overhead"),
+         ("thunder.compile:reduce-overhead", "torch.compile:reduce-overhead"))  # compared in the cost paragraph
 
 
 def release(prepared: dict) -> None:
@@ -218,6 +220,23 @@ def fit_rows(fits: list[dict]) -> list[dict]:
     return rows
 
 
+KEY_COLUMNS = ["executor", "wall fixed (ms)", "wall / layer (ms)", "host fixed (ms)", "host / layer (ms)",
+               "kernel fixed (ms)", "kernel / layer (ms)", "decode step (ms)", "per output token (ms)", "tokens / s", "reason"]
+
+
+def key_rows(fits: list[dict], decode_rows: list[dict]) -> list[dict]:
+    """The run index's table: per executor its fitted costs and its decode numbers."""
+    decode = {r["executor"]: r for r in decode_rows}
+    rows = []
+    for f in fit_rows(fits):
+        d = decode.get(f["executor"], {})
+        rows.append({"executor": f["executor"], **{f"{m} {part} (ms)": f[f"{m}_{key}_ms"] for m in METRICS.values()
+                                                   for part, key in (("fixed", "fixed"), ("/ layer", "per_layer"))},
+                     "decode step (ms)": d.get("wall_ms"), "per output token (ms)": d.get("tpot_ms"),
+                     "tokens / s": d.get("tokens_per_s"), "reason": f["reason"] or d.get("reason")})
+    return rows
+
+
 def fitted_curve(fits: list[dict], metric: str = "wall") -> list[dict]:
     """Points of each executor's fitted line at its measured depths (for charts beside the data)."""
     return [{"executor": f["executor"], "layers": x, "ms": f[metric]["intercept"] + f[metric]["slope"] * x}
@@ -249,27 +268,37 @@ def _ms(value) -> str:
     return f"{sig3(value)} ms"
 
 
+def _line(fit: dict) -> str:
+    """'fixed + per layer/layer ms' of a fitted line, with the slope's sign."""
+    sign = "-" if fit["slope"] < 0 else "+"
+    return f"{sig3(fit['intercept'])} {sign} {sig3(abs(fit['slope']))}/layer ms"
+
+
+def _versus(a: str, fa: dict, b: str, fb: dict) -> str:
+    """``a`` minus ``b`` as a line in layers, and whether the difference grows or shrinks with depth."""
+    diff = {"intercept": fa["intercept"] - fb["intercept"], "slope": fa["slope"] - fb["slope"]}
+    trend = "grows" if diff["slope"] * (diff["intercept"] + diff["slope"]) > 0 else "shrinks"
+    return (f"{a} - {b} = {_line(diff)}: fixed {_ms(fa['intercept'])} vs {_ms(fb['intercept'])}, per layer "
+            f"{_ms(fa['slope'])} vs {_ms(fb['slope'])}; by these fits the difference {trend} with depth.")
+
+
 def cost_text(fits: list[dict]) -> str:
-    """Fixed and per-layer wall costs of every executor, and Thunder against torch.compile."""
+    """Fixed and per-layer wall costs of every executor; Thunder against torch.compile, with and
+    without CUDA graphs (``PAIRS``)."""
     by = {f["executor"]: f for f in fits}
     fitted = [f for f in fits if f["wall"]]
     if not fitted:
         return "No executor has a depth fit (fewer than two depths measured, or none ran)."
     depths = ", ".join(map(str, sorted({x for f in fitted for x in f["wall"]["layers"]})))
-    parts = [f"{f['executor']} {sig3(f['wall']['intercept'])} + {sig3(f['wall']['slope'])}/layer ms "
-             f"(RMS residual {sig3(f['wall']['rms_residual'])} ms)" for f in fitted if f["executor"] not in GRAPH_VARIANTS]
-    graphs = [f"{f['executor']} {sig3(f['wall']['intercept'])} + {sig3(f['wall']['slope'])}/layer ms"
-              for f in fitted if f["executor"] in GRAPH_VARIANTS]
+    parts = [f"{f['executor']} {_line(f['wall'])} (RMS residual {_ms(f['wall']['rms_residual'])})"
+             for f in fitted if f["executor"] not in GRAPH_VARIANTS]
+    graphs = [f"{f['executor']} {_line(f['wall'])}" for f in fitted if f["executor"] in GRAPH_VARIANTS]
     text = f"Wall time per call = fixed + per layer x layers, least squares over depths {depths}: {'; '.join(parts)}."
     if graphs:
         text += f" With CUDA graphs: {'; '.join(graphs)}."
-    thunder, compiled = (by.get(n) for n in ("thunder", "torch.compile"))
-    if thunder and compiled and thunder["wall"] and compiled["wall"]:
-        t, c = thunder["wall"], compiled["wall"]
-        gap = t["slope"] - c["slope"]
-        text += (f" thunder against torch.compile: fixed {_ms(t['intercept'])} vs {_ms(c['intercept'])}, per layer "
-                 f"{_ms(t['slope'])} vs {_ms(c['slope'])}, so by these fits thunder's gap "
-                 f"{'widens' if gap > 0 else 'closes'} by {_ms(abs(gap))} per layer.")
+    for a, b in PAIRS:
+        if by.get(a) and by.get(b) and by[a]["wall"] and by[b]["wall"]:
+            text += " " + _versus(a, by[a]["wall"], b, by[b]["wall"])
     missing = [f"{f['executor']} ({f['reason']})" for f in fits if not f["wall"]]
     if missing:
         text += f" No fit: {'; '.join(missing)}."
@@ -305,7 +334,7 @@ def decode_text(rows: list[dict]) -> str:
     r0 = ok[0]
     parts = [f"{r['executor']} {_ms(r['wall_ms'])} per step, {_ms(r['tpot_ms'])} per output token, "
              f"{sig3(r['tokens_per_s'])} tokens/s" for r in ok]
-    return (f"Decode ({r0['layers']} layers, prompt {r0['prompt_tokens']} tokens, StaticCache; loop of {r0['decode_tokens']} "
+    return (f"Decode ({r0['layers']} layer{'s' if r0['layers'] > 1 else ''}, prompt {r0['prompt_tokens']} tokens, StaticCache; loop of {r0['decode_tokens']} "
             f"greedy tokens): {'; '.join(parts)}.")
 
 

@@ -51,7 +51,7 @@ def test_depth_fits_per_metric_and_reasons():
     flat = {r["executor"]: r for r in scaling.fit_rows(list(fits.values()))}
     assert flat["a"]["wall_per_layer_ms"] == pytest.approx(0.25) and flat["a"]["depths"] == "1, 2, 4"
     text = scaling.cost_text(list(fits.values()))
-    assert "a 0.500 + 0.250/layer ms" in text and "No fit: b (fewer than two depths measured)" in text
+    assert "a 0.500 + 0.250/layer ms (RMS residual 0 ms)" in text and "No fit: b (fewer than two depths measured)" in text
 
 
 def test_paper_table_three_significant_figures_and_blanks():
@@ -124,9 +124,13 @@ def test_sweeps_end_to_end_on_cpu(tmp_path):
     assert fits["thunder"]["wall"] is None and "CUDA" in fits["thunder"]["reason"]
     findings = data["findings"]
     assert findings[0].startswith("Wall time per call = fixed + per layer") and "thunder:torch" in findings[0]
-    assert any(f.startswith("Decode (1 layers, prompt 6 tokens") for f in findings)
+    assert any(f.startswith("Decode (1 layer, prompt 6 tokens") for f in findings)
     assert any("did not run" in f and "thunder: unavailable" in f for f in findings)
-    assert data["key_table"]["columns"][:3] == ["executor", "wall fixed (ms)", "wall / layer (ms)"]
+    table = data["key_table"]
+    assert table["columns"] == scaling.KEY_COLUMNS
+    eager = dict(zip(table["columns"], next(r for r in table["rows"] if r[0] == "eager")))
+    assert eager["wall / layer (ms)"] == pytest.approx(fits["eager"]["wall"]["slope"])
+    assert eager["per output token (ms)"] == pytest.approx(key[("decode", 1, 1, "eager")]["tpot_ms"])
     assert set(data["elapsed_s"]) == {"depth", "prompt", "decode", "total"}
 
 
@@ -134,3 +138,15 @@ def test_bandwidth_floor_is_step_bytes_over_bandwidth():
     setup = llama.build(P.validate(preset="tiny", device="cpu"))
     assert llama.bandwidth_floor_ms(setup, 2e12) == pytest.approx(llama.step_bytes(setup)["total"] / 2e12 * 1e3)
     assert llama.bandwidth_floor_ms(setup, None) is None
+
+
+def test_cost_text_compares_thunder_with_torch_compile_from_the_fits():
+    rows = [_row(name, n, wall=fixed + per_layer * n)
+            for name, fixed, per_layer in (("torch.compile", 0.4, 0.3), ("thunder", 1.5, 0.9),
+                                           ("torch.compile:reduce-overhead", 0.1, 0.05), ("thunder:cudagraphs", 0.3, 0.04))
+            for n in (1, 2, 4)]
+    text = scaling.cost_text(scaling.depth_fits(rows))
+    assert "thunder - torch.compile = 1.10 + 0.600/layer ms" in text and "difference grows with depth" in text
+    assert "With CUDA graphs: torch.compile:reduce-overhead 0.100 + 0.0500/layer ms" in text
+    assert "thunder:cudagraphs - torch.compile:reduce-overhead = 0.200 - 0.0100/layer ms" in text
+    assert "difference shrinks with depth" in text
