@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from . import model as llama, timing
-from .executor_timing import build_and_measure
+from .executor_timing import build_and_measure, check_output
 
 METRICS = {"wall_ms": "wall", "host_ms": "host", "kernel_ms": "kernel"}  # fitted against depth
 GRAPH_VARIANTS = ("torch.compile:reduce-overhead", "thunder:cudagraphs", "thunder.compile:reduce-overhead")
@@ -45,12 +45,14 @@ def allocated_mb(device: str) -> float | None:
     return torch.cuda.memory_allocated(device) / 1e6 if device.startswith("cuda") else None
 
 
-def step_methods(kwargs: dict, params) -> dict:
-    """Per executor, in order: wall (``event_timer``: warm-up, then ``repeats`` blocks of ``iters``
-    calls; CUDA-graph recordings happen in its warm-up), kernels per step and kernel time
+def step_methods(kwargs: dict, params, reference_logits) -> dict:
+    """Per executor, in order: its first call's logits against eager's (``check_output``: a mismatch
+    fails the row), wall (``event_timer``: warm-up, then ``repeats`` blocks of ``iters`` calls;
+    CUDA-graph recordings happen in its warm-up), kernels per step and kernel time
     (``profile_kernels``), host submit time (``host_submit``), each in its own calls."""
     device = params.device
     return {
+        "output": lambda p: check_output(p, reference_logits, params.dtype),
         "wall": lambda p: timing.event_timer(p.fn, kwargs, device, params.warmup, params.iters, params.repeats),
         "kernels": lambda p: timing.profile_kernels(p.fn, kwargs, device, max(3, min(params.iters, 10))),
         "host": lambda p: timing.host_submit(p.fn, kwargs, device, params.iters),
@@ -58,11 +60,11 @@ def step_methods(kwargs: dict, params) -> dict:
 
 
 def point_row(p, measured: dict, sweep: str, layers: int, tokens: int, floor_ms: float | None) -> dict:
-    """One executor at one point: status and reason, first call, wall / host / kernel time with
-    their spread, kernels per step, the bandwidth floor and the wall's ratio to it."""
-    wall, kernels, host = (measured.get(k) or {} for k in ("wall", "kernels", "host"))
+    """One executor at one point: status and reason, first call, its logits' error against eager's,
+    wall / host / kernel time with their spread, kernels per step, the bandwidth floor and the wall's ratio to it."""
+    wall, kernels, host, output = (measured.get(k) or {} for k in ("wall", "kernels", "host", "output"))
     wall_ms = wall.get("median")
-    row = p.row(sweep=sweep, layers=layers, tokens=tokens, first_call_s=p.first_call_s,
+    row = p.row(sweep=sweep, layers=layers, tokens=tokens, first_call_s=p.first_call_s, rel_err=output.get("rel_err"),
                 wall_ms=wall_ms, wall_iqr_ms=wall.get("iqr"), blocks=wall.get("n"), wall_method=wall.get("method"),
                 host_ms=host.get("median"), host_iqr_ms=host.get("iqr"),
                 kernel_ms=kernels.get("kernel_ms_per_step"), kernels_per_step=kernels.get("kernels_per_step"),
@@ -77,10 +79,11 @@ def measure_point(executors, setup: llama.Setup, sweep: str, bandwidth: float | 
     """Every executor at one configuration (``setup``), one after another, each freed after."""
     prm = setup.params
     print(f"{sweep}: {prm.layers} layers, {prm.seq_len} tokens", flush=True)
-    floor = llama.bandwidth_floor_ms(setup, bandwidth)
+    floor = llama.bandwidth_floor(setup, bandwidth)["floor_ms_measured"]
+    reference = llama.logits_of(setup.model(**setup.kwargs)).detach().clone()
     rows = []
     for ex in executors:
-        prepared, measured = build_and_measure([ex], setup, step_methods(setup.kwargs, prm), prm.device)
+        prepared, measured = build_and_measure([ex], setup, step_methods(setup.kwargs, prm, reference), prm.device)
         rows.append(point_row(prepared[ex.name], measured.get(ex.name, {}), sweep, prm.layers, prm.seq_len, floor))
         release(prepared)
         rows[-1]["allocated_after_mb"] = allocated_mb(prm.device)
@@ -124,13 +127,14 @@ def decode_sweep(params, executors, bandwidth: float | None) -> list[dict]:
     pre-filled cache."""
     setup, prompt, new = llama.build(params), params.seq_len, params.decode_tokens
     step_params = replace(params, seq_len=1, cache_mode="static")  # the floor: one token, cache written
-    floor = llama.bandwidth_floor_ms(llama.Setup(step_params, setup.config, setup.model, {}), bandwidth)
+    floor = llama.bandwidth_floor(llama.Setup(step_params, setup.config, setup.model, {}), bandwidth)["floor_ms_measured"]
     reference = _tokens(llama.greedy_decode(setup.model, llama.build_decode(setup, prompt, new), new))
     print(f"decode: {params.layers} layers, prompt {prompt} tokens, {new} new tokens", flush=True)
     rows = []
     for ex in executors:
         decode = llama.build_decode(setup, prompt, new)
-        methods = step_methods(decode.kwargs, step_params)
+        step_reference = llama.logits_of(setup.model(**decode.kwargs)).detach().clone()  # re-writes the same slot
+        methods = step_methods(decode.kwargs, step_params, step_reference)
         methods["decode loop"] = lambda p, d=decode: timing.event_timer(
             lambda: llama.greedy_decode(p.fn, d, new), {}, params.device, 1, 1, params.repeats)
         methods["tokens"] = lambda p, d=decode: {"generated": _tokens(llama.greedy_decode(p.fn, d, new))}

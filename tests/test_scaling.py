@@ -134,12 +134,6 @@ def test_sweeps_end_to_end_on_cpu(tmp_path):
     assert set(data["elapsed_s"]) == {"depth", "prompt", "decode", "total"}
 
 
-def test_bandwidth_floor_is_step_bytes_over_bandwidth():
-    setup = llama.build(P.validate(preset="tiny", device="cpu"))
-    assert llama.bandwidth_floor_ms(setup, 2e12) == pytest.approx(llama.step_bytes(setup)["total"] / 2e12 * 1e3)
-    assert llama.bandwidth_floor_ms(setup, None) is None
-
-
 def test_cost_text_compares_thunder_with_torch_compile_from_the_fits():
     rows = [_row(name, n, wall=fixed + per_layer * n)
             for name, fixed, per_layer in (("torch.compile", 0.4, 0.3), ("thunder", 1.5, 0.9),
