@@ -106,6 +106,7 @@ def test_sweeps_end_to_end_on_cpu(tmp_path):
             continue
         assert r["status"] == "ok", r
         assert r["wall_ms"] > 0 and r["wall_iqr_ms"] >= 0 and r["host_ms"] > 0 and r["first_call_s"] > 0
+        assert 0 <= r["rel_err"] <= llama.TOLERANCE[data["params"]["dtype"]]
         assert r["blocks"] == data["params"]["repeats"] and r["wall_method"] == "perf_counter"
         assert r["kernel_ms"] is None and "no device kernels on CPU" in r["notes"]
         if sweep == "decode":
