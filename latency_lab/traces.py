@@ -122,16 +122,39 @@ def compile_stats(jm) -> dict:
     return {**values, "notes": notes}
 
 
+class Merged:
+    """The final traces of several thunder functions read as one: thunderfx hands each Dynamo graph
+    to its own thunder.jit, and this notebook counts over all of them."""
+
+    def __init__(self, traces):
+        self.bound_symbols = [bsym for t in traces for bsym in t.bound_symbols]
+        self.text = "\n\n".join(str(t) for t in traces)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def thunder_functions(jm) -> list:
+    """The thunder-jitted functions behind ``jm``: itself, or the ones thunderfx made per Dynamo graph."""
+    backend = getattr(jm, "_backend", None)
+    if backend is None:
+        return [jm]
+    return [fn for info in backend.subgraph_infos for fn in info.thunder_compiled_fns]
+
+
 def analyze(jm) -> dict:
-    """Everything this notebook reports about the last call of a thunder-jitted module."""
+    """Everything this notebook reports about the last call of a thunder-jitted module (or of every
+    thunder function thunderfx made, counted together)."""
     import thunder
 
-    trace = thunder.last_traces(jm)[-1]
-    prologue = thunder.last_prologue_traces(jm)[-1]
+    fns = thunder_functions(jm)
+    trace = Merged([thunder.last_traces(fn)[-1] for fn in fns])
+    prologue = Merged([thunder.last_prologue_traces(fn)[-1] for fn in fns])
     text = str(trace)
+    executors = dict.fromkeys(ex.name for fn in fns for ex in thunder.compile_data(fn).executors_list
+                              if not str(ex.name).startswith("__ad_hoc"))
     return {
-        "thunder_executors": [ex.name for ex in thunder.compile_data(jm).executors_list
-                              if not str(ex.name).startswith("__ad_hoc")],
+        "thunder_functions": len(fns), "thunder_executors": list(executors),
         "bound_symbols": len(trace.bound_symbols), "trace_lines": len(text.splitlines()),
         "counter": counter(trace), "composition": composition(trace),
         "regions": regions(trace.bound_symbols), "unfused": unfused(trace),
@@ -147,9 +170,11 @@ def run(executor: Executor, module, kwargs: dict, device: str) -> dict:
     if not prepared.ok:
         return prepared.row()
     try:
-        first = compile_stats(prepared.fn)
+        fns = thunder_functions(prepared.fn)
+        jm = fns[0] if len(fns) == 1 else prepared.fn  # several (thunderfx): no single set of statistics
+        first = compile_stats(jm)
         prepared.fn(**kwargs)
-        stats = {"first_call": first, "second_call": compile_stats(prepared.fn)}
+        stats = {"first_call": first, "second_call": compile_stats(jm)}
         analysis = analyze(prepared.fn)
     except Exception as e:
         prepared.fail(e, "trace analysis")
