@@ -106,8 +106,8 @@ def methods(kwargs: dict, params, ledger: MemoryLedger) -> dict:
     """The per-executor methods for ``executor_timing.build_and_measure``, in the order they run."""
     device, calls = params.device, params.iters
 
-    def thunder_only(measure):
-        return _guarded(lambda p: measure(p) if tb.jit_parts(p.fn) else {"reason": tb.not_jit_reason(p.executor.name)})
+    def thunder_only(measure, applies, part):
+        return _guarded(lambda p: measure(p) if applies(p.fn) else {"reason": tb.not_jit_reason(p.executor.name, part)})
 
     return {
         "warm-up": lambda p: timing.warm_up(p.fn, kwargs, params.warmup),
@@ -115,8 +115,9 @@ def methods(kwargs: dict, params, ledger: MemoryLedger) -> dict:
         "host": lambda p: timing.host_submit(p.fn, kwargs, device, calls),
         "wall": lambda p: timing.event_timer(p.fn, kwargs, device, 0, calls, params.repeats),
         "timeline": lambda p: step_timeline(p.fn, kwargs, device, trace_file(params.output_dir, p.executor.name)),
-        "phases": thunder_only(lambda p: {"rows": tb.phases(p.fn, kwargs, device, calls)}),
-        "regions": thunder_only(lambda p: {"rows": regions(p.fn, kwargs, device, calls)}),
+        "phases": thunder_only(lambda p: {"rows": tb.phases(p.fn, kwargs, device, calls)}, tb.thunder_functions, "phases"),
+        "regions": thunder_only(lambda p: {"rows": regions(p.fn, kwargs, device, calls)}, tb.jit_parts,
+                                "regions (thunderfx: each Dynamo graph's inputs are not recorded)"),
         "release": ledger.release,
     }
 

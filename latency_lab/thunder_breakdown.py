@@ -34,9 +34,9 @@ def jit_parts(fn):
     return cd, cs
 
 
-def not_jit_reason(executor_name: str) -> str:
+def not_jit_reason(executor_name: str, part: str) -> str:
     return (f"{executor_name} is not a thunder.jit callable (no thunder.compile_data with a cache entry): "
-            "its phases and regions are not taken apart here")
+            f"its {part} are not taken apart here")
 
 
 def host_us(fn: Callable, device: str, calls: int) -> dict:
@@ -54,10 +54,16 @@ def cached_call(fn, kwargs: dict):
     return entry, inps, pro_to_epi
 
 
+def thunder_functions(fn) -> list:
+    """The thunder.jit-like functions behind ``fn`` that have run: itself, or thunderfx's (one per Dynamo graph)."""
+    return [f for f in traces.thunder_functions(fn) if jit_parts(f)]
+
+
 def in_call(fn, kwargs: dict, device: str, calls: int) -> dict[str, list[float]]:
-    """µs samples of the parts of whole calls, from thunder's own timestamps (``compile_stats``: the call
-    span, the computation span inside it) around a perf_counter span of the call."""
-    cd, cs = jit_parts(fn)
+    """µs samples of the parts of whole calls, from thunder's own timestamps (``compile_stats`` of each
+    thunder function behind ``fn``: its call span and the computation's span inside it, summed over
+    the functions) around a perf_counter span of the whole call."""
+    stats = [jit_parts(f)[1] for f in thunder_functions(fn)]
     samples: dict[str, list[float]] = {k: [] for k in ("whole", "outside", "lookup", "computation", "after")}
     with timing.gc_paused():
         for _ in range(calls):
@@ -65,10 +71,11 @@ def in_call(fn, kwargs: dict, device: str, calls: int) -> dict[str, list[float]]
             t0 = time.perf_counter_ns()
             fn(**kwargs)
             t1 = time.perf_counter_ns()
-            hs, he = cs.last_trace_host_start, cs.last_trace_host_stop
-            es, ee = cs.last_trace_host_execution_start, cs.last_trace_host_execution_stop
-            for key, ns in (("whole", t1 - t0), ("outside", (t1 - t0) - (he - hs)), ("lookup", es - hs),
-                            ("computation", ee - es), ("after", he - ee)):
+            spans = [(cs.last_trace_host_start, cs.last_trace_host_execution_start, cs.last_trace_host_execution_stop,
+                      cs.last_trace_host_stop) for cs in stats]
+            inside = sum(he - hs for hs, _, _, he in spans)
+            for key, ns in (("whole", t1 - t0), ("outside", (t1 - t0) - inside), ("lookup", sum(es - hs for hs, es, _, _ in spans)),
+                            ("computation", sum(ee - es for _, es, ee, _ in spans)), ("after", sum(he - ee for _, _, ee, he in spans))):
                 samples[key].append(ns / 1e3)
     timing.sync(device)
     return samples
@@ -76,11 +83,28 @@ def in_call(fn, kwargs: dict, device: str, calls: int) -> dict[str, list[float]]
 
 def phases(fn, kwargs: dict, device: str, calls: int) -> list[dict]:
     """The phases of a Thunder call, one row each: µs (median), IQR and the method that measured it.
-    In whole calls (thunder's own timestamps): cache lookup + prologue, the computation function, what
-    follows it, and what lies outside thunder's span. Alone (each on the same inputs, as the call runs
-    it): thunder's cache lookup + prologue (``compile_data(fn).get_computation_and_inputs``), the cache
-    info it checks, the cache entry's prologue (in thunder's compile-data context), computation and
-    epilogue; the cache search is what the first leaves after the next two."""
+    In whole calls (thunder's own timestamps, summed over thunderfx's functions): cache lookup +
+    prologue, the computation function, what follows it, and what lies outside thunder's spans. Alone,
+    for a single thunder.jit-like function (``alone_phases``)."""
+    n = len(thunder_functions(fn))
+    within = in_call(fn, kwargs, device, calls)
+    method = "in the call: thunder.compile_stats timestamps" + (f", summed over {n} thunder functions" if n > 1 else "")
+    rows = []
+    for phase, key in (("whole call", "whole"), ("cache lookup + prologue", "lookup"),
+                       ("computation function", "computation"), ("epilogue and call statistics", "after"),
+                       ("outside thunder's span" + (" (Dynamo guards and graph glue)" if n > 1 else
+                                                    " (nn.Module.__call__, ThunderModule.forward)"), "outside")):
+        s = timing.stats(within[key])
+        rows.append({"phase": phase, "us": s["median"], "iqr_us": s["iqr"], "n": s["n"],
+                     "method": method + (" and perf_counter" if key in ("whole", "outside") else "")})
+    return rows + (alone_phases(fn, kwargs, device, calls) if jit_parts(fn) else [])
+
+
+def alone_phases(fn, kwargs: dict, device: str, calls: int) -> list[dict]:
+    """Each cached function run alone on the same inputs, as the call runs it: thunder's cache lookup +
+    prologue (``compile_data(fn).get_computation_and_inputs``), the cache info it checks, the cache
+    entry's prologue (in thunder's compile-data context), computation and epilogue; the cache search is
+    what the first leaves after the next two."""
     import thunder
     from thunder.core.compile_data import compile_data_and_stats
 
@@ -95,14 +119,6 @@ def phases(fn, kwargs: dict, device: str, calls: int) -> list[dict]:
         with compile_data_and_stats(cd, cs):
             return entry.prologue_fn(**kwargs)
 
-    rows = []
-    within = in_call(fn, kwargs, device, calls)
-    for phase, key in (("whole call", "whole"), ("cache lookup + prologue", "lookup"),
-                       ("computation function", "computation"), ("epilogue and call statistics", "after"),
-                       ("outside thunder's span (nn.Module.__call__, ThunderModule.forward)", "outside")):
-        s = timing.stats(within[key])
-        rows.append({"phase": phase, "us": s["median"], "iqr_us": s["iqr"], "n": s["n"],
-                     "method": "in the call: thunder.compile_stats timestamps" + (" and perf_counter" if key in ("whole", "outside") else "")})
     alone = {
         "cache lookup + prologue": lambda: cd.get_computation_and_inputs(**kwargs),
         "cache info (populate_cache_info)": cache_info,
@@ -117,8 +133,8 @@ def phases(fn, kwargs: dict, device: str, calls: int) -> list[dict]:
         measured = {phase: host_us(f, device, calls) for phase, f in alone.items()}
     finally:
         thunder._cache_info_ctx.reset(token)
-    for phase, m in measured.items():
-        rows.append({"phase": phase, **m, "method": "alone: the cached function on the same inputs, device drained between calls"})
+    rows = [{"phase": phase, **m, "method": "alone: the cached function on the same inputs, device drained between calls"}
+            for phase, m in measured.items()]
     lookup = measured["cache lookup + prologue"]["us"] - measured["cache info (populate_cache_info)"]["us"] - measured["prologue"]["us"]
     rows.append({"phase": "cache search", "us": lookup, "iqr_us": None, "n": None,
                  "method": "derived: cache lookup + prologue alone - cache info alone - prologue alone"})
