@@ -86,18 +86,18 @@ def phases(fn, kwargs: dict, device: str, calls: int) -> list[dict]:
     In whole calls (thunder's own timestamps, summed over thunderfx's functions): cache lookup +
     prologue, the computation function, what follows it, and what lies outside thunder's spans. Alone,
     for a single thunder.jit-like function (``alone_phases``)."""
-    n = len(thunder_functions(fn))
+    n, single = len(thunder_functions(fn)), jit_parts(fn) is not None
     within = in_call(fn, kwargs, device, calls)
-    method = "in the call: thunder.compile_stats timestamps" + (f", summed over {n} thunder functions" if n > 1 else "")
+    method = "in the call: thunder.compile_stats timestamps" + ("" if single else f", summed over {n} thunder function(s)")
     rows = []
     for phase, key in (("whole call", "whole"), ("cache lookup + prologue", "lookup"),
                        ("computation function", "computation"), ("epilogue and call statistics", "after"),
-                       ("outside thunder's span" + (" (Dynamo guards and graph glue)" if n > 1 else
-                                                    " (nn.Module.__call__, ThunderModule.forward)"), "outside")):
+                       ("outside thunder's span" + (" (nn.Module.__call__, ThunderModule.forward)" if single
+                                                    else " (Dynamo's guards and graph code)"), "outside")):
         s = timing.stats(within[key])
         rows.append({"phase": phase, "us": s["median"], "iqr_us": s["iqr"], "n": s["n"],
                      "method": method + (" and perf_counter" if key in ("whole", "outside") else "")})
-    return rows + (alone_phases(fn, kwargs, device, calls) if jit_parts(fn) else [])
+    return rows + (alone_phases(fn, kwargs, device, calls) if single else [])
 
 
 def alone_phases(fn, kwargs: dict, device: str, calls: int) -> list[dict]:
@@ -232,7 +232,9 @@ def execute_only(c: Call) -> Call | None:
         return None
     device = getattr(fd, "_selected_device", None)
     run = (lambda *a: fd.execute(list(a), device=device)) if device is not None else (lambda *a: fd.execute(list(a)))
-    return Call(c.index, f"{c.name} fd.execute", "nvFuser execute (inside the region above)", run, c.args, {}, c.inputs)
+    repro = "present" if hasattr(fd, "last_repro_script") else "absent"
+    return Call(c.index, f"{c.name} fd.execute", "nvFuser execute (inside the region above)", run, c.args, {},
+                f"{c.inputs}; FusionDefinition.last_repro_script {repro} in the installed nvFuser")
 
 
 def measure_calls(calls: list[Call], device: str, host_calls: int) -> list[dict]:
