@@ -111,6 +111,8 @@ def alone_phases(fn, kwargs: dict, device: str, calls: int) -> list[dict]:
     cd, cs = jit_parts(fn)
     entry, inps, pro_to_epi = cached_call(fn, kwargs)
     out = entry.computation_fn(*inps)
+    if entry.backward_fn:  # with autograd the computation returns (data for autograd, saved tensors)
+        out = out[0]["output"]
 
     def cache_info():  # what the cache entries are checked against: dtype/device defaults, autocast, aliases
         cd.populate_cache_info(thunder._get_cache_info(), **kwargs)

@@ -208,3 +208,64 @@ def test_05_graphs_and_conclusion_on_cpu(run05):
     text = " ".join(res["findings"])
     assert "needs CUDA" in text and "thunder:torch" in text
     assert res["key_table"]["rows"]
+
+
+def test_nvfuser_region_runs_alone_and_through_its_definition(monkeypatch):
+    """The nvFusion path with a fake FusionDefinitionWrapper: fd.execute alone gets its own row, and a
+    call that fails alone is a row with its error (CPU: no kernel columns)."""
+    import torch
+    from latency_lab import thunder_breakdown as tb
+
+    class FakeFd:
+        def execute(self, inputs, device=None):
+            return [inputs[0] + inputs[1]]
+
+    class FakeWrapper:
+        last_used, _selected = FakeFd(), None
+
+        def __call__(self, *args):
+            return self.last_used.execute(list(args))
+
+    x = torch.ones(4)
+    region = tb.Call(0, "nvFusion0", "nvFusion", FakeWrapper(), (x, x), {}, tb.NVFUSER_INPUTS)
+    only = tb.execute_only(region)
+    assert only.kind.startswith("nvFuser execute") and "last_repro_script absent" in only.inputs
+    assert tb.execute_only(tb.Call(1, "linear", "op", torch.nn.functional.linear, (), {})) is None
+    broken = tb.Call(2, "torch.nn.functional.linear", "op", torch.nn.functional.linear, (x,), {})
+    rows = tb.measure_calls([region, only, broken], "cpu", 3)
+    assert [r["call"] for r in rows] == ["nvFusion0", "nvFusion0 fd.execute", "torch.nn.functional.linear"]
+    assert rows[0]["host_us"] > 0 and rows[1]["host_us"] > 0 and "kernels" not in rows[0]
+    assert "error" in rows[2] and "host_us" not in rows[2]
+
+
+def test_thunder_calls_are_recorded_with_their_inputs_and_phases_measured():
+    pytest.importorskip("thunder")
+    import torch
+    from latency_lab import thunder_breakdown as tb
+    from latency_lab.executors import prepare
+
+    class Small(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            return torch.nn.functional.silu(self.lin(x)) * 2
+
+    kwargs = {"x": torch.randn(2, 8)}
+    p = prepare(REGISTRY["thunder:torch"], Small().eval(), kwargs, "cpu")
+    assert p.ok, p.reason
+    calls = tb.record_calls(p.fn, kwargs)
+    names = [c.name for c in calls]
+    assert "torch.nn.functional.linear" in names and all(c.kind in ("op", "bookkeeping") for c in calls)
+    linear = calls[names.index("torch.nn.functional.linear")]
+    assert linear.args[0] is kwargs["x"]
+    expected = p.fn(**kwargs)
+    x = linear.fn(*linear.args, **linear.kwargs)
+    for c in calls[names.index("torch.nn.functional.linear") + 1:]:
+        x = c.fn(x, *c.args[1:], **c.kwargs)
+    torch.testing.assert_close(x, expected)
+    rows = tb.phases(p.fn, kwargs, "cpu", 3)
+    assert {r["method"].split(":")[0] for r in rows} == {"in the call", "alone", "derived"}
+    assert all(r["us"] > 0 for r in rows if r["phase"] != "cache search")
+    assert tb.thunder_functions(Small()) == []
