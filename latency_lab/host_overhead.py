@@ -136,8 +136,9 @@ def closure(total_us: float, parts: list[tuple[str, float, str]]) -> list[dict]:
 def closure_parts(m: dict) -> tuple[float, str, list[tuple[str, float, str]]] | None:
     """Total and parts of one executor's closure. Thunder (phases and regions measured): total = host
     time of the step; parts = cache lookup + prologue, regions by kind, ops outside fusions, bookkeeping
-    calls and the epilogue, each run alone. Others: total = the profiled step's host time; parts = the
-    top-level profiler events inside it (torch ops, annotated regions, CUDA runtime calls)."""
+    calls and the epilogue, each run alone, and the computation function's own Python (the function
+    alone less its calls alone; only when every call ran alone). Others: total = the profiled step's host
+    time; parts = the top-level profiler events inside it (torch ops, annotated regions, CUDA runtime calls)."""
     phases, calls = (m.get("phases") or {}).get("rows"), (m.get("regions") or {}).get("rows")
     if phases and calls is not None:
         alone = {r["phase"]: r["us"] for r in phases if r["method"].startswith("alone")}
@@ -148,6 +149,10 @@ def closure_parts(m: dict) -> tuple[float, str, list[tuple[str, float, str]]] | 
             if us:
                 label = f"{kind} regions" if kind in REGION_KINDS else {"op": "ops outside fusions", "bookkeeping": "bookkeeping calls"}[kind]
                 parts.append((f"{label} ({len(us)} calls)", sum(us), method))
+        if "computation function" in alone and all("host_us" in r for r in calls if not r["kind"].startswith("nvFuser execute")):
+            inside = sum(us for name, us, _ in parts[1:])
+            parts.append(("computation function's own Python (dels, unpacking, returns)", alone["computation function"] - inside,
+                          "derived: computation function alone - its calls alone"))
         if "epilogue" in alone:
             parts.append(("epilogue", alone["epilogue"], method))
         return m["host"]["median"] * 1e3, "host time of the step (median, perf_counter)", parts

@@ -233,7 +233,7 @@ def execute_only(c: Call) -> Call | None:
     if c.kind != "nvFusion" or fd is None:
         return None
     device = getattr(fd, "_selected_device", None)
-    run = (lambda *a: fd.execute(list(a), device=device)) if device is not None else (lambda *a: fd.execute(list(a)))
+    run = (lambda *a: fd.execute(a, device=device)) if device is not None else (lambda *a: fd.execute(a))
     repro = "present" if hasattr(fd, "last_repro_script") else "absent"
     return Call(c.index, f"{c.name} fd.execute", "nvFuser execute (inside the region above)", run, c.args, {},
                 f"{c.inputs}; FusionDefinition.last_repro_script {repro} in the installed nvFuser")
