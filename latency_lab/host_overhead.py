@@ -33,6 +33,18 @@ GRAPHS_CURE = 0.8             # graphs "cure" when the wall time with them is <=
 REMAINDER = "remainder (not in any measured part)"
 
 
+# Column names of the raw rows -> table headers with units.
+UNITS = {"us": "µs", "iqr_us": "IQR (µs)", "host_us": "host (µs)", "host_iqr_us": "host IQR (µs)",
+         "kernel_us": "kernel time (µs)", "host_us_per_kernel": "host µs per kernel"}
+
+
+def frame(rows: list[dict], columns: list[str] | None = None):
+    """``display.frame`` with unit-bearing headers."""
+    from .display import frame as plain
+
+    return plain(rows, columns).rename(columns=UNITS)
+
+
 def safe_name(name: str) -> str:
     """A file-name-safe form of an executor name: torch.compile:reduce-overhead -> torch.compile_reduce-overhead."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
