@@ -14,11 +14,13 @@ def summarize(run_dir: Path, meta: dict, outcomes: list) -> dict:
     notebooks = []
     for o in outcomes:
         entry = {"name": o.name, "status": o.status, "seconds": round(o.seconds, 1), "error": o.error,
-                 "files": dict(o.files), "key_table": None}
+                 "files": dict(o.files), "key_table": None, "params": None, "failed_rows": []}
         path = results.path_for(run_dir, o.name)
         if path.exists():
             try:
-                entry["key_table"] = results.load(path)["key_table"]
+                data = results.load(path)
+                entry["key_table"], entry["params"] = data["key_table"], data["params"]
+                entry["failed_rows"] = results.failed_rows(data["key_table"])
                 entry["files"]["results"] = path.name
             except ValueError as e:
                 entry["status"], entry["error"] = "failed", {"ename": "ResultsError", "evalue": str(e)}
@@ -26,7 +28,8 @@ def summarize(run_dir: Path, meta: dict, outcomes: list) -> dict:
             entry["status"] = "failed"
             entry["error"] = {"ename": "MissingResults", "evalue": f"{path.name} was not written"}
         notebooks.append(entry)
-    return {**meta, "ok": all(n["status"] == "ok" for n in notebooks), "notebooks": notebooks}
+    ok = all(n["status"] == "ok" and not n["failed_rows"] for n in notebooks)
+    return {**meta, "ok": ok, "notebooks": notebooks}
 
 
 def write(run_dir: Path, summary: dict) -> None:

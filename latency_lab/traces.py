@@ -253,7 +253,7 @@ def placement(rows: list[dict], ops=SEED_OPS) -> list[dict]:
     """Where the seed's ops ended up: per configuration, how many ran inside fusion regions (by kind)
     and how many outside. Ops nested in a CUDAGraph's nvFusion region count for the innermost region.
     An op found nowhere by name was decomposed into prims (nvFuser regions list prims: triu becomes
-    iota, sub, ge, where) or is absent from the model."""
+    iota, sub, ge, where), fused or not, or is absent from the model."""
     table = []
     for op in ops:
         line = {"op": op}
@@ -264,7 +264,7 @@ def placement(rows: list[dict], ops=SEED_OPS) -> list[dict]:
             outside = r["unfused"].get(op, {"count": 0})["count"]
             where = ", ".join(f"{n} in {k}" for k, n in inside.items() if n)
             line[r["executor"]] = (f"{where or '0 in fusions'}; {outside} outside" if where or outside
-                                   else "not found by name (decomposed)")
+                                   else "not found by name (decomposed into prims)")
         table.append(line)
     return table
 
