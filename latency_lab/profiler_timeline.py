@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Callable
 
-from .timing import _is_kernel, sync
+from .timing import device_event_kind, sync
 
 MARK = "latency_lab"  # prefix of the annotation around each profiled call
 
@@ -46,8 +46,13 @@ class Span:
 
 def is_kernel(span: Span) -> bool:
     """A device kernel: not a memcpy/memset and not a user annotation's device range (torch.compile
-    wraps each compiled graph in one)."""
-    return span.kind == "kernel" and _is_kernel(span.name)
+    wraps each compiled graph in one), by the suite's one filter (``timing.device_event_kind``)."""
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    event = SimpleNamespace(device_type=DeviceType.CUDA, key=span.name, is_user_annotation=span.kind == "gpu_annotation")
+    return span.kind == "kernel" and device_event_kind(event) == "kernel"
 
 
 def spans_from_chrome(trace: dict) -> list[Span]:

@@ -41,6 +41,7 @@ def test_kernel_filter_excludes_copies_and_annotations():
     kernels = [s.name for s in fake_step() if pt.is_kernel(s)]
     assert kernels == ["sm90_gemm", "triton_poi_fused_add_0", "nvfuser_pointwise_f0_c1"]
     assert not pt.is_kernel(S("Memset (Device)", "kernel", 0, 1))  # a copy by name, even when filed as a kernel
+    assert not pt.is_kernel(S("Torch-Compiled Region: 0/0", "kernel", 0, 1))  # an annotation's range by name
 
 
 def test_step_metrics_from_fake_gpu_events():
