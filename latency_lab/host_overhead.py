@@ -299,8 +299,11 @@ def conclusion(summary: list[dict], closed: dict[str, dict], graphs: list[dict],
         if name in closed:
             c = closed[name]
             parts = sorted(c["rows"], key=lambda x: -x["us"])[:2]
+            remainder = c["rows"][-1]["share of host time (%)"]
+            caveat = (f" The parts alone add up to more than the step (remainder {remainder:.0f}%): timed alone they do not "
+                      "repeat their times inside the step on this machine." if remainder is not None and remainder < -20 else "")
             out.append(f"{name}: {c['total']} {_fmt(c['total_us'])}; largest: "
-                       + ", ".join(f"{x['part']} {_fmt(x['us'])} ({x['share of host time (%)']:.0f}%)" for x in parts) + ".")
+                       + ", ".join(f"{x['part']} {_fmt(x['us'])} ({x['share of host time (%)']:.0f}%)" for x in parts) + "." + caveat)
     cuda = device.startswith("cuda")
     thunders = [n for n in ok if n.startswith("thunder") and ok[n]["call to first kernel (µs)"] is not None]
     if not cuda:

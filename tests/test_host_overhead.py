@@ -148,6 +148,8 @@ def test_conclusion_decides_hypotheses_from_numbers_only():
                "wall with (µs)": 300.0, "wall without (µs)": 1000.0}]
     text = " ".join(ho.conclusion(summary, {}, graphs, "cuda"))
     assert "holds here" in text and "thunder 300 µs" in text and "median 25 µs" in text and "(holds)" in text
+    over = {"thunder": {"total_us": 100.0, "total": "host", "rows": ho.closure(100.0, [("a", 150.0, "m")])}}
+    assert "more than the step (remainder -50%)" in " ".join(ho.conclusion(summary, over, graphs, "cuda"))
     cpu = " ".join(ho.conclusion([{**base, "executor": "eager", "call to first kernel (µs)": None}], {}, [], "cpu"))
     assert cpu.count("needs CUDA") == 3 and "holds" not in cpu
 
