@@ -4,7 +4,9 @@ recorded with its inputs and run alone: host time, kernels launched and their de
 
 Works for any ``thunder.jit``-like callable (``thunder.jit``, ``thunder.compile``): those carry
 ``thunder.compile_data`` / ``compile_stats`` with the cache entries (prologue, computation and
-epilogue functions) of thunder 0.2.6. Anything else gets a reason instead of numbers.
+epilogue functions) of thunder 0.2.6. ``thunderfx`` hands each Dynamo graph to a thunder function of
+its own: its phases in the call are summed over them; its regions are not recorded. Anything else gets
+a reason instead of numbers.
 """
 
 from __future__ import annotations
