@@ -124,7 +124,7 @@ def test_executor_timing_results(tiny_run: Path):
 
 
 def test_html_reports_render_their_plots_offline(tiny_run: Path):
-    for name in ("01_model_setup", "02_executor_timing"):
+    for name in ("02_executor_timing", "04_op_microbenchmarks"):
         dom = open_in_chromium(tiny_run / f"{name}.html")
         assert 'class="main-svg"' in dom, f"{name}.html: no plotly chart was drawn"
         assert "Traceback" not in dom
