@@ -3,11 +3,11 @@ with depth and prompt length; the decode step and a greedy decode loop; least-sq
 per call + cost per layer; each point against its memory-bandwidth floor.
 
 At every point each executor is built afresh (``executors.prepare``: its first call is the point's
-trace + compile time), measured with the suite's timing functions, then freed (``release``: del,
-``torch._dynamo.reset``, gc, CUDA cache) before the next is built, so 16 layers x every executor
-neither runs out of memory nor leaks. Wall times are blocks of one executor at a time (notebook 02
-interleaves executors; a sweep would have to keep every compiled object alive to do that). A point
-that fails or is unavailable is a row with its reason, and the sweep goes on.
+trace + compile time), measured with the suite's timing functions, then freed (``release``: del, gc,
+CUDA cache) before the next is built, so 16 layers x every executor do not run out of memory; the
+CUDA memory left after each release is in its row. Wall times are blocks of one executor at a time
+(notebook 02 interleaves executors; a sweep would have to keep every compiled object alive to do
+that). A point that fails or is unavailable is a row with its reason, and the sweep goes on.
 """
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ PAIRS = (("thunder", "torch.compile"), ("thunder:cudagraphs", "torch.compile:red
 
 
 def release(prepared: dict) -> None:
-    """Free the compiled objects of ``prepared`` (and Dynamo's caches, which hold torch.compile's
-    graphs and CUDA-graph pools) before the next executor is built."""
+    """Free the compiled objects of ``prepared`` before the next executor is built. Dynamo is not
+    reset (``executors.DYNAMO_RECOMPILE_LIMIT`` says why): its entries for a freed model stay, but
+    are never called again."""
     for p in prepared.values():
         p.fn = p.output = None
     prepared.clear()
-    torch._dynamo.reset()
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
