@@ -92,4 +92,3 @@ def test_sweeps_resolve_per_preset_and_keep_given_points_sorted():
         P.TINY_SWEEPS[k] for k in ("depths", "prompt_lengths", "decode_tokens"))
     p = P.validate(device="cpu", depths=[16, 1, 4, 4], prompt_lengths=(512, 1), decode_tokens=3)
     assert (p.depths, p.prompt_lengths, p.decode_tokens) == ((1, 4, 16), (1, 512), 3)
-    assert P.SWEEP_DEFAULTS["cuda"]["depths"] == (1, 2, 4, 8) and P.SWEEP_DEFAULTS["cuda"]["decode_tokens"] == 32
