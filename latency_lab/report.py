@@ -96,6 +96,10 @@ def headline_figure(timing: dict, device: str) -> dict:
                                  legendgroup=part, showlegend=part not in shown, marker_color=COLORS[part],
                                  hovertemplate="%{x}: %{y:.3g} ms<extra>" + part + "</extra>"), row=1, col=col)
             shown.add(part)
+        names = [n for n in order if n in parts]
+        totals = [sum(parts[n].values()) for n in names]
+        fig.add_trace(go.Scatter(x=[labels[n] for n in names], y=totals, text=[tables.number(t) for t in totals],
+                                 mode="text", textposition="top center", showlegend=False, hoverinfo="skip"), row=1, col=col)
     fig.update_xaxes(categoryorder="array", categoryarray=[labels[n] for n in order])
     fig.update_yaxes(title_text="ms per step")
     fig.update_layout(barmode="stack", height=460, margin={"t": 80, "b": 40},

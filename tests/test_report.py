@@ -212,7 +212,9 @@ def test_report_write_index_and_standalone_report(tmp_path):
 def test_headline_figure_splits_host_and_kernel_time():
     rows = [_measured_row("eager", "torch-eager", 2.0, 0.5, 60), _measured_row("torch.compile", "torch.compile", 1.0)]
     fig = report.headline_figure({"rows": rows}, "H200")
-    bars = {(t["xaxis"], t["name"]): dict(zip(t["x"], t["y"])) for t in fig["data"]}
+    bars = {(t["xaxis"], t["name"]): dict(zip(t["x"], t["y"])) for t in fig["data"] if t["type"] == "bar"}
+    totals = {t["xaxis"]: dict(zip(t["x"], t["text"])) for t in fig["data"] if t["type"] == "scatter"}
+    assert totals["x"]["torch-eager"] == "1.01" and totals["x2"] == {"torch-eager": "2.00", "torch.compile": "1.00"}
     assert bars[("x", report.KERNEL)]["torch-eager"] == 0.398 and bars[("x", report.HOST)]["torch-eager"] == 0.616
     assert bars[("x2", report.KERNEL)] == {"torch-eager": 0.5} and bars[("x2", report.HOST)] == {"torch-eager": 1.5}
     assert bars[("x2", report.UNSPLIT)] == {"torch.compile": 1.0}  # no kernel time: the wall, unsplit
