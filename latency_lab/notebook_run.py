@@ -88,7 +88,7 @@ def execute(path: Path, run_dir: Path, parameters: dict, kernel: str, timeout: i
 
 def to_html(executed: Path) -> Path:
     """nbconvert's HTML (lab template) beside the executed notebook; its plotly figures are drawn by
-    the run folder's shared ``plotly.min.js`` and it links the shared ``notebook.css`` (both written
+    the run folder's shared ``plotly.packed.js`` and it links the shared ``notebook.css`` (both written
     there if missing)."""
     import jinja2
     import nbformat

@@ -1,5 +1,5 @@
 """The run's summary: ``summary.json``; ``index.html``, which opens with the findings (a headline chart
-and each notebook's generated sentences) and shares the run folder's ``plotly.min.js`` with the
+and each notebook's generated sentences) and shares the run folder's ``plotly.packed.js`` with the
 notebooks' HTML; and ``report.html``, the same page plus the notebooks' charts in one self-contained
 file to send. Built from the notebooks' results files and executed notebooks, never from cell text."""
 
@@ -38,7 +38,7 @@ def summarize(run_dir: Path, meta: dict, outcomes: list) -> dict:
 
 
 def write(run_dir: Path, summary: dict) -> None:
-    """``summary.json``, ``index.html`` (with the shared ``plotly.min.js``) and ``report.html``."""
+    """``summary.json``, ``index.html`` (with the shared ``plotly.packed.js``) and ``report.html``."""
     run_dir = Path(run_dir)
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     html_assets.ensure_plotly_js(run_dir)
@@ -85,7 +85,8 @@ def headline_figure(timing: dict, device: str) -> dict:
     here_top = max((sum(p.values()) for p in here_parts.values()), default=0)
     shared = here_top > 0 and max(seed_top, here_top) / min(seed_top, here_top) < 10
     fig = make_subplots(rows=1, cols=2, shared_yaxes=shared, horizontal_spacing=0.08,
-                        subplot_titles=[f"seed: {seed['gpu']}, {seed['method']}", f"here: {device}"])
+                        subplot_titles=[f"seed: {seed['gpu']}, {seed['method']}",
+                                        f"here: {device}, preset {timing.get('params', {}).get('preset', '?')}"])
     shown = set()
     for col, parts in ((1, seed_parts), (2, here_parts)):
         for part in (KERNEL, HOST, UNSPLIT):
@@ -100,7 +101,8 @@ def headline_figure(timing: dict, device: str) -> dict:
         totals = [sum(parts[n].values()) for n in names]
         fig.add_trace(go.Scatter(x=[labels[n] for n in names], y=totals, text=[tables.number(t) for t in totals],
                                  mode="text", textposition="top center", showlegend=False, hoverinfo="skip"), row=1, col=col)
-    fig.update_xaxes(categoryorder="array", categoryarray=[labels[n] for n in order])
+    for col, parts in ((1, seed_parts), (2, here_parts)):
+        fig.update_xaxes(categoryorder="array", categoryarray=[labels[n] for n in order if n in parts], row=1, col=col)
     fig.update_yaxes(title_text="ms per step")
     fig.update_layout(barmode="stack", height=460, margin={"t": 80, "b": 40},
                       title="Wall time per step: host (CPU overhead) and kernel time",
@@ -188,7 +190,7 @@ pre.error{background:#fee;padding:.5em;white-space:pre-wrap}details{margin:.5em 
 def index_html(summary: dict, run_dir: Path | None = None, standalone: bool = False) -> str:
     """The run's page: findings first (headline chart, each notebook's sentences), then status and
     time per notebook, the key and seed tables, parameters and environment. ``standalone``: plotly.js
-    inlined and the notebooks' charts included (``report.html``); else the shared ``plotly.min.js``."""
+    inlined and the notebooks' charts included (``report.html``); else the shared ``plotly.packed.js``."""
     run_dir = Path(run_dir) if run_dir else None
     timing = _timing(run_dir, summary) if run_dir else None
     charts, details = [], []

@@ -157,10 +157,11 @@ def test_notebook_html_uses_the_shared_plotly_js(tmp_path):
     nb.cells = [nbformat.v4.new_markdown_cell("# Demo"), cell]
     nbformat.write(nb, tmp_path / "01_demo.ipynb")
     page = notebook_run.to_html(tmp_path / "01_demo.ipynb").read_text()
-    assert page.index('<script src="plotly.min.js">') < page.index("require.min.js")  # a global Plotly, not AMD
+    assert '<script src="plotly.packed.js">' in page
     assert 'Plotly.newPlot("plotly-1-0"' in page and '<link href="notebook.css" rel="stylesheet"/>' in page
     assert len(page) < 100_000  # neither plotly.js nor the lab stylesheet inside
-    assert (tmp_path / "plotly.min.js").read_bytes() == html_assets.plotly_js_path().read_bytes()
+    shared = (tmp_path / html_assets.PLOTLY_JS).read_text()
+    assert shared == html_assets.packed_plotly_js() and len(shared) < 0.45 * html_assets.plotly_js_path().stat().st_size
     assert ".jp-Notebook" in (tmp_path / "notebook.css").read_text() and "a.anchor-link" in (tmp_path / "notebook.css").read_text()
     assert html_assets.PLOTLY_MIME in nbformat.read(tmp_path / "01_demo.ipynb", as_version=4).cells[1].outputs[0].data
 
@@ -196,7 +197,7 @@ def test_report_write_index_and_standalone_report(tmp_path):
                                                             ["Fastest to slowest by median wall time: torch-eager (2.028 ms)."], []]
     report.write(run, summary)
     index, standalone = (run / "index.html").read_text(), (run / "report.html").read_text()
-    assert (run / "plotly.min.js").is_file() and json.loads((run / "summary.json").read_text())["notebooks"][0]["findings"]
+    assert (run / html_assets.PLOTLY_JS).is_file() and json.loads((run / "summary.json").read_text())["notebooks"][0]["findings"]
     for page in (index, standalone):
         assert page.index("Findings") < page.index("One step moves at least") < page.index("<h2>Notebooks")
         assert 'id="headline"' in page and "deliberate" in page and "cell 4" in page
@@ -204,21 +205,20 @@ def test_report_write_index_and_standalone_report(tmp_path):
         body = page.split("</head>")[1]  # report.html's head holds plotly.js as base64
         assert ">1.50e-5<" in body and "None" not in body and "nan" not in body.lower()
         assert "seed DGX H100 (ms)" in page and ">2.00<" in page  # the wall table: here / seed
-    assert '<script src="plotly.min.js">' in index and "fig-02-0" not in index
-    assert 'src="plotly.min.js"' not in standalone and "DecompressionStream" in standalone and "fig-02-0" in standalone
-    assert len(standalone) < len(html_assets.plotly_js_path().read_bytes()) / 2  # plotly.js inlined compressed
+    assert '<script src="plotly.packed.js">' in index and "fig-02-0" not in index
+    assert "<script src=" not in standalone and html_assets.packed_plotly_js() in standalone and "fig-02-0" in standalone
 
 
 def test_headline_figure_splits_host_and_kernel_time():
     rows = [_measured_row("eager", "torch-eager", 2.0, 0.5, 60), _measured_row("torch.compile", "torch.compile", 1.0)]
-    fig = report.headline_figure({"rows": rows}, "H200")
+    fig = report.headline_figure({"rows": rows, "params": {"preset": "seed"}}, "H200")
     bars = {(t["xaxis"], t["name"]): dict(zip(t["x"], t["y"])) for t in fig["data"] if t["type"] == "bar"}
     totals = {t["xaxis"]: dict(zip(t["x"], t["text"])) for t in fig["data"] if t["type"] == "scatter"}
     assert totals["x"]["torch-eager"] == "1.01" and totals["x2"] == {"torch-eager": "2.00", "torch.compile": "1.00"}
     assert bars[("x", report.KERNEL)]["torch-eager"] == 0.398 and bars[("x", report.HOST)]["torch-eager"] == 0.616
     assert bars[("x2", report.KERNEL)] == {"torch-eager": 0.5} and bars[("x2", report.HOST)] == {"torch-eager": 1.5}
     assert bars[("x2", report.UNSPLIT)] == {"torch.compile": 1.0}  # no kernel time: the wall, unsplit
-    assert "here: H200" in json.dumps(fig["layout"]["annotations"])
+    assert "here: H200, preset seed" in json.dumps(fig["layout"]["annotations"])
 
 
 # --- offline rendering in headless Chromium -----------------------------------------------------------
@@ -259,4 +259,4 @@ def test_run_pages_draw_offline_and_fit_the_size_budget(tiny_run: Path, tmp_path
     assert open_offline(tiny_run / "report.html", tmp_path / "profile").count('class="main-svg"') >= charts + 1
     size = sum(p.stat().st_size for p in tiny_run.rglob("*") if p.is_file())
     assert size < MAX_RUN_MB * 1e6, f"run folder is {size / 1e6:.1f} MB"
-    assert list(tiny_run.glob("*.js")) == [tiny_run / "plotly.min.js"]
+    assert list(tiny_run.glob("*.js")) == [tiny_run / html_assets.PLOTLY_JS]
