@@ -26,7 +26,8 @@ def summarize(run_dir: Path, meta: dict, outcomes: list) -> dict:
         if path.exists():
             try:
                 data = results.load(path)
-                entry["key_table"], entry["findings"] = data["key_table"], list(data.get("findings") or [])
+                found = data.get("findings") or []
+                entry["key_table"], entry["findings"] = data["key_table"], [found] if isinstance(found, str) else list(found)
                 entry["files"]["results"] = path.name
             except ValueError as e:
                 entry["status"], entry["error"] = "failed", {"ename": "ResultsError", "evalue": str(e)}
