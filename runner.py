@@ -16,9 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
+import signal
 import sys
 import time
+import uuid
 from datetime import datetime
 from pathlib import Path
 
@@ -26,16 +29,32 @@ from latency_lab import environment, notebook_run, report
 from latency_lab.params import SCHEMA, ParameterError, parse_value, validate
 
 
+EXIT_FAILED, EXIT_SETUP = 1, 2  # a notebook or an executor row failed; bad input or output folder
+RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+
+
+class SetupError(ValueError):
+    """Bad input or an unusable output folder: one line on stderr, exit 2, nothing written."""
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived; ``code`` is the exit status (128 + signal number)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.code = 128 + signum
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", default="seed", help="model preset: seed (default) or tiny")
-    ap.add_argument("--device", default="auto", help="auto (default: CUDA when present), cpu, cuda, cuda:N")
+    ap.add_argument("--preset", help="model preset: seed (default) or tiny")
+    ap.add_argument("--device", help="auto (default: CUDA when present), cpu, cuda, cuda:N")
     ap.add_argument("--notebooks", help="comma list of numbers or names, e.g. 01,02 (default: all)")
     ap.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
                     help="set a notebook parameter; VALUE is a Python literal or a plain string (repeatable)")
     ap.add_argument("--output-dir", default="outputs", help="folder that holds the runs (default: outputs)")
-    ap.add_argument("--run-id", help="name of the run folder (default: timestamp-preset-device)")
-    ap.add_argument("--timeout", type=int, default=1800, help="seconds a single cell may run (default: 1800)")
+    ap.add_argument("--run-id", help="name of the run folder, a plain name (default: timestamp-preset-device)")
+    ap.add_argument("--timeout", type=int, default=1800, help="seconds a single cell may run, > 0 (default: 1800)")
     ap.add_argument("--notebook-dir", default=str(notebook_run.NOTEBOOK_DIR), help=argparse.SUPPRESS)
     ap.add_argument("--list", action="store_true", help="list notebooks and their parameters, then exit")
     return ap.parse_args(argv)
@@ -45,27 +64,67 @@ def parse_overrides(pairs: list[str]) -> dict:
     values = {}
     for pair in pairs:
         name, sep, text = pair.partition("=")
-        if not sep or not name:
+        if not sep or not name.strip():
             raise ParameterError("-p", pair, "NAME=VALUE with NAME one of " + ", ".join(SCHEMA))
         values[name.strip()] = parse_value(text)
     return values
+
+
+def run_values(args: argparse.Namespace) -> dict:
+    """The parameters given: ``--preset`` / ``--device`` and ``-p``; the two spellings of one
+    parameter must agree."""
+    values = parse_overrides(args.param)
+    for name in ("preset", "device"):
+        flag = getattr(args, name)
+        if flag is not None and name in values and values[name] != flag:
+            raise SetupError(f"--{name} {flag} and -p {name}={values[name]} disagree: give one")
+        if name not in values:
+            values[name] = flag or SCHEMA[name][0]
+    return values
+
+
+def check_args(args: argparse.Namespace) -> None:
+    if args.timeout <= 0:
+        raise SetupError(f"invalid --timeout {args.timeout}: allowed seconds > 0")
+    if args.notebooks is not None and not [t for t in args.notebooks.split(",") if t.strip()]:
+        raise SetupError(f"invalid --notebooks {args.notebooks!r}: allowed a comma list of numbers or names, e.g. 01,02")
+    if not args.output_dir.strip():
+        raise SetupError("invalid --output-dir '': allowed a folder path")
+    if args.run_id is not None and (not RUN_ID.fullmatch(args.run_id) or args.run_id == "latest"):
+        raise SetupError(f"invalid --run-id {args.run_id!r}: allowed a plain name of letters, digits, '.', '_', '-' "
+                         "(no '/', no leading '.', not 'latest')")
 
 
 def list_notebooks(notebooks: dict[str, Path]) -> None:
     for name, path in notebooks.items():
         print(name)
         for pname, info in notebook_run.declared_parameters(path).items():
-            print(f"    {pname:12s} = {info['default']:<12s} {info.get('help') or SCHEMA.get(pname, ('', ''))[1]}")
+            print(f"    {pname:14s} = {info['default']:<12s} {info.get('help') or SCHEMA.get(pname, ('', ''))[1]}")
+
+
+def output_root(path: str) -> Path:
+    """The folder that holds the runs, created if missing; a file, a path under a file or a folder
+    that cannot be written is a setup error."""
+    root = Path(path)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise SetupError(f"invalid --output-dir {path!r}: it, or a folder above it, is a file") from None
+    except OSError as e:
+        raise SetupError(f"invalid --output-dir {path!r}: cannot create it ({e.strerror})") from None
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise SetupError(f"invalid --output-dir {path!r}: not writable")
+    return root
 
 
 def new_run_dir(root: Path, run_id: str | None, preset: str, device: str) -> Path:
-    """A fresh run folder; an existing one is never reused."""
-    root.mkdir(parents=True, exist_ok=True)
+    """A fresh run folder inside ``root``; an existing one is never reused."""
     if run_id:
         path = root / run_id
-        if path.exists():
-            raise FileExistsError(f"invalid --run-id {run_id!r}: {path} exists and runs are never overwritten")
-        path.mkdir()
+        try:
+            path.mkdir()
+        except FileExistsError:
+            raise SetupError(f"invalid --run-id {run_id!r}: {path} exists and runs are never overwritten") from None
         return path
     base = f"{datetime.now():%Y%m%d-%H%M%S}-{preset}-{device.replace(':', '')}"
     for n in range(1, 1000):
@@ -75,66 +134,99 @@ def new_run_dir(root: Path, run_id: str | None, preset: str, device: str) -> Pat
             return path
         except FileExistsError:
             continue
-    raise FileExistsError(f"no free run folder for {base} in {root}")
+    raise SetupError(f"no free run folder for {base} in {root}")
 
 
 def point_latest(root: Path, run_dir: Path) -> None:
-    link, tmp = root / "latest", root / ".latest.tmp"
-    if tmp.is_symlink() or tmp.exists():
-        tmp.unlink()
+    """``root/latest`` -> ``run_dir``, replaced atomically through a temporary link of this process's own."""
+    tmp = root / f".latest.{os.getpid()}.{uuid.uuid4().hex}.tmp"
     tmp.symlink_to(run_dir.name)
-    os.replace(tmp, link)
+    os.replace(tmp, root / "latest")
+
+
+def ignored_by(values: dict, declared: dict[str, dict]) -> dict[str, list[str]]:
+    """Per given parameter, the selected notebooks that do not declare it (and so ignore it)."""
+    return {name: [nb for nb, names in declared.items() if name not in names]
+            for name in values if any(name not in names for names in declared.values())}
+
+
+def prepare_run(args: argparse.Namespace):
+    """Everything that can be wrong with the input, checked before any notebook starts."""
+    check_args(args)
+    notebooks = notebook_run.select(notebook_run.discover(Path(args.notebook_dir)), args.notebooks)
+    if not notebooks:
+        raise SetupError(f"no notebooks found in {args.notebook_dir}")
+    values = run_values(args)
+    declared = {name: notebook_run.declared_parameters(path) for name, path in notebooks.items()}
+    known = set().union(*declared.values())
+    for name in parse_overrides(args.param):
+        if name == "output_dir":
+            raise ParameterError(name, values[name], "no value: the runner sets it; use --output-dir")
+        if name not in known:
+            raise ParameterError(name, values[name], "parameters of the selected notebooks: " + ", ".join(sorted(known)))
+    params = validate(values)
+    root = output_root(args.output_dir)
+    return notebooks, values, declared, params, root
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
-        notebooks = notebook_run.select(notebook_run.discover(Path(args.notebook_dir)), args.notebooks)
         if args.list:
-            list_notebooks(notebooks)
+            list_notebooks(notebook_run.select(notebook_run.discover(Path(args.notebook_dir)), args.notebooks))
             return 0
-        overrides = parse_overrides(args.param)
-        values = {"preset": args.preset, "device": args.device, **overrides}
-        declared = {name: notebook_run.declared_parameters(path) for name, path in notebooks.items()}
-        known = set().union(*declared.values())
-        for name in overrides:
-            if name == "output_dir":
-                raise ParameterError(name, overrides[name], "no value: the runner sets it; use --output-dir")
-            if name not in known:
-                raise ParameterError(name, overrides[name], "parameters of the selected notebooks: " + ", ".join(sorted(known)))
-        params = validate(values)
-        if not notebooks:
-            raise ValueError(f"no notebooks found in {args.notebook_dir}")
-        run_dir = new_run_dir(Path(args.output_dir), args.run_id, params.preset, params.device)
-    except (ValueError, FileExistsError) as e:
+        notebooks, values, declared, params, root = prepare_run(args)
+        run_dir = new_run_dir(root, args.run_id, params.preset, params.device)
+    except ValueError as e:  # ParameterError and SetupError included
         print(f"runner.py: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_SETUP
+    for name, skipped in ignored_by({k: v for k, v in values.items() if k not in ("preset", "device")}, declared).items():
+        print(f"note: -p {name} is not a parameter of {', '.join(skipped)}, which run without it", flush=True)
 
     started, t0 = datetime.now().isoformat(timespec="seconds"), time.perf_counter()
-    env = environment.collect(params.device)
-    (run_dir / "environment.json").write_text(json.dumps(env, indent=1))
-    tty = sys.stderr.isatty()
-    kernel = notebook_run.kernel_name()
-    print(f"run {run_dir} · {len(notebooks)} notebooks · device {params.device} · kernel {kernel}", flush=True)
-    outcomes = []
-    for i, (name, path) in enumerate(notebooks.items(), 1):
-        print(f"[{i}/{len(notebooks)}] {name} ...", flush=True)
-        given = {k: v for k, v in values.items() if k in declared[name]}
-        outcome = notebook_run.execute(path, run_dir, {**given, "output_dir": str(run_dir.resolve())},
-                                       kernel, args.timeout, progress=tty)
-        detail = "" if outcome.status == "ok" else f": {outcome.error['ename']}: {str(outcome.error['evalue'])[:300]}"
-        print(f"[{i}/{len(notebooks)}] {name} {outcome.status} in {outcome.seconds:.1f} s{detail}", flush=True)
-        outcomes.append(outcome)
-
-    meta = {"run_id": run_dir.name, "started": started, "seconds": round(time.perf_counter() - t0, 1),
+    meta = {"run_id": run_dir.name, "started": started,
             "command": shlex.join([Path(sys.executable).name, "runner.py", *(argv if argv is not None else sys.argv[1:])]),
-            "device": params.device, "parameters": {"given": values, "resolved": params.to_dict()}, "environment": env}
-    summary = report.summarize(run_dir, meta, outcomes)
+            "device": params.device, "parameters": {"given": values, "resolved": params.to_dict()}}
+    outcomes: list[notebook_run.Outcome] = []
+    interrupted = None
+    previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        meta["environment"] = environment.collect(params.device)
+        (run_dir / "environment.json").write_text(json.dumps(meta["environment"], indent=1))
+        kernel = notebook_run.kernel_name()
+        print(f"run {run_dir} · {len(notebooks)} notebooks · device {params.device} · kernel {kernel}", flush=True)
+        for i, (name, path) in enumerate(notebooks.items(), 1):
+            print(f"[{i}/{len(notebooks)}] {name} ...", flush=True)
+            given = {k: v for k, v in values.items() if k in declared[name]}
+            outcomes.append(notebook_run.Outcome(name, status="interrupted"))
+            outcomes[-1] = notebook_run.execute(path, run_dir, {**given, "output_dir": str(run_dir.resolve())},
+                                                kernel, args.timeout, progress=sys.stderr.isatty())
+            o = outcomes[-1]
+            detail = "" if o.status == "ok" else f": {notebook_run.error_line(o.error)}"
+            print(f"[{i}/{len(notebooks)}] {name} {o.status} in {o.seconds:.1f} s{detail}", flush=True)
+    except Interrupted as e:
+        interrupted = e
+        notebook_run.kill_children()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    outcomes += [notebook_run.Outcome(name, status="not run") for name in list(notebooks)[len(outcomes):]]
+    meta["seconds"] = round(time.perf_counter() - t0, 1)
+    summary = report.summarize(run_dir, {**meta, "interrupted": interrupted and str(interrupted)}, outcomes)
     report.write(run_dir, summary)
-    point_latest(Path(args.output_dir), run_dir)
+    point_latest(root, run_dir)
+    if interrupted:
+        print(f"INTERRUPTED ({interrupted}) · {run_dir / 'index.html'}", flush=True)
+        return interrupted.code
     failed = [n["name"] for n in summary["notebooks"] if n["status"] != "ok"]
-    print(f"{'FAILED: ' + ', '.join(failed) if failed else 'all ok'} · {summary['seconds']} s · {run_dir / 'index.html'}")
-    return 1 if failed else 0
+    rows = [f"{n['name']}: {', '.join(n['failed_rows'])}" for n in summary["notebooks"] if n.get("failed_rows")]
+    print(f"{'FAILED: ' + ', '.join(failed) if failed else 'all notebooks ok'}"
+          f"{' · FAILED ROWS: ' + '; '.join(rows) if rows else ''} · {summary['seconds']} s · {run_dir / 'index.html'}")
+    return EXIT_FAILED if failed or rows else 0
+
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted(signum)
 
 
 if __name__ == "__main__":

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 from . import reference, timing
 from .executors import Prepared, cuda_context_error, describe, prepare
+from .model import compare_to_eager, logits_of
 
 AGREEMENT = 0.10  # two wall-time passes of one executor should agree within 10%
+TIMEIT_RUNS = 7  # %timeit -r: the seed's "mean ± std. dev. of 7 runs"
 HOST_REFERENCE = "host reference"  # the fixed Python loop timed in every wall-time round
 HOST_BOUND = 0.85  # a GPU step whose host submit time is >= 85% of its wall time is host-bound
 
 # The seed's DGX H100 table, in its column order, then this suite's additions.
 SEED_COLUMNS = ["Execution Type", "Wall Clock Time (ms)", "CPU Overhead (ms)", "Kernel Time (ms)",
                 "Kernels", "Overhead / Kernel (us)"]
-COLUMNS = SEED_COLUMNS + ["%timeit (ms)", "wall IQR (%)", "noisy", "pass 2 / pass 1", "host submit (ms)",
+COLUMNS = SEED_COLUMNS + ["%timeit (ms)", "wall IQR (%)", "floor (ms)", "wall / floor", "noisy", "pass 2 / pass 1", "host submit (ms)",
                           "host-bound", "first call (s)", "source", "status", "reason"]
 
 
@@ -45,14 +47,26 @@ def build_and_measure(executors, setup, methods: dict, device: str) -> tuple[dic
     return prepared, measured
 
 
-def methods(kwargs: dict, params, timeit) -> dict:
+def check_output(p: Prepared, reference_logits, dtype: str) -> dict:
+    """The first call's logits against eager's (``model.compare_to_eager``); a mismatch fails the row,
+    since the timings of a wrong computation mean nothing."""
+    check = compare_to_eager(logits_of(p.output), reference_logits, dtype)
+    if not check["passed"]:
+        raise ValueError(f"logits differ from eager's: rel err {check['rel_err']} > {check['tolerance']} "
+                         f"{check.get('mismatch') or ''}".strip())
+    return check
+
+
+def methods(kwargs: dict, params, timeit, reference_logits) -> dict:
     """The per-executor methods, in the order they run on each executor. ``timeit(fn)`` runs
-    IPython's ``%timeit`` in the notebook and returns its ``TimeitResult``. The warm-up comes first:
-    torch.compile's CUDA graphs record on a later call than the first, and must do so before the next
-    executor is built (``executors.THUNDER_CUDAGRAPHS_HAZARD`` says why)."""
+    IPython's ``%timeit`` in the notebook and returns its ``TimeitResult``. The output check comes
+    first, before a later call can overwrite a CUDA graph's output; then the warm-up: torch.compile's
+    CUDA graphs record on a later call than the first, and must do so before the next executor is
+    built (``executors.THUNDER_CUDAGRAPHS_HAZARD`` says why)."""
     device = params.device
     steps = max(3, min(params.iters, 10))
     return {
+        "output": lambda p: check_output(p, reference_logits, params.dtype),
         "warm-up": lambda p: timing.warm_up(p.fn, kwargs, params.warmup),
         "timeit": lambda p: timing.timeit_record(timeit(p.fn)),
         "kernels": lambda p: timing.profile_kernels(p.fn, kwargs, device, steps),
@@ -130,8 +144,9 @@ def drift_rows(walls: dict[str, dict]) -> list[dict]:
             for name, w in walls.items() for i, ms in enumerate(w["rounds_ms"])]
 
 
-def measured_row(p: Prepared, measured: dict | None, wall: dict | None) -> dict:
-    """One executor's row in the seed's column order, with spread, repeatability and status."""
+def measured_row(p: Prepared, measured: dict | None, wall: dict | None, floor_ms: float | None = None) -> dict:
+    """One executor's row in the seed's column order, with spread, repeatability, its ratio to the
+    memory-bandwidth floor and status: ``partial`` when its wall-time blocks stopped part-way."""
     measured = measured or {}
     timeit, host = measured.get("timeit"), measured.get("host")
     kernels = measured.get("kernels") or {}
@@ -141,7 +156,7 @@ def measured_row(p: Prepared, measured: dict | None, wall: dict | None) -> dict:
         if wall_ms is not None else {}
     first, second = pass_medians(wall)
     ratio = second / first if first and second else None
-    status = "failed" if p.ok and wall.get("error") and wall_ms is None else p.status
+    status = p.status if not (p.ok and wall.get("error")) else "partial" if wall_ms is not None else "failed"
     row = {
         "Execution Type": p.executor.label,
         "Wall Clock Time (ms)": wall_ms,
@@ -151,6 +166,8 @@ def measured_row(p: Prepared, measured: dict | None, wall: dict | None) -> dict:
         "Overhead / Kernel (us)": derived.get("overhead_per_kernel_us"),
         "%timeit (ms)": f"{timeit['mean_ms']:.3f} ± {timeit['std_ms']:.3f}" if timeit else None,
         "wall IQR (%)": wall["rel_spread"] * 100 if wall_ms is not None else None,
+        "floor (ms)": floor_ms,
+        "wall / floor": wall_ms / floor_ms if wall_ms is not None and floor_ms else None,
         "noisy": bool(wall_ms is not None and (wall["noisy"] or (ratio is not None and abs(ratio - 1) > AGREEMENT))),
         "pass 2 / pass 1": ratio,
         "host submit (ms)": host["median"] if host else None,

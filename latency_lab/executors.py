@@ -25,15 +25,21 @@ class Executor:
     needs_cuda: bool = False
     needs_thunder: bool = False
     needs_nvfuser: bool = False
+    entry_point: str | None = None  # a thunder attribute (``compile``, ``dynamo.thunderfx``) it calls
 
-    def unavailable_reason(self, device: str) -> str | None:
-        """None when it can run on ``device``, else a one-line reason."""
+    def check(self, device: str) -> tuple[str, str] | None:
+        """None when it can run on ``device``; else ``("unavailable", reason)`` when this machine
+        cannot run it (no GPU), or ``("failed", reason)`` for a broken install (an import error)."""
         if self.needs_cuda and not device.startswith("cuda"):
-            return f"needs a CUDA device (running on {device})"
+            return "unavailable", f"needs a CUDA device (running on {device})"
         if self.needs_thunder and (reason := thunder_missing()):
-            return reason
-        if self.needs_nvfuser and (reason := nvfuser_missing(device)):
-            return reason
+            return "failed", reason
+        if self.entry_point and (reason := thunder_lacks(self.entry_point)):
+            return "unavailable", reason
+        if self.needs_nvfuser and not device.startswith("cuda"):
+            return "unavailable", f"nvFuser needs a CUDA device (running on {device})"
+        if self.needs_nvfuser and (reason := nvfuser_missing()):
+            return "failed", reason
         return None
 
     def build(self, module: torch.nn.Module) -> tuple[Callable, list[str]]:
@@ -47,16 +53,28 @@ def thunder_missing() -> str | None:
     try:
         import thunder  # noqa: F401
     except Exception as e:  # an import error of any kind is a reason, not a crash
-        return f"thunder not importable: {type(e).__name__}: {e}"
+        return f"thunder fails to import: {type(e).__name__}: {e}"
     return None
 
 
 @functools.cache
-def nvfuser_missing(device: str) -> str | None:
-    if not device.startswith("cuda"):
-        return f"nvFuser needs a CUDA device (running on {device})"
-    if reason := thunder_missing():
-        return reason
+def thunder_lacks(entry_point: str) -> str | None:
+    """None when the installed thunder has ``thunder.<entry_point>``, else why not."""
+    import importlib
+
+    import thunder
+
+    module, _, attr = f"thunder.{entry_point}".rpartition(".")
+    try:
+        getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        return f"thunder {getattr(thunder, '__version__', '?')} has no thunder.{entry_point} ({type(e).__name__})"
+    return None
+
+
+@functools.cache
+def nvfuser_missing() -> str | None:
+    """None when thunder registered its nvFuser executor (checked on a CUDA machine), else the error."""
     import thunder
 
     if "nvfuser" in {ex.name for ex in thunder.get_all_executors()}:
@@ -64,7 +82,7 @@ def nvfuser_missing(device: str) -> str | None:
     try:
         import nvfuser  # noqa: F401
     except Exception as e:
-        return f"nvFuser not importable: {type(e).__name__}: {e}"
+        return f"nvFuser fails to import: {type(e).__name__}: {e}"
     return "nvFuser imports but thunder did not register its executor"
 
 
@@ -121,6 +139,23 @@ def _thunder(wanted: tuple[str, ...] | None, cudagraphs: bool = False):
     return factory
 
 
+def _thunder_compile(plugins: str | None):
+    def factory(module, notes):
+        import thunder
+
+        recipe = thunder.Recipe.get_for_model(module)
+        notes.append(f"recipe {type(recipe).__name__}" + (f", plugins={plugins!r}" if plugins else ""))
+        return thunder.compile(module, recipe=recipe, plugins=plugins)
+    return factory
+
+
+def _thunderfx(module, notes):
+    from thunder.dynamo import thunderfx
+
+    torch._dynamo.reset()
+    return thunderfx(module)
+
+
 _ALL = [
     Executor("eager", "torch-eager", "the module as is", _eager),
     Executor("torch.compile", "torch.compile", "torch.compile(model), Inductor defaults",
@@ -138,9 +173,18 @@ _ALL = [
     Executor("thunder:torchcompile_cat", "Thunder-torch.compile_cat",
              f"thunder.jit(model, executors={list(THUNDER_TORCHCOMPILE_CAT)})",
              _thunder(THUNDER_TORCHCOMPILE_CAT), needs_thunder=True),
+    Executor("thunder.compile", "thunder.compile",
+             "thunder.compile(model): the recipe thunder picks for the model (nvFuser for HF models)",
+             _thunder_compile(None), needs_thunder=True, needs_nvfuser=True, entry_point="compile"),
+    Executor("thunderfx", "ThunderFX", "thunder.dynamo.thunderfx(model): Dynamo front end, Thunder back end",
+             _thunderfx, needs_thunder=True, entry_point="dynamo.thunderfx"),
     Executor("thunder:cudagraphs", "Thunder-nvFuser+CUDA graphs",
              "thunder.jit(model, transforms=[CUDAGraphTransform()]), default executors",
              _thunder(None, cudagraphs=True), needs_cuda=True, needs_thunder=True),
+    Executor("thunder.compile:reduce-overhead", "thunder.compile+CUDA graphs",
+             "thunder.compile(model, plugins='reduce-overhead'): the recipe plus CUDAGraphTransform",
+             _thunder_compile("reduce-overhead"), needs_cuda=True, needs_thunder=True, needs_nvfuser=True,
+             entry_point="compile"),
 ]
 REGISTRY: dict[str, Executor] = {ex.name: ex for ex in _ALL}
 THUNDER_NAMES = tuple(n for n, ex in REGISTRY.items() if ex.needs_thunder)
@@ -199,8 +243,9 @@ def prepare(executor: Executor, module: torch.nn.Module, kwargs: dict, device: s
     included); an unavailable or failing executor comes back with its reason."""
     from .timing import first_call
 
-    if reason := executor.unavailable_reason(device):
-        return Prepared(executor, "unavailable", reason=reason)
+    if problem := executor.check(device):
+        status, reason = problem
+        return Prepared(executor, status, reason=reason)
     if error := cuda_context_error(device):
         return Prepared(executor, "failed", reason=f"not run: the CUDA context was lost earlier ({error})")
     notes: list[str] = []

@@ -219,6 +219,7 @@ def run_size(op: str, label: str, cfg: dict, params: Params, log: Callable = pri
 
 def run(params: Params, cfg: dict, log: Callable = print) -> list[dict]:
     """All rows: every selected op x size x executor (``threads``: intra-op threads while measured)."""
+    timing.use_device(params.device)
     with intra_op_threads(params.device) as threads:
         return [{**row, "threads": threads} for op in params.ops for label in params.sizes
                 for row in run_size(op, label, cfg, params, log)]
@@ -245,6 +246,28 @@ def add_table(rows: list[dict]) -> list[dict]:
     first = adds[0]["size"] if adds else None
     return [{**{c: r.get(c) for c in ADD_COLUMNS}, "seed_h100_ms": SEED_SINGLE_ADD_H100["rows"].get(r["executor"])}
             for r in adds if r["size"] == first]
+
+
+def add_findings(add_rows: list[dict], on_gpu: bool) -> list[str]:
+    """What the add table shows, generated from it: on a GPU, eager's kernels and how much of a call
+    is host work, and who launches more kernels than eager; on a CPU, per-call times only."""
+    ran = {r["executor"]: r for r in add_rows if r.get("ms_per_call") is not None}
+    if not ran:
+        return ["No executor produced a time for add here."]
+    fastest = min(ran.values(), key=lambda r: r["ms_per_call"])
+    out = [f"Fastest add here: {fastest['label']} at {fastest['ms_per_call'] * 1e3:.3g} µs per call."]
+    eager = ran.get("eager")
+    if not on_gpu:
+        return out + ["On a CPU there are no device kernels: every per-call time is host time."]
+    if eager and eager.get("kernels_per_call") and eager.get("kernel_ms_per_call") is not None:
+        share = 1 - eager["kernel_ms_per_call"] / eager["ms_per_call"]
+        out.append(f"Eager launches {eager['kernels_per_call']:.3g} kernel(s) of {eager['kernel_ms_per_call'] * 1e3:.3g} µs "
+                   f"in total per add; {share:.0%} of its {eager['ms_per_call'] * 1e3:.3g} µs call is host work.")
+        more = [f"{r['label']} ({r['kernels_per_call']:.3g})" for r in ran.values()
+                if (r.get("kernels_per_call") or 0) > eager["kernels_per_call"]]
+        if more:
+            out.append(f"More kernels per add than eager's {eager['kernels_per_call']:.3g}: {', '.join(more)}.")
+    return out
 
 
 TABLE_COLUMNS = ["op", "size", "tokens", "executor", "status", "ms_per_call", "iqr_ms", "noisy",

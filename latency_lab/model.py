@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from . import timing
 from .params import Params
 
 # Verbatim from the seed (test_networks::testhf_llama in lightning-thunder).
@@ -115,6 +116,7 @@ def build(params: Params) -> Setup:
     """Instantiate the model as the seed does (random weights, eval, no grad) and its inputs."""
     from transformers.models.llama import LlamaConfig, LlamaForCausalLM
 
+    timing.use_device(params.device)
     torch.manual_seed(params.seed)
     config = LlamaConfig(**config_dict(params.preset, params.layers))
     with torch.device(params.device):
@@ -150,6 +152,23 @@ def step_bytes(setup: Setup) -> dict:
     logits = tokens * cfg.vocab_size * elem
     kv = 0 if p.cache_mode == "none" else 2 * p.layers * tokens * cfg.num_key_value_heads * cfg.head_dim * elem
     return {"weights": weights, "logits": logits, "kv_cache": kv, "total": weights + logits + kv}
+
+
+def bandwidth_floor(setup: Setup, measured_bandwidth: float | None = None) -> dict:
+    """The memory-bandwidth floor of one step: ``step_bytes`` over the device's bandwidth, from its
+    datasheet and as measured (``environment.measured_bandwidth``, measured here unless given);
+    None on a CPU, where no bandwidth is known."""
+    from . import environment
+
+    device = setup.params.device
+    sheet = environment.datasheet_bandwidth(device)
+    measured = measured_bandwidth or environment.measured_bandwidth(device)
+    total = step_bytes(setup)["total"]
+    return {"step_bytes": total,
+            "bandwidth_datasheet_GBps": sheet / 1e9 if sheet else None,
+            "bandwidth_measured_GBps": measured / 1e9 if measured else None,
+            "floor_ms_datasheet": total / sheet * 1e3 if sheet else None,
+            "floor_ms_measured": total / measured * 1e3 if measured else None}
 
 
 # Relative error ||out - ref|| / ||ref|| allowed against eager, per dtype. bf16 keeps 8 mantissa

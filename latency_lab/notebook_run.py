@@ -17,7 +17,7 @@ class Outcome:
     """What running one notebook produced."""
 
     name: str
-    status: str = "pending"  # ok / failed
+    status: str = "pending"  # ok / failed / interrupted / not run
     seconds: float = 0.0
     error: dict | None = None
     files: dict = field(default_factory=dict)
@@ -73,7 +73,7 @@ def execute(path: Path, run_dir: Path, parameters: dict, kernel: str, timeout: i
         outcome.error = {"cell": e.exec_count, "cell_index": e.cell_index, "ename": e.ename, "evalue": e.evalue}
     except Exception as e:  # kernel death, timeouts, bad notebooks: the run goes on
         outcome.status = "failed"
-        outcome.error = {"cell": None, "cell_index": None, "ename": type(e).__name__, "evalue": str(e)}
+        outcome.error = {**last_started_cell(executed), "ename": type(e).__name__, "evalue": str(e)}
     outcome.seconds = time.perf_counter() - start
     if executed.exists():
         outcome.files["ipynb"] = executed.name
@@ -84,6 +84,40 @@ def execute(path: Path, run_dir: Path, parameters: dict, kernel: str, timeout: i
             outcome.error = outcome.error or {"cell": None, "cell_index": None, "ename": "HTMLExportError",
                                               "evalue": f"{type(e).__name__}: {e}"}
     return outcome
+
+
+def last_started_cell(executed: Path) -> dict:
+    """The cell papermill started last (where a kernel died or a cell timed out): its execution
+    count and index, from the cell metadata papermill writes as it goes; None where unknown."""
+    import nbformat
+
+    try:
+        cells = nbformat.read(executed, as_version=4).cells
+    except Exception:  # no notebook written yet
+        return {"cell": None, "cell_index": None}
+    started = [i for i, c in enumerate(cells) if c.get("metadata", {}).get("papermill", {}).get("start_time")]
+    if not started:
+        return {"cell": None, "cell_index": None}
+    return {"cell": cells[started[-1]].get("execution_count"), "cell_index": started[-1]}
+
+
+def error_line(error: dict | None) -> str:
+    """One line for an outcome's error: where (cell), what, and the message."""
+    if not error:
+        return ""
+    where = (f"cell {error['cell']}: " if error.get("cell") is not None
+             else f"cell index {error['cell_index']}: " if error.get("cell_index") is not None else "")
+    return f"{where}{error.get('ename')}: {str(error.get('evalue'))[:300]}"
+
+
+def kill_children() -> None:
+    """Kill every process this one started (the notebook's kernel), after an interrupt."""
+    import psutil
+
+    children = psutil.Process().children(recursive=True)
+    for child in children:
+        child.kill()
+    psutil.wait_procs(children, timeout=5)
 
 
 def to_html(executed: Path) -> Path:

@@ -17,17 +17,20 @@ COLORS = {HOST: "#e4872d", KERNEL: "#3b6fb6", UNSPLIT: "#9a9a9a"}
 
 
 def summarize(run_dir: Path, meta: dict, outcomes: list) -> dict:
-    """Summary of a run: its metadata and, per notebook, status, error, files, key table and findings."""
+    """Summary of a run: its metadata and, per notebook, status, error, files, key table, the
+    parameters it ran with, its failed rows and its findings."""
     notebooks = []
     for o in outcomes:
         entry = {"name": o.name, "status": o.status, "seconds": round(o.seconds, 1), "error": o.error,
-                 "files": dict(o.files), "key_table": None, "findings": []}
+                 "files": dict(o.files), "key_table": None, "params": None, "failed_rows": [], "findings": []}
         path = results.path_for(run_dir, o.name)
         if path.exists():
             try:
                 data = results.load(path)
+                entry["key_table"], entry["params"] = data["key_table"], data["params"]
+                entry["failed_rows"] = results.failed_rows(data["key_table"])
                 found = data.get("findings") or []
-                entry["key_table"], entry["findings"] = data["key_table"], [found] if isinstance(found, str) else list(found)
+                entry["findings"] = [found] if isinstance(found, str) else list(found)
                 entry["files"]["results"] = path.name
             except ValueError as e:
                 entry["status"], entry["error"] = "failed", {"ename": "ResultsError", "evalue": str(e)}
@@ -35,7 +38,8 @@ def summarize(run_dir: Path, meta: dict, outcomes: list) -> dict:
             entry["status"] = "failed"
             entry["error"] = {"ename": "MissingResults", "evalue": f"{path.name} was not written"}
         notebooks.append(entry)
-    return {**meta, "ok": all(n["status"] == "ok" for n in notebooks), "notebooks": notebooks}
+    ok = all(n["status"] == "ok" and not n["failed_rows"] for n in notebooks)
+    return {**meta, "ok": ok, "notebooks": notebooks}
 
 
 def write(run_dir: Path, summary: dict) -> None:
@@ -137,11 +141,11 @@ def _chart(figure: dict, div_id: str) -> str:
 
 
 def _error(n: dict) -> str:
-    if not n["error"]:
-        return ""
-    e = n["error"]
-    where = f"cell {e['cell']}: " if e.get("cell") is not None else ""
-    return f'<pre class="error">{html.escape(where + str(e.get("ename")) + ": " + str(e.get("evalue")))}</pre>'
+    from .notebook_run import error_line
+
+    failed = f"failed rows: {', '.join(n['failed_rows'])}" if n.get("failed_rows") else ""
+    text = "\n".join(filter(None, (error_line(n["error"]), failed)))
+    return f'<pre class="error">{html.escape(text)}</pre>' if text else ""
 
 
 def _links(n: dict) -> str:
@@ -181,9 +185,9 @@ table{border-collapse:collapse;font-size:88%;margin:.6em 0 1.2em;font-variant-nu
 caption{text-align:left;font-weight:600;padding:.3em 0}td,th{border-bottom:1px solid #e3e3e3;padding:3px 9px;text-align:left;vertical-align:top}
 td.num{text-align:right}
 th{background:#f4f4f4;border-bottom:2px solid #bbb}
-.finding{border-left:5px solid #2a2;padding:.1em 0 .1em 1em;margin:.8em 0}.finding.failed{border-color:#c22}
+.finding{border-left:5px solid #c22;padding:.1em 0 .1em 1em;margin:.8em 0}.finding.ok{border-color:#2a2}
 .finding ul{margin:.2em 0;padding-left:1.2em}.finding li{margin:.25em 0}li.none{color:#888}
-.status{font-weight:600;font-size:90%}.ok .status,tr.ok .status{color:#2a2}.failed .status,tr.failed .status{color:#c22}
+.status{font-weight:600;font-size:90%;color:#c22}.ok .status,tr.ok .status{color:#2a2}
 pre.error{background:#fee;padding:.5em;white-space:pre-wrap}details{margin:.5em 0}summary{cursor:pointer;color:#345}
 .note{color:#666;font-size:90%}.chart{margin:1em 0}"""
 
@@ -218,6 +222,8 @@ def index_html(summary: dict, run_dir: Path | None = None, standalone: bool = Fa
     env = html.escape(json.dumps(summary.get("environment"), indent=1))
     title = f"latency-lab run {summary['run_id']}"
     state = "all notebooks ok" if summary["ok"] else "<b>some notebooks failed</b>"
+    if summary.get("interrupted"):
+        state = f"<b>interrupted ({html.escape(str(summary['interrupted']))})</b>"
     return f"""<!DOCTYPE html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>{STYLE}</style>{plotly}</head><body>
 <h1>{html.escape(title)}</h1>

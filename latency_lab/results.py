@@ -35,6 +35,16 @@ def key_table(title: str, rows: list[dict], columns: list[str] | None = None) ->
     return {"title": title, "columns": columns, "rows": [[row.get(c) for c in columns] for row in rows]}
 
 
+def failed_rows(table: dict) -> list[str]:
+    """Executors whose row in a key table is neither ok nor unavailable (failed, partial, ...)."""
+    cols = table.get("columns") or []
+    if "status" not in cols:
+        return []
+    status, name = cols.index("status"), cols.index("executor") if "executor" in cols else 0
+    return list(dict.fromkeys(f"{row[name]} ({row[status]})" for row in table["rows"]
+                              if row[status] not in ("ok", "unavailable")))
+
+
 def save(output_dir: str | Path, notebook: str, params, environment: dict, table: dict, **sections) -> Path:
     """Write the notebook's results atomically and return the file's path."""
     path = path_for(output_dir, notebook)

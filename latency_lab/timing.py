@@ -23,6 +23,13 @@ def sync(device: str) -> None:
         torch.cuda.synchronize(device)
 
 
+def use_device(device: str) -> None:
+    """Make ``device`` (``cuda:N``) the current CUDA device, so that CUDA events, streams, the
+    profiler and ``torch.device("cuda")`` all refer to it; nothing to do on a CPU."""
+    if device.startswith("cuda") and (index := torch.device(device).index) is not None:
+        torch.cuda.set_device(index)
+
+
 def stats(samples: list[float]) -> dict:
     """Median and spread of ``samples`` (IQR, min, max, mean, std) and a noisy flag."""
     xs = sorted(samples)
@@ -132,8 +139,21 @@ def timeit_record(result) -> dict:
             "runs": result.repeat, "runs_ms": per_loop, **stats(per_loop)}
 
 
-def _is_kernel(name: str) -> bool:
-    return not name.startswith(("Memcpy", "Memset"))
+# Device-side ranges that are not kernels: torch.compile wraps each compiled graph in a user annotation
+# ("Torch-Compiled Region: 0/0", "CompiledFunction"), which the profiler reports on the device too.
+ANNOTATION_NAMES = ("Torch-Compiled Region", "CompiledFunction", "## ")
+
+
+def device_event_kind(event) -> str | None:
+    """``kernel``, ``copy`` (memcpy/memset) or ``annotation`` for a device-side profiler event, None for
+    a host-side one. Only kernels count as kernels; the rest is reported under its own name."""
+    from torch.autograd import DeviceType
+
+    if event.device_type != DeviceType.CUDA:
+        return None
+    if getattr(event, "is_user_annotation", False) or event.key.startswith(ANNOTATION_NAMES):
+        return "annotation"
+    return "copy" if event.key.startswith(("Memcpy", "Memset")) else "kernel"
 
 
 def profile_kernels(fn: Callable, kwargs: dict, device: str, steps: int, top: int = 12) -> dict:
@@ -141,7 +161,6 @@ def profile_kernels(fn: Callable, kwargs: dict, device: str, steps: int, top: in
     (CUDA activity), averaged over ``steps`` profiled steps after one unprofiled call."""
     if not device.startswith("cuda"):
         return {"reason": "no device kernels on CPU"}
-    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     fn(**kwargs)
@@ -150,16 +169,25 @@ def profile_kernels(fn: Callable, kwargs: dict, device: str, steps: int, top: in
         for _ in range(steps):
             fn(**kwargs)
         sync(device)
-    rows = [e for e in prof.key_averages() if e.device_type == DeviceType.CUDA]
-    kernels = [e for e in rows if _is_kernel(e.key)]
-    copies = [e for e in rows if not _is_kernel(e.key)]
-    kernel_us = sum(e.self_device_time_total for e in kernels)
+    return kernel_summary(prof.key_averages(), steps, top)
+
+
+def kernel_summary(events, steps: int, top: int = 12) -> dict:
+    """Kernels per step and their device time per step from profiler averages (``key_averages()``);
+    memcpy/memset and annotation ranges are counted apart, never as kernels."""
+    by_kind: dict[str, list] = {"kernel": [], "copy": [], "annotation": []}
+    for e in events:
+        if (kind := device_event_kind(e)) is not None:
+            by_kind[kind].append(e)
+    kernels = by_kind["kernel"]
     by_time = sorted(kernels, key=lambda e: e.self_device_time_total, reverse=True)
     return {
         "steps": steps,
         "kernels_per_step": sum(e.count for e in kernels) / steps,
-        "kernel_ms_per_step": kernel_us / steps / 1e3,
-        "copies_per_step": sum(e.count for e in copies) / steps,
+        "kernel_ms_per_step": sum(e.self_device_time_total for e in kernels) / steps / 1e3,
+        "copies_per_step": sum(e.count for e in by_kind["copy"]) / steps,
+        "copy_ms_per_step": sum(e.self_device_time_total for e in by_kind["copy"]) / steps / 1e3,
+        "annotations_per_step": sum(e.count for e in by_kind["annotation"]) / steps,
         "top_kernels": [{"name": e.key[:120], "calls_per_step": e.count / steps,
                          "us_per_step": e.self_device_time_total / steps} for e in by_time[:top]],
     }

@@ -122,16 +122,39 @@ def compile_stats(jm) -> dict:
     return {**values, "notes": notes}
 
 
+class Merged:
+    """The final traces of several thunder functions read as one: thunderfx hands each Dynamo graph
+    to its own thunder.jit, and this notebook counts over all of them."""
+
+    def __init__(self, traces):
+        self.bound_symbols = [bsym for t in traces for bsym in t.bound_symbols]
+        self.text = "\n\n".join(str(t) for t in traces)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def thunder_functions(jm) -> list:
+    """The thunder-jitted functions behind ``jm``: itself, or the ones thunderfx made per Dynamo graph."""
+    backend = getattr(jm, "_backend", None)
+    if backend is None:
+        return [jm]
+    return [fn for info in backend.subgraph_infos for fn in info.thunder_compiled_fns]
+
+
 def analyze(jm) -> dict:
-    """Everything this notebook reports about the last call of a thunder-jitted module."""
+    """Everything this notebook reports about the last call of a thunder-jitted module (or of every
+    thunder function thunderfx made, counted together)."""
     import thunder
 
-    trace = thunder.last_traces(jm)[-1]
-    prologue = thunder.last_prologue_traces(jm)[-1]
+    fns = thunder_functions(jm)
+    trace = Merged([thunder.last_traces(fn)[-1] for fn in fns])
+    prologue = Merged([thunder.last_prologue_traces(fn)[-1] for fn in fns])
     text = str(trace)
+    executors = dict.fromkeys(ex.name for fn in fns for ex in thunder.compile_data(fn).executors_list
+                              if not str(ex.name).startswith("__ad_hoc"))
     return {
-        "thunder_executors": [ex.name for ex in thunder.compile_data(jm).executors_list
-                              if not str(ex.name).startswith("__ad_hoc")],
+        "thunder_functions": len(fns), "thunder_executors": list(executors),
         "bound_symbols": len(trace.bound_symbols), "trace_lines": len(text.splitlines()),
         "counter": counter(trace), "composition": composition(trace),
         "regions": regions(trace.bound_symbols), "unfused": unfused(trace),
@@ -147,9 +170,11 @@ def run(executor: Executor, module, kwargs: dict, device: str) -> dict:
     if not prepared.ok:
         return prepared.row()
     try:
-        first = compile_stats(prepared.fn)
+        fns = thunder_functions(prepared.fn)
+        jm = fns[0] if len(fns) == 1 else prepared.fn  # several (thunderfx): no single set of statistics
+        first = compile_stats(jm)
         prepared.fn(**kwargs)
-        stats = {"first_call": first, "second_call": compile_stats(prepared.fn)}
+        stats = {"first_call": first, "second_call": compile_stats(jm)}
         analysis = analyze(prepared.fn)
     except Exception as e:
         prepared.fail(e, "trace analysis")
@@ -228,7 +253,7 @@ def placement(rows: list[dict], ops=SEED_OPS) -> list[dict]:
     """Where the seed's ops ended up: per configuration, how many ran inside fusion regions (by kind)
     and how many outside. Ops nested in a CUDAGraph's nvFusion region count for the innermost region.
     An op found nowhere by name was decomposed into prims (nvFuser regions list prims: triu becomes
-    iota, sub, ge, where) or is absent from the model."""
+    iota, sub, ge, where), fused or not, or is absent from the model."""
     table = []
     for op in ops:
         line = {"op": op}
@@ -239,9 +264,35 @@ def placement(rows: list[dict], ops=SEED_OPS) -> list[dict]:
             outside = r["unfused"].get(op, {"count": 0})["count"]
             where = ", ".join(f"{n} in {k}" for k, n in inside.items() if n)
             line[r["executor"]] = (f"{where or '0 in fusions'}; {outside} outside" if where or outside
-                                   else "not found by name (decomposed)")
+                                   else "not found by name (decomposed into prims)")
         table.append(line)
     return table
+
+
+def _regions(kinds: dict[str, int]) -> str:
+    """``9 fusion regions (7 nvFusion, 2 TorchCompile)``."""
+    total = sum(kinds.values())
+    by_kind = ", ".join(f"{v} {k}" for k, v in kinds.items() if v)
+    return f"{total} fusion region{'' if total == 1 else 's'}" + (f" ({by_kind})" if by_kind else "")
+
+
+def findings(configurations: list[dict], seed_counter: dict[str, int]) -> list[str]:
+    """The notebook's findings: fusion regions, unfused ops and top-level symbols of each
+    configuration's final trace, beside the seed's counter."""
+    seed_kinds = {kind: sum(v for k, v in seed_counter.items() if k.startswith(kind)) for kind in ("nvFusion", "TorchCompile")}
+    seed = f"The seed's thunder trace had {_regions(seed_kinds)} in {sum(seed_counter.values())} top-level symbols."
+    ran = [r for r in configurations if r["status"] == "ok"]
+    if not ran:
+        return ["No Thunder configuration produced a trace here.", seed]
+    parts = []
+    for r in ran:
+        kinds = {k.removesuffix(" regions"): v for k, v in r["composition"].items() if k.endswith(" regions")}
+        parts.append(f"{r['executor']}: {_regions(kinds)}, {r['composition'].get('unfused ops', 0)} unfused ops, "
+                     f"{r['bound_symbols']} top-level symbols")
+    text = "Final trace per step, " + "; ".join(parts) + "."
+    if skipped := [r["executor"] for r in configurations if r["status"] != "ok"]:
+        text += f" Not traced here: {', '.join(skipped)}."
+    return [text, seed]
 
 
 def stats_table(rows: list[dict]) -> list[dict]:

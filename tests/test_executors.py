@@ -10,16 +10,33 @@ SEED_LABELS = {"thunder": "Thunder-nvFuser", "thunder:torch": "Thunder-torch", "
 
 def test_registry_names_and_seed_labels():
     assert list(E.REGISTRY) == ["eager", "torch.compile", "torch.compile:reduce-overhead", "thunder", "thunder:torch",
-                                "thunder:torchcompile", "thunder:torchcompile_cat", "thunder:cudagraphs"]
+                                "thunder:torchcompile", "thunder:torchcompile_cat", "thunder.compile", "thunderfx",
+                                "thunder:cudagraphs", "thunder.compile:reduce-overhead"]
     for name, label in SEED_LABELS.items():
         assert E.REGISTRY[name].label == label
 
 
 def test_unavailable_on_cpu_gives_reasons():
-    assert E.REGISTRY["thunder"].unavailable_reason("cpu").startswith("nvFuser needs a CUDA device")
-    assert "CUDA device" in E.REGISTRY["thunder:cudagraphs"].unavailable_reason("cpu")
-    assert "CUDA device" in E.REGISTRY["torch.compile:reduce-overhead"].unavailable_reason("cpu")
-    assert E.REGISTRY["thunder:torch"].unavailable_reason("cpu") is None
+    assert E.REGISTRY["thunder"].check("cpu") == ("unavailable", "nvFuser needs a CUDA device (running on cpu)")
+    for name in ("thunder:cudagraphs", "torch.compile:reduce-overhead", "thunder.compile", "thunder.compile:reduce-overhead"):
+        status, reason = E.REGISTRY[name].check("cpu")
+        assert status == "unavailable" and "CUDA device" in reason, name
+    for name in ("eager", "torch.compile", "thunder:torch", "thunder:torchcompile", "thunderfx"):
+        assert E.REGISTRY[name].check("cpu") is None, name
+
+
+def test_broken_install_is_a_failure_not_unavailable(monkeypatch):
+    monkeypatch.setattr(E, "thunder_missing", lambda: "thunder fails to import: ImportError: libfoo.so")
+    assert E.REGISTRY["thunder:torch"].check("cpu") == ("failed", "thunder fails to import: ImportError: libfoo.so")
+    monkeypatch.undo()
+    monkeypatch.setattr(E, "nvfuser_missing", lambda: "nvFuser fails to import: ImportError: bad build")
+    assert E.REGISTRY["thunder"].check("cuda") == ("failed", "nvFuser fails to import: ImportError: bad build")
+    assert E.REGISTRY["thunder"].check("cpu")[0] == "unavailable"  # no GPU: the machine, not the install
+
+
+def test_entry_point_missing_from_thunder_is_unavailable_with_reason():
+    assert E.thunder_lacks("compile") is None and E.thunder_lacks("dynamo.thunderfx") is None
+    assert "has no thunder.no_such_entry" in E.thunder_lacks("no_such_entry")
 
 
 def test_missing_thunder_executors_filtered_with_note():

@@ -207,3 +207,18 @@ def test_tiny_run_results_json(tiny_run):
     assert "eager" in [r["executor"] for r in data["rows"] if r["status"] == "ok"]
     table = data["key_table"]
     assert "executor" in table["columns"] and len(table["rows"]) == len(p["executors"])
+
+
+def test_add_findings_claim_only_what_the_rows_show():
+    rows = [{"executor": "eager", "label": "torch-eager", "ms_per_call": 0.010, "kernels_per_call": 1.0, "kernel_ms_per_call": 0.001},
+            {"executor": "thunder", "label": "Thunder-nvFuser", "ms_per_call": 0.080, "kernels_per_call": 1.0, "kernel_ms_per_call": 0.001},
+            {"executor": "torch.compile:reduce-overhead", "label": "torch.compile+CUDA graphs", "ms_per_call": 0.060,
+             "kernels_per_call": 2.0, "kernel_ms_per_call": 0.002},
+            {"executor": "thunder:torch", "label": "Thunder-torch", "ms_per_call": None, "reason": "failed"}]
+    gpu = mb.add_findings(rows, on_gpu=True)
+    assert gpu[0] == "Fastest add here: torch-eager at 10 µs per call."
+    assert "90% of its 10 µs call is host work" in gpu[1]
+    assert gpu[2] == "More kernels per add than eager's 1: torch.compile+CUDA graphs (2)."
+    cpu = mb.add_findings([{**r, "kernels_per_call": None, "kernel_ms_per_call": None} for r in rows], on_gpu=False)
+    assert len(cpu) == 2 and "no device kernels" in cpu[1] and not any("kernel(s)" in s for s in cpu)
+    assert mb.add_findings([], on_gpu=True) == ["No executor produced a time for add here."]

@@ -12,8 +12,9 @@ def test_defaults_resolve_for_cpu():
     assert p.executors[0] == "eager" and "thunder" in p.executors
 
 
-def test_auto_device_is_cpu_without_cuda():
-    assert P.validate().device == "cpu"
+def test_auto_device_is_cuda_when_present_else_cpu():
+    import torch
+    assert P.validate().device == ("cuda" if torch.cuda.is_available() else "cpu")
 
 
 @pytest.mark.parametrize("name, value, fragment", [
@@ -27,9 +28,13 @@ def test_auto_device_is_cpu_without_cuda():
     ("executors", [], "non-empty list"),
     ("ops", "add,conv", "unknown: conv"),
     ("sizes", ["seed", "3y"], "'<k>x'"),
-    ("device", "cuda", "no CUDA device"),
+    ("device", "cuda:99", "cuda:0 .. cuda:" if __import__("torch").cuda.is_available() else "no CUDA device"),
     ("device", "tpu", "auto, cpu, cuda"),
     ("warmup", -1, "an integer >= 0"),
+    ("repeats", 3, "an even integer >= 2"),
+    ("repeats", 0, "an even integer >= 2"),
+    ("seed", -1, "an integer 0..4294967295"),
+    ("seed", 2**32, "an integer 0..4294967295"),
     ("bogus", 1, "parameter names"),
 ])
 def test_bad_values_name_parameter_and_allowed(name, value, fragment):

@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from latency_lab import display, findings, html_assets, notebook_run, reference, report, results, tables
+from latency_lab import display, html_assets, notebook_run, reference, report, results, tables, traces
 
 MAX_RUN_MB = 10
 
@@ -96,45 +96,17 @@ def test_seed_tables_shown_only_with_a_number_measured_here():
     assert "No number measured here for: CPU overhead per step" in shown and "Kernels per step" in shown
 
 
-# --- findings -------------------------------------------------------------------------------------------
-
-def test_model_setup_findings_floor_and_correctness():
-    cost = {"step_bytes": {"total": 2.5e9}, "bandwidth_measured_GBps": 4000.0, "floor_ms_measured": 0.625,
-            "bandwidth_datasheet_GBps": 4800.0, "floor_ms_datasheet": 0.52}
-    rows = [{"executor": "eager", "status": "ok", "passed": True, "rel_err": 0.0, "tolerance": 0.02},
-            {"executor": "thunder", "status": "ok", "passed": False, "rel_err": 0.05, "tolerance": 0.02},
-            {"executor": "thunder:cudagraphs", "status": "failed", "reason": "boom"},
-            {"executor": "torch.compile:reduce-overhead", "status": "unavailable", "reason": "no CUDA"}]
-    floor, check = findings.model_setup(cost, rows, "bfloat16")
-    assert "2,500 MB" in floor and "4,000 GB/s" in floor and "625 µs per step" in floor and "520 µs" in floor
-    assert check.startswith("1 of 4 selected executors match eager's logits within the bfloat16 tolerance (0.0200)")
-    assert "outside it: thunder (rel. error 0.0500)" in check
-    assert "failed: thunder:cudagraphs" in check and "unavailable: torch.compile:reduce-overhead" in check
-    cpu = findings.model_setup({"step_bytes": {"total": 262912}, "floor_ms_measured": None}, rows[:1], "float32")
-    assert "no bandwidth floor here" in cpu[0] and cpu[1].startswith("1 of 1 selected")
-
+# --- 03's findings -------------------------------------------------------------------------------------------
 
 def test_trace_counter_findings_name_regions_per_configuration():
     configs = [{"executor": "thunder", "status": "ok", "bound_symbols": 52,
                 "composition": {"nvFusion regions": 7, "TorchCompile regions": 0, "unfused ops": 4, "bookkeeping": 40}},
                {"executor": "thunder:cudagraphs", "status": "unavailable"}]
-    text, seed = findings.trace_counters(configs, reference.SEED_TRACE_COUNTER)
+    text, seed = traces.findings(configs, reference.SEED_TRACE_COUNTER)
     assert "thunder: 7 fusion regions (7 nvFusion), 4 unfused ops, 52 top-level symbols" in text
     assert "Not traced here: thunder:cudagraphs." in text
     assert seed == "The seed's thunder trace had 9 fusion regions (7 nvFusion, 2 TorchCompile) in 57 top-level symbols."
-    assert findings.trace_counters(configs[1:], {"nvFusion0": 1})[0] == "No Thunder configuration produced a trace here."
-
-
-def test_op_microbenchmark_findings_order_against_the_seed():
-    add = [{"executor": "thunder", "label": "Thunder-nvFuser", "size": "seed", "ms_per_call": 0.070},
-           {"executor": "eager", "label": "torch-eager", "size": "seed", "ms_per_call": 0.010},
-           {"executor": "torch.compile", "label": "torch.compile", "size": "seed", "ms_per_call": 0.080},
-           {"executor": "thunder:torch", "label": "Thunder-torch", "size": "seed", "ms_per_call": None}]
-    (text,) = findings.op_microbenchmarks(add, reference.SEED_SINGLE_ADD_H100["rows"], "DGX H100")
-    assert text.startswith("One add per call (size seed), medians: torch-eager 10.0 µs < Thunder-nvFuser 70.0 µs < torch.compile 80.0 µs.")
-    assert "another order (torch-eager < torch.compile < Thunder-nvFuser)" in text
-    assert "Fixed cost over eager: 60.0 to 70.0 µs per call." in text
-    assert findings.op_microbenchmarks(add[3:], {}, "x") == ["No executor timed the single add here."]
+    assert traces.findings(configs[1:], {"nvFusion0": 1})[0] == "No Thunder configuration produced a trace here."
 
 
 # --- HTML: shared plotly.js, figures, the run's pages -------------------------------------------------

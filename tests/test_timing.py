@@ -130,21 +130,21 @@ def test_interleaved_walls_alternate_order_and_split_passes():
         return lambda **kw: order.append(name)
     prepared = {n: E.Prepared(E.REGISTRY[n], "ok", fn=step(n)) for n in ("eager", "torch.compile")}
     prepared["thunder"] = E.Prepared(E.REGISTRY["thunder"], "unavailable", reason="no GPU")
-    params = SimpleNamespace(device="cpu", warmup=1, iters=2, repeats=3)
+    params = SimpleNamespace(device="cpu", warmup=1, iters=2, repeats=4)
     walls = et.interleaved_walls(prepared, {}, params)
     assert list(walls) == ["eager", "torch.compile", et.HOST_REFERENCE]
     blocks = [order[i] for i in range(0, len(order), 3)]  # each block: 1 warm-up + 2 timed calls
-    assert blocks == ["torch.compile", "eager"] + ["eager", "torch.compile", "torch.compile", "eager"] * 3
+    assert blocks == ["torch.compile", "eager"] + ["eager", "torch.compile", "torch.compile", "eager"] * 4
     w = walls["eager"]
-    assert w["n"] == 6 and len(w["rounds_ms"]) == 6 and [p["n"] for p in w["passes"]] == [3, 3] and w["error"] is None
+    assert w["n"] == 8 and len(w["rounds_ms"]) == 8 and [p["n"] for p in w["passes"]] == [4, 4] and w["error"] is None
     assert w["warmup"] == 1 and w["iters"] == 2 and w["method"] == "perf_counter"
     host = walls[et.HOST_REFERENCE]
-    assert host["n"] == 6 and host["median"] > 0 and host["method"] == "perf_counter"
+    assert host["n"] == 8 and host["median"] > 0 and host["method"] == "perf_counter"
     rows = et.wall_rows(walls)
     assert rows[0]["pass 1"] == w["passes"][0]["median"] and rows[-1]["executor"] == et.HOST_REFERENCE
     drift = et.drift_rows(walls)
-    assert len(drift) == 18 and {d["pass"] for d in drift} == {1, 2}
-    assert [d["round"] for d in drift if d["executor"] == "eager"] == [1, 2, 3, 4, 5, 6]
+    assert len(drift) == 24 and {d["pass"] for d in drift} == {1, 2}
+    assert [d["round"] for d in drift if d["executor"] == "eager"] == [1, 2, 3, 4, 5, 6, 7, 8]
 
 
 def test_wall_failure_keeps_earlier_blocks_and_other_executors():
@@ -156,11 +156,80 @@ def test_wall_failure_keeps_earlier_blocks_and_other_executors():
             raise RuntimeError("round 4 broke")
     prepared = {"eager": E.Prepared(E.REGISTRY["eager"], "ok", fn=flaky),
                 "torch.compile": E.Prepared(E.REGISTRY["torch.compile"], "ok", fn=lambda **kw: None)}
-    walls = et.interleaved_walls(prepared, {}, SimpleNamespace(device="cpu", warmup=0, iters=1, repeats=3))
+    walls = et.interleaved_walls(prepared, {}, SimpleNamespace(device="cpu", warmup=0, iters=1, repeats=2))
     assert len(walls["eager"]["rounds_ms"]) == 3
     assert walls["eager"]["error"] == "round 4: RuntimeError: round 4 broke"
-    assert walls["torch.compile"]["n"] == 6 and walls["torch.compile"]["error"] is None
+    assert walls["torch.compile"]["n"] == 4 and walls["torch.compile"]["error"] is None
     row = et.measured_row(prepared["eager"], {}, walls["eager"])
-    assert row["status"] == "ok" and row["Wall Clock Time (ms)"] is not None and "wall: round 4" in row["reason"]
+    assert row["status"] == "partial" and row["Wall Clock Time (ms)"] is not None and "wall: round 4" in row["reason"]
     never = et.measured_row(prepared["eager"], {}, et._wall_record([], "warm-up round: RuntimeError: x", "perf_counter", SimpleNamespace(warmup=0, iters=1, repeats=3)))
     assert never["status"] == "failed" and never["Wall Clock Time (ms)"] is None and never["pass 2 / pass 1"] is None
+
+
+@pytest.mark.parametrize("repeats", [2, 4, 6, 40])
+def test_abba_passes_agree_under_a_linear_drift(repeats):
+    rounds = [1.0 + 0.25 * i for i in range(2 * repeats)]  # the machine slows down steadily
+    w = et._wall_record(rounds, None, "perf_counter", SimpleNamespace(warmup=0, iters=1, repeats=repeats))
+    assert [p["n"] for p in w["passes"]] == [repeats, repeats]
+    assert w["passes"][0]["median"] == pytest.approx(w["passes"][1]["median"])
+    assert w["passes"][0]["mean"] == pytest.approx(w["passes"][1]["mean"])
+
+
+def test_lost_cuda_context_ends_every_executors_blocks(monkeypatch):
+    calls = []
+    monkeypatch.setattr(et, "cuda_context_error", lambda device: "CUDA error: an illegal memory access" if len(calls) > 3 else None)
+    prepared = {n: E.Prepared(E.REGISTRY[n], "ok", fn=lambda **kw: calls.append(1)) for n in ("eager", "torch.compile")}
+    walls = et.interleaved_walls(prepared, {}, SimpleNamespace(device="cpu", warmup=0, iters=1, repeats=2))
+    for name in prepared:
+        assert walls[name]["error"].startswith("not run: the CUDA context was lost earlier (CUDA error: an illegal")
+    rows = [et.measured_row(prepared[n], {}, walls[n]) for n in prepared]
+    assert {r["status"] for r in rows} <= {"partial", "failed"} and all(r["reason"] for r in rows)
+
+
+def _event(key, kind="cuda", count=1, us=10.0, annotation=False):
+    from torch.autograd import DeviceType
+    return SimpleNamespace(key=key, device_type=DeviceType.CUDA if kind == "cuda" else DeviceType.CPU, count=count,
+                           self_device_time_total=us, is_user_annotation=annotation)
+
+
+def test_kernel_summary_counts_kernels_only():
+    events = [_event("ampere_bf16_gemm", count=2, us=20.0), _event("triton_poi_fused_add_0", us=3.0),
+              _event("Memcpy HtoD (Pageable -> Device)", us=5.0), _event("Memset (Device)", us=1.0),
+              _event("Torch-Compiled Region: 0/0", us=30.0, annotation=True),
+              _event("CompiledFunction", us=30.0),  # an annotation on a torch without the flag
+              _event("aten::mm", kind="cpu", us=0.0)]
+    s = timing.kernel_summary(events, steps=1)
+    assert s["kernels_per_step"] == 3 and s["kernel_ms_per_step"] == pytest.approx(0.023)
+    assert s["copies_per_step"] == 2 and s["copy_ms_per_step"] == pytest.approx(0.006)
+    assert s["annotations_per_step"] == 2
+    assert [k["name"] for k in s["top_kernels"]] == ["ampere_bf16_gemm", "triton_poi_fused_add_0"]
+
+
+def test_use_device_selects_cuda_n_and_leaves_cpu_alone(monkeypatch):
+    chosen = []
+    monkeypatch.setattr(timing.torch.cuda, "set_device", chosen.append)
+    timing.use_device("cpu")
+    timing.use_device("cuda")  # the current device stays current
+    timing.use_device("cuda:1")
+    assert chosen == [1]
+
+
+def test_event_timer_uses_cuda_events_on_the_given_device(monkeypatch):
+    """The seed's CUDA-event timer, on fake events: ms per call is elapsed / iters, synchronized on the device."""
+    synced = []
+
+    class FakeEvent:
+        def __init__(self, enable_timing):
+            assert enable_timing
+
+        def record(self):
+            self.t = len(calls)
+
+        def elapsed_time(self, end):
+            return 2.0 * (end.t - self.t)  # 2 ms per call
+    calls = []
+    monkeypatch.setattr(timing.torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(timing.torch.cuda, "synchronize", synced.append)
+    r = timing.event_timer(lambda **kw: calls.append(1), {}, "cuda:1", warmup=2, iters=5, repeats=2)
+    assert r["method"] == "cuda-events" and r["blocks_ms"] == [2.0, 2.0] and len(calls) == 12
+    assert set(synced) == {"cuda:1"}

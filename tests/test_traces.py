@@ -74,7 +74,7 @@ def test_torch_config_has_no_regions_and_leaves_seed_ops_unfused(torch_row):
     check_consistent(torch_row)
     table = {line["op"]: line["thunder:torch"] for line in traces.placement([torch_row])}
     assert table["linear"] == "0 in fusions; 1 outside"
-    assert table["triu"] == "not found by name (decomposed)"  # thunder decomposes this triu into prims
+    assert table["triu"] == "not found by name (decomposed into prims)"  # thunder decomposes this triu into prims
     assert "triu" not in torch_row["counter"] and "where" in torch_row["unfused"]
 
 
