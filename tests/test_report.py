@@ -219,16 +219,24 @@ def test_fake_run_pages_draw_offline(tmp_path):
         assert dom.count('class="main-svg"') >= 2, f"{name}: plotly drew nothing"
 
 
+def _charts(notebook: Path) -> int:
+    """How many plotly figures an executed notebook holds."""
+    return sum(1 for c in nbformat.read(notebook, as_version=4).cells for o in c.get("outputs", [])
+               if html_assets.PLOTLY_MIME in o.get("data", {}))
+
+
 def test_run_pages_draw_offline_and_fit_the_size_budget(tiny_run: Path, tmp_path):
-    """Every notebook's HTML, index.html and report.html draw their charts offline; the folder is small."""
-    pages = sorted(p.name for p in tiny_run.glob("[0-9][0-9]_*.html")) + ["index.html", "report.html"]
-    for name in pages:
-        dom = open_offline(tiny_run / name, tmp_path / "profile")
-        assert 'class="main-svg"' in dom, f"{name}: no plotly chart was drawn"
+    """Every chart of every notebook's HTML, of index.html and of report.html is drawn offline; the
+    run folder stays under the size budget."""
+    drawn = lambda dom: dom.count('class="plot-container plotly"') if 'class="main-svg"' in dom else 0  # noqa: E731
+    charts = {p.stem: _charts(p) for p in sorted(tiny_run.glob("[0-9][0-9]_*.ipynb"))}
+    assert sum(charts.values()) >= 4
+    for name, count in charts.items():
+        dom = open_offline(tiny_run / f"{name}.html", tmp_path / "profile")
+        assert drawn(dom) == count, f"{name}.html: {drawn(dom)} of {count} charts drawn"
         assert "Traceback" not in dom
-    charts = sum(1 for p in tiny_run.glob("[0-9][0-9]_*.ipynb") for c in nbformat.read(p, as_version=4).cells
-                 for o in c.get("outputs", []) if html_assets.PLOTLY_MIME in o.get("data", {}))
-    assert open_offline(tiny_run / "report.html", tmp_path / "profile").count('class="main-svg"') >= charts + 1
+    assert drawn(open_offline(tiny_run / "index.html", tmp_path / "profile")) == 1  # the headline chart
+    assert drawn(open_offline(tiny_run / "report.html", tmp_path / "profile")) == 1 + sum(charts.values())
     size = sum(p.stat().st_size for p in tiny_run.rglob("*") if p.is_file())
     assert size < MAX_RUN_MB * 1e6, f"run folder is {size / 1e6:.1f} MB"
     assert list(tiny_run.glob("*.js")) == [tiny_run / html_assets.PLOTLY_JS]
