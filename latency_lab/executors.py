@@ -101,10 +101,25 @@ def _eager(module, notes):
     return module
 
 
+# Dynamo keeps every compiled executor's code until a reset, and a reset would make torch.compile's
+# CUDA graphs record again on their next call, freeing cuBLAS workspaces that a thunder CUDA graph
+# captured earlier (see THUNDER_CUDAGRAPHS_HAZARD): so no executor resets Dynamo. Instead, shapes are
+# static (a second size of an op is a recompile, never a switch to dynamic kernels) and the
+# recompile limit is high enough for every build of a run.
+DYNAMO_RECOMPILE_LIMIT = 256
+
+
+def _dynamo_static() -> dict:
+    """torch.compile's keyword arguments for static shapes, with Dynamo's recompile limit raised."""
+    config = torch._dynamo.config
+    name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+    setattr(config, name, max(getattr(config, name), DYNAMO_RECOMPILE_LIMIT))
+    return {"dynamic": False}
+
+
 def _torch_compile(mode: str | None):
     def factory(module, notes):
-        torch._dynamo.reset()
-        return torch.compile(module, mode=mode)
+        return torch.compile(module, mode=mode, **_dynamo_static())
     return factory
 
 
@@ -142,6 +157,7 @@ def _thunder(wanted: tuple[str, ...] | None, cudagraphs: bool = False):
 def _thunder_compile(plugins: str | None):
     def factory(module, notes):
         import thunder
+        import thunder.recipes  # registers the recipes that get_for_model picks from
 
         recipe = thunder.Recipe.get_for_model(module)
         notes.append(f"recipe {type(recipe).__name__}" + (f", plugins={plugins!r}" if plugins else ""))
@@ -152,16 +168,15 @@ def _thunder_compile(plugins: str | None):
 def _thunderfx(module, notes):
     from thunder.dynamo import thunderfx
 
-    torch._dynamo.reset()
-    return thunderfx(module)
+    return thunderfx(module, **_dynamo_static())
 
 
 _ALL = [
     Executor("eager", "torch-eager", "the module as is", _eager),
-    Executor("torch.compile", "torch.compile", "torch.compile(model), Inductor defaults",
+    Executor("torch.compile", "torch.compile", "torch.compile(model), Inductor defaults, static shapes",
              _torch_compile(None)),
     Executor("torch.compile:reduce-overhead", "torch.compile+CUDA graphs",
-             "torch.compile(model, mode='reduce-overhead'): Inductor with CUDA graphs",
+             "torch.compile(model, mode='reduce-overhead'): Inductor with CUDA graphs, static shapes",
              _torch_compile("reduce-overhead"), needs_cuda=True),
     Executor("thunder", "Thunder-nvFuser", "thunder.jit(model), default executors (nvFuser on GPU)",
              _thunder(None), needs_thunder=True, needs_nvfuser=True),

@@ -19,15 +19,17 @@ DEVICES = ("auto", "cpu", "cuda", "cuda:N")
 OPS = ("add", "mul", "silu", "linear", "matmul", "embedding", "triu", "rms_norm")
 
 # Per-device defaults for the knobs left as None: the seed's 10 warm-up + 40 timed calls on a GPU,
-# fewer on a CPU, where one step of the seed model takes tens of milliseconds. 40 blocks per pass on a
-# GPU: on the H200's shared host, host-bound blocks wander by +-30% from one block to the next, and
-# the medians of two passes of 7 blocks came up to 25% apart.
+# fewer on a CPU, where one step of the seed model takes tens of milliseconds. 20 blocks per pass on a
+# GPU: on the H200's shared host, host-bound blocks wander by +-30% from one block to the next; the
+# medians of two passes of 7 blocks came up to 25% apart, of 40 blocks within 4%.
 TIMING_DEFAULTS = {
-    "cuda": {"warmup": 10, "iters": 40, "repeats": 40},
+    "cuda": {"warmup": 10, "iters": 40, "repeats": 20},
     "cpu": {"warmup": 2, "iters": 5, "repeats": 2},
 }
 TINY_TIMING = {"warmup": 2, "iters": 10, "repeats": 2}
-SIZE_DEFAULTS = {"seed": ["seed", "64x"], "tiny": ["seed"]}  # fixed cost, and 64x the tokens
+# The seed's shapes: where every op's cost is its executor's fixed cost per call. The crossover to
+# work-bound lies past 1024x the tokens on an H200; ask for it with sizes=["seed", "1024x", "4096x"].
+SIZE_DEFAULTS = {"seed": ["seed"], "tiny": ["seed"]}
 
 SEED_MAX = 2**32 - 1  # numpy's and torch's seeds are 32-bit
 
@@ -56,7 +58,7 @@ class Params:
     cache_mode: str = "seed"
     warmup: int = 10
     iters: int = 40
-    repeats: int = 40
+    repeats: int = 20
     ops: tuple[str, ...] = OPS
     sizes: tuple[str, ...] = ("seed",)
     output_dir: str = ""

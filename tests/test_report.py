@@ -43,12 +43,15 @@ def test_header_carries_the_unit(name, unit, text):
 def test_frame_formats_for_display_and_keeps_raw_numbers():
     rows = [{"executor": "eager", "first_call_s": 0.123456, "kernels": 32, "reason": None},
             {"executor": "thunder", "first_call_s": None, "kernels": None, "reason": "needs CUDA"}]
-    styled = display.frame(rows, ["executor", "kernels"], units={"kernels": "per step"}, caption="Demo")
-    assert list(styled.data.columns) == ["executor", "kernels (per step)", "first call (s)", "reason"]
-    assert styled.data.iloc[0]["first call (s)"] == 0.123456  # raw number kept
-    page = styled.to_html()
-    assert ">0.123<" in page and ">32<" in page and "Demo" in page
+    table = display.frame(rows, ["executor", "kernels"], units={"kernels": "per step"}, caption="Demo")
+    assert list(table.columns) == ["executor", "kernels", "first_call_s", "reason"]  # raw names and numbers
+    assert table.iloc[0]["first_call_s"] == 0.123456 and table.iloc[1]["kernels"] is None
+    page = table._repr_html_()
+    assert ">kernels (per step)<" in page and ">first call (s)<" in page and "Demo" in page
+    assert ">0.123<" in page and ">32<" in page
     assert "nan" not in page.lower() and "None" not in page
+    renamed = table.rename(columns={"reason": "why"})  # still a DataFrame to callers, still shown formatted
+    assert isinstance(renamed, display.Table) and ">why<" in renamed._repr_html_() and ">0.123<" in renamed._repr_html_()
 
 
 # --- the seed and here, one table per metric -----------------------------------------------------------
