@@ -168,7 +168,7 @@ def _status_table(summary: dict) -> str:
     rows = "".join(f'<tr class="{n["status"]}"><td>{html.escape(n["name"])}</td><td class="status">{n["status"]}</td>'
                    f'<td class="num">{tables.number(n["seconds"])}</td><td>{_links(n)}</td></tr>' for n in summary["notebooks"])
     total = f'<tr><td>run</td><td></td><td class="num">{tables.number(summary.get("seconds"))}</td><td></td></tr>'
-    return f"<table class=\"status\"><tr><th>notebook</th><th>status</th><th>time (s)</th><th>files</th></tr>{rows}{total}</table>"
+    return f"<table class=\"notebooks\"><tr><th>notebook</th><th>status</th><th>time (s)</th><th>files</th></tr>{rows}{total}</table>"
 
 
 def _environment_line(summary: dict) -> str:
