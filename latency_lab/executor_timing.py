@@ -12,6 +12,7 @@ from __future__ import annotations
 from . import reference, timing
 from .executors import Prepared, cuda_context_error, describe, prepare
 from .model import compare_to_eager, logits_of
+from .tables import number
 
 AGREEMENT = 0.10  # two wall-time passes of one executor should agree within 10%
 TIMEIT_RUNS = 7  # %timeit -r: the seed's "mean ± std. dev. of 7 runs"
@@ -164,7 +165,7 @@ def measured_row(p: Prepared, measured: dict | None, wall: dict | None, floor_ms
         "Kernel Time (ms)": kernels.get("kernel_ms_per_step"),
         "Kernels": kernels.get("kernels_per_step"),
         "Overhead / Kernel (us)": derived.get("overhead_per_kernel_us"),
-        "%timeit (ms)": f"{timeit['mean_ms']:.3f} ± {timeit['std_ms']:.3f}" if timeit else None,
+        "%timeit (ms)": f"{number(timeit['mean_ms'])} ± {number(timeit['std_ms'])}" if timeit else None,
         "wall IQR (%)": wall["rel_spread"] * 100 if wall_ms is not None else None,
         "floor (ms)": floor_ms,
         "wall / floor": wall_ms / floor_ms if wall_ms is not None and floor_ms else None,
@@ -197,7 +198,7 @@ def reference_rows() -> list[dict]:
                      "reason": timer["notes"].get(name)})
     l40s = reference.SEED_TIMEIT_L40S
     for name, t in l40s["rows"].items():
-        rows.append({"Execution Type": REGISTRY[name].label, "%timeit (ms)": f"{t['mean_ms']:.3f} ± {t['std_ms']:.3f}",
+        rows.append({"Execution Type": REGISTRY[name].label, "%timeit (ms)": f"{number(t['mean_ms'])} ± {number(t['std_ms'])}",
                      "source": f"seed: {l40s['gpu']}, %timeit", "executor": name})
     return rows
 

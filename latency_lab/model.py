@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -90,6 +90,15 @@ class Setup:
         return getattr(torch, self.params.dtype)
 
 
+def static_cache(config, batch_size: int, max_cache_len: int, device: str, dtype: torch.dtype):
+    """A ``StaticCache`` of ``max_cache_len`` positions (allocated once, zero-filled)."""
+    from transformers import StaticCache
+
+    # transformers 4.46 names the batch argument `batch_size`, later releases `max_batch_size`.
+    batch_arg = "batch_size" if "batch_size" in inspect.signature(StaticCache).parameters else "max_batch_size"
+    return StaticCache(config=config, max_cache_len=max_cache_len, device=device, dtype=dtype, **{batch_arg: batch_size})
+
+
 def make_kwargs(params: Params, config, device: str) -> dict:
     """Forward kwargs for ``cache_mode``; a static cache is allocated once and reused every step."""
     ids = token_ids(params, config.vocab_size).to(device)
@@ -102,12 +111,7 @@ def make_kwargs(params: Params, config, device: str) -> dict:
                     inputs_embeds=None, use_cache=True, return_dict=True)
     if params.cache_mode == "none":
         return dict(input_ids=ids, attention_mask=mask, use_cache=False, return_dict=True)
-    from transformers import StaticCache
-
-    # transformers 4.46 names the batch argument `batch_size`, later releases `max_batch_size`.
-    batch_arg = "batch_size" if "batch_size" in inspect.signature(StaticCache).parameters else "max_batch_size"
-    cache = StaticCache(config=config, max_cache_len=params.seq_len, device=device,
-                        dtype=getattr(torch, params.dtype), **{batch_arg: params.batch_size})
+    cache = static_cache(config, params.batch_size, params.seq_len, device, getattr(torch, params.dtype))
     return dict(input_ids=ids, attention_mask=mask, past_key_values=cache, cache_position=positions,
                 use_cache=True, return_dict=True)
 
@@ -169,6 +173,53 @@ def bandwidth_floor(setup: Setup, measured_bandwidth: float | None = None) -> di
             "bandwidth_measured_GBps": measured / 1e9 if measured else None,
             "floor_ms_datasheet": total / sheet * 1e3 if sheet else None,
             "floor_ms_measured": total / measured * 1e3 if measured else None}
+
+
+@dataclass
+class DecodeSetup:
+    """A ``StaticCache`` pre-filled with a prompt and the kwargs of the one-token decode step after it."""
+
+    cache: object
+    prompt_len: int
+    max_cache_len: int
+    kwargs: dict  # input_ids (batch, 1), cache_position [prompt_len], past_key_values, use_cache=True
+
+
+def build_decode(setup: Setup, prompt_len: int, new_tokens: int) -> DecodeSetup:
+    """The decode step generation repeats, on ``setup.model``: a ``StaticCache`` of
+    ``prompt_len + new_tokens`` positions, filled by one eager prefill call of the prompt (the seed's
+    token ids repeated to ``prompt_len``, positions 0 .. prompt_len - 1), and the kwargs of the next
+    step: the prompt's greedy next token as ``input_ids`` and ``cache_position=[prompt_len]``.
+    Calling the model with these kwargs again and again re-writes the same cache slot each time;
+    ``greedy_decode`` advances the position instead."""
+    if prompt_len < 1 or new_tokens < 1:
+        raise ValueError(f"build_decode needs prompt_len >= 1 and new_tokens >= 1, got {prompt_len}, {new_tokens}")
+    p, device = setup.params, setup.params.device
+    cache = static_cache(setup.config, p.batch_size, prompt_len + new_tokens, device, setup.dtype)
+    ids = token_ids(replace(p, seq_len=prompt_len), setup.config.vocab_size).to(device)
+    with torch.no_grad():
+        out = setup.model(input_ids=ids, cache_position=torch.arange(prompt_len, device=device),
+                          past_key_values=cache, use_cache=True, return_dict=True)
+    next_ids = logits_of(out)[:, -1:].argmax(-1)
+    kwargs = dict(input_ids=next_ids, cache_position=torch.tensor([prompt_len], device=device),
+                  past_key_values=cache, use_cache=True, return_dict=True)
+    return DecodeSetup(cache, prompt_len, prompt_len + new_tokens, kwargs)
+
+
+def greedy_decode(fn, decode: DecodeSetup, tokens: int) -> list[torch.Tensor]:
+    """``tokens`` greedy steps of ``fn`` from the decode step's kwargs: per token one call at
+    ``cache_position=[prompt_len + i]``, the argmax of its last logits, and that token as the next
+    input. Nothing here synchronizes the device (the caller's timer does, once, after the loop).
+    Returns the generated token ids, one (batch, 1) tensor per step."""
+    if tokens > decode.max_cache_len - decode.prompt_len:
+        raise ValueError(f"greedy_decode: {tokens} tokens exceed the cache's {decode.max_cache_len - decode.prompt_len} free positions")
+    kw = dict(decode.kwargs)
+    ids, position, generated = kw.pop("input_ids"), kw.pop("cache_position"), []
+    for _ in range(tokens):
+        ids = logits_of(fn(input_ids=ids, cache_position=position, **kw))[:, -1:].argmax(-1)
+        generated.append(ids)
+        position = position + 1
+    return generated
 
 
 # Relative error ||out - ref|| / ||ref|| allowed against eager, per dtype. bf16 keeps 8 mantissa

@@ -121,11 +121,22 @@ def kill_children() -> None:
 
 
 def to_html(executed: Path) -> Path:
-    """nbconvert's HTML (lab template) beside the executed notebook."""
+    """nbconvert's HTML (lab template) beside the executed notebook; its plotly figures are drawn by
+    the run folder's shared ``plotly.packed.js`` and it links the shared ``notebook.css`` (both written
+    there if missing)."""
+    import jinja2
     import nbformat
     from nbconvert import HTMLExporter
 
-    body, _ = HTMLExporter(template_name="lab").from_notebook_node(nbformat.read(executed, as_version=4))
+    from . import html_assets
+
+    nb = nbformat.read(executed, as_version=4)
+    html_assets.plotly_outputs_to_html(nb)
+    exporter = HTMLExporter(template_name="lab", template_file="latency_lab.html.j2",
+                            extra_loaders=[jinja2.DictLoader({"latency_lab.html.j2": html_assets.NOTEBOOK_TEMPLATE})])
+    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": executed.stem}})
+    html_assets.ensure_plotly_js(executed.parent)
+    html_assets.ensure_notebook_css(executed.parent, exporter.environment)
     html = executed.with_suffix(".html")
     html.write_text(body, encoding="utf-8")
     return html

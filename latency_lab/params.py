@@ -33,6 +33,13 @@ SIZE_DEFAULTS = {"seed": ["seed"], "tiny": ["seed"]}
 
 SEED_MAX = 2**32 - 1  # numpy's and torch's seeds are 32-bit
 
+# Sweeps of notebook 06 (depth, prompt length, decode loop), per device; the tiny preset keeps CPU tests short.
+SWEEP_DEFAULTS = {
+    "cuda": {"depths": (1, 2, 4), "prompt_lengths": (1, 6, 512), "decode_tokens": 32},
+    "cpu": {"depths": (1, 2), "prompt_lengths": (1, 6, 32), "decode_tokens": 8},
+}
+TINY_SWEEPS = {"depths": (1, 2), "prompt_lengths": (1, 6), "decode_tokens": 4}
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -63,6 +70,9 @@ class Params:
     sizes: tuple[str, ...] = ("seed",)
     output_dir: str = ""
     seed: int = 0
+    depths: tuple[int, ...] = (1,)
+    prompt_lengths: tuple[int, ...] = (6,)
+    decode_tokens: int = 32
 
     @property
     def is_cuda(self) -> bool:
@@ -89,6 +99,9 @@ SCHEMA: dict[str, tuple[object, str]] = {
     "sizes": (None, "list of size labels: 'seed' or '<k>x' (k times the seed's tokens)"),
     "output_dir": ("", "folder for results JSON ('' = outputs/interactive)"),
     "seed": (0, "random seed for weights and inputs, an integer 0..2**32-1"),
+    "depths": (None, "num_hidden_layers of the depth sweep, a list of integers >= 1 (None: per-device default)"),
+    "prompt_lengths": (None, "prompt tokens of the prefill sweep, a list of integers >= 1 (None: per-device default)"),
+    "decode_tokens": (None, "new tokens of the greedy decode loop, an integer >= 1 (None: per-device default)"),
 }
 
 
@@ -136,6 +149,16 @@ def _sizes(value, preset: str) -> tuple[str, ...]:
     if not ok:
         raise ParameterError("sizes", value, "a list of 'seed' or '<k>x' labels, e.g. ['seed', '4x', '64x']")
     return tuple(items)
+
+
+def _int_list(name: str, value, default: tuple[int, ...]) -> tuple[int, ...]:
+    """A sweep's points: a non-empty list of integers >= 1, sorted, duplicates dropped."""
+    if value is None:
+        return tuple(default)
+    if not isinstance(value, (list, tuple)) or not value or \
+            not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value):
+        raise ParameterError(name, value, "a non-empty list of integers >= 1, e.g. [1, 2, 4, 8]")
+    return tuple(sorted(set(value)))
 
 
 def resolve_device(value: str) -> str:
@@ -189,6 +212,10 @@ def validate(raw: dict | None = None, **kwargs) -> Params:
     for name, minimum in (("warmup", 0), ("iters", 1)):
         resolved[name] = timing[name] if v[name] is None else _int(name, v[name], minimum)
     resolved["repeats"] = timing["repeats"] if v["repeats"] is None else _repeats(v["repeats"])
+    sweeps = TINY_SWEEPS if v["preset"] == "tiny" else SWEEP_DEFAULTS["cuda" if device.startswith("cuda") else "cpu"]
+    for name in ("depths", "prompt_lengths"):
+        resolved[name] = _int_list(name, v[name], sweeps[name])
+    resolved["decode_tokens"] = sweeps["decode_tokens"] if v["decode_tokens"] is None else _int("decode_tokens", v["decode_tokens"], 1)
 
     return Params(
         preset=v["preset"], layers=v["layers"], batch_size=v["batch_size"], seq_len=v["seq_len"],

@@ -269,6 +269,32 @@ def placement(rows: list[dict], ops=SEED_OPS) -> list[dict]:
     return table
 
 
+def _regions(kinds: dict[str, int]) -> str:
+    """``9 fusion regions (7 nvFusion, 2 TorchCompile)``."""
+    total = sum(kinds.values())
+    by_kind = ", ".join(f"{v} {k}" for k, v in kinds.items() if v)
+    return f"{total} fusion region{'' if total == 1 else 's'}" + (f" ({by_kind})" if by_kind else "")
+
+
+def findings(configurations: list[dict], seed_counter: dict[str, int]) -> list[str]:
+    """The notebook's findings: fusion regions, unfused ops and top-level symbols of each
+    configuration's final trace, beside the seed's counter."""
+    seed_kinds = {kind: sum(v for k, v in seed_counter.items() if k.startswith(kind)) for kind in ("nvFusion", "TorchCompile")}
+    seed = f"The seed's thunder trace had {_regions(seed_kinds)} in {sum(seed_counter.values())} top-level symbols."
+    ran = [r for r in configurations if r["status"] == "ok"]
+    if not ran:
+        return ["No Thunder configuration produced a trace here.", seed]
+    parts = []
+    for r in ran:
+        kinds = {k.removesuffix(" regions"): v for k, v in r["composition"].items() if k.endswith(" regions")}
+        parts.append(f"{r['executor']}: {_regions(kinds)}, {r['composition'].get('unfused ops', 0)} unfused ops, "
+                     f"{r['bound_symbols']} top-level symbols")
+    text = "Final trace per step, " + "; ".join(parts) + "."
+    if skipped := [r["executor"] for r in configurations if r["status"] != "ok"]:
+        text += f" Not traced here: {', '.join(skipped)}."
+    return [text, seed]
+
+
 def stats_table(rows: list[dict]) -> list[dict]:
     """Compile statistics per configuration and call (first: compile; second: cache hit)."""
     return [{"executor": r["executor"], "call": call, **{k: v for k, v in s.items() if k != "notes"},

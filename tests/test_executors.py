@@ -47,7 +47,7 @@ def test_missing_thunder_executors_filtered_with_note():
 
 
 def test_prepare_rows_for_ok_unavailable_and_failed():
-    setup = llama.build(P.validate(preset="tiny"))
+    setup = llama.build(P.validate(device="cpu", preset="tiny"))
     ok = E.prepare(E.REGISTRY["thunder:torch"], setup.model, setup.kwargs, "cpu")
     assert ok.ok and ok.first_call_s > 0
     assert llama.compare_to_eager(llama.logits_of(ok.output), llama.logits_of(setup.model(**setup.kwargs)), "bfloat16")["passed"]

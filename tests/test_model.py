@@ -14,7 +14,7 @@ def test_seed_config_verbatim_with_layers():
 
 
 def test_seed_call_kwargs_match_the_seed():
-    setup = llama.build(P.validate(preset="tiny"))
+    setup = llama.build(P.validate(device="cpu", preset="tiny"))
     kw = setup.kwargs
     assert set(kw) == {"cache_positions", "input_ids", "attention_mask", "inputs_embeds", "use_cache", "return_dict"}
     assert kw["cache_positions"].tolist() == list(range(6))
@@ -23,14 +23,14 @@ def test_seed_call_kwargs_match_the_seed():
 
 
 def test_seed_token_ids_unchanged_on_seed_vocab():
-    ids = llama.token_ids(P.validate(), 128256)
+    ids = llama.token_ids(P.validate(device="cpu"), 128256)
     assert ids.tolist() == [llama.SEED_TOKEN_IDS]
 
 
 def test_cache_modes_run_and_agree():
     outs = {}
     for mode in ("seed", "static", "none"):
-        setup = llama.build(P.validate(preset="tiny", cache_mode=mode, dtype="float32"))
+        setup = llama.build(P.validate(device="cpu", preset="tiny", cache_mode=mode, dtype="float32"))
         outs[mode] = llama.logits_of(setup.model(**setup.kwargs))
     assert outs["seed"].shape == (1, 6, 1024)
     torch.testing.assert_close(outs["static"], outs["seed"], rtol=1e-4, atol=1e-4)
@@ -38,13 +38,13 @@ def test_cache_modes_run_and_agree():
 
 
 def test_batch_and_seq_len_shape_inputs():
-    setup = llama.build(P.validate(preset="tiny", batch_size=2, seq_len=9))
+    setup = llama.build(P.validate(device="cpu", preset="tiny", batch_size=2, seq_len=9))
     assert tuple(setup.kwargs["input_ids"].shape) == (2, 9)
     assert llama.logits_of(setup.model(**setup.kwargs)).shape == (2, 9, 1024)
 
 
 def test_step_bytes_counts_tied_embedding_once():
-    setup = llama.build(P.validate(preset="tiny"))
+    setup = llama.build(P.validate(device="cpu", preset="tiny"))
     b = llama.step_bytes(setup)
     cfg = setup.config
     embed = cfg.vocab_size * cfg.hidden_size * 2

@@ -63,3 +63,32 @@ def test_parse_value_is_literal_or_string_never_eval():
 def test_from_namespace_picks_only_parameters():
     p = P.from_namespace({"preset": "tiny", "layers": 2, "unrelated": object()})
     assert (p.preset, p.layers) == ("tiny", 2)
+
+
+@pytest.mark.parametrize("name, value", [
+    ("depths", []), ("depths", [0, 1]), ("depths", 4), ("depths", [1, 2.5]), ("depths", [True]),
+    ("prompt_lengths", "long"), ("prompt_lengths", [-6]), ("prompt_lengths", [None]),
+])
+def test_bad_sweep_lists_name_parameter_and_allowed(name, value):
+    with pytest.raises(P.ParameterError) as err:
+        P.validate({name: value, "device": "cpu"})
+    assert err.value.name == name
+    assert "a non-empty list of integers >= 1" in str(err.value)
+
+
+@pytest.mark.parametrize("value", [0, -1, 2.0, "8", True])
+def test_bad_decode_tokens_names_parameter(value):
+    with pytest.raises(P.ParameterError) as err:
+        P.validate(decode_tokens=value, device="cpu")
+    assert err.value.name == "decode_tokens" and "an integer >= 1" in str(err.value)
+
+
+def test_sweeps_resolve_per_preset_and_keep_given_points_sorted():
+    cpu = P.validate(device="cpu")
+    assert (cpu.depths, cpu.prompt_lengths, cpu.decode_tokens) == tuple(
+        P.SWEEP_DEFAULTS["cpu"][k] for k in ("depths", "prompt_lengths", "decode_tokens"))
+    tiny = P.validate(preset="tiny", device="cpu")
+    assert (tiny.depths, tiny.prompt_lengths, tiny.decode_tokens) == tuple(
+        P.TINY_SWEEPS[k] for k in ("depths", "prompt_lengths", "decode_tokens"))
+    p = P.validate(device="cpu", depths=[16, 1, 4, 4], prompt_lengths=(512, 1), decode_tokens=3)
+    assert (p.depths, p.prompt_lengths, p.decode_tokens) == ((1, 4, 16), (1, 512), 3)

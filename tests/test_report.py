@@ -1,0 +1,245 @@
+"""Reports: paper-style numbers, the seed-vs-here tables, findings, the shared plotly.js, and the
+run's pages drawn offline by headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from latency_lab import display, html_assets, notebook_run, reference, report, results, tables, traces
+
+MAX_RUN_MB = 10
+
+
+# --- numbers and headers --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value, text", [
+    (1281.4, "1,280"), (0.455, "0.455"), (30.74, "30.7"), (9.996, "10.0"), (2.0, "2.00"), (0.001234, "0.00123"),
+    (1.234e-5, "1.23e-5"), (1.5e7, "1.50e7"), (-0.0456, "-0.0456"), (0.0, "0"),
+    (32, "32"), (125120, "125,120"), (True, "yes"), (False, "no"),
+    (None, ""), (math.nan, ""), (math.inf, ""), ("thunder", "thunder"),
+])
+def test_number_prints_three_significant_figures_and_blanks(value, text):
+    assert tables.number(value) == text
+
+
+@pytest.mark.parametrize("name, unit, text", [
+    ("first_call_s", None, "first call (s)"), ("ms_per_call", None, "per call (ms)"),
+    ("kernel_ms_per_call", None, "kernel per call (ms)"), ("bandwidth_measured_GBps", None, "bandwidth measured (GB/s)"),
+    ("rel_err", None, "rel err"), ("median", "ms", "median (ms)"), ("Wall Clock Time (ms)", None, "Wall Clock Time (ms)"),
+    ("Overhead / Kernel (us)", None, "Overhead / Kernel (µs)"), ("kernels_per_step", None, "kernels per step"),
+])
+def test_header_carries_the_unit(name, unit, text):
+    assert tables.header(name, unit) == text
+
+
+def test_frame_formats_for_display_and_keeps_raw_numbers():
+    rows = [{"executor": "eager", "first_call_s": 0.123456, "kernels": 32, "reason": None},
+            {"executor": "thunder", "first_call_s": None, "kernels": None, "reason": "needs CUDA"}]
+    table = display.frame(rows, ["executor", "kernels"], units={"kernels": "per step"}, caption="Demo")
+    assert list(table.columns) == ["executor", "kernels", "first_call_s", "reason"]  # raw names and numbers
+    assert table.iloc[0]["first_call_s"] == 0.123456 and table.iloc[1]["kernels"] is None
+    page = table._repr_html_()
+    assert ">kernels (per step)<" in page and ">first call (s)<" in page and "Demo" in page
+    assert ">0.123<" in page and ">32<" in page
+    assert "nan" not in page.lower() and "None" not in page
+    renamed = table.rename(columns={"reason": "why"})  # still a DataFrame to callers, still shown formatted
+    assert isinstance(renamed, display.Table) and ">why<" in renamed._repr_html_() and ">0.123<" in renamed._repr_html_()
+
+
+# --- the seed and here, one table per metric -----------------------------------------------------------
+
+def _measured_row(name: str, label: str, wall, kernel=None, kernels=None) -> dict:
+    overhead = wall - kernel if kernel is not None else None
+    return {"executor": name, "Execution Type": label, "Wall Clock Time (ms)": wall, "CPU Overhead (ms)": overhead,
+            "Kernel Time (ms)": kernel, "Kernels": kernels,
+            "Overhead / Kernel (us)": overhead * 1e3 / kernels if kernels else None}
+
+
+def test_seed_tables_one_per_metric_with_ratio():
+    rows = [_measured_row("eager", "torch-eager", 2.028, 0.5, 60),
+            _measured_row("torch.compile:reduce-overhead", "torch.compile+CUDA graphs", 0.3, 0.25, 20),
+            _measured_row("thunder", "Thunder-nvFuser", None)]
+    measured = {"eager": {"timeit": {"mean_ms": 4.1}}}
+    built = {t["title"].split(":")[0]: t for t in tables.seed_tables(rows, measured)}
+    assert len(built) == len(tables.SEED_METRICS)
+    wall = built["Wall time per step"]
+    assert wall["columns"] == ["executor", "seed DGX H100 (ms)", "here (ms)", "here / seed"]
+    lines = {line[0]: line for line in wall["rows"]}
+    assert lines["torch-eager"] == ["torch-eager", 1.014, 2.028, pytest.approx(2.0)]
+    assert lines["torch.compile+CUDA graphs"][1:] == [None, 0.3, None]  # not in the seed: no ratio
+    assert lines["Thunder-nvFuser"][1:] == [1.281, None, None]  # unmeasured here: blank, seed kept
+    assert list(lines)[:2] == ["torch-eager", "torch.compile+CUDA graphs"]  # measured first
+    assert {line[0] for line in wall["rows"]} >= {"Thunder-torch", "torch.compile"}  # the seed's other rows
+    kernels = {line[0]: line for line in built["Kernels per step"]["rows"]}
+    assert built["Kernels per step"]["columns"][1:3] == ["seed DGX H100", "here"]
+    assert kernels["torch-eager"][1:] == [65, 60, pytest.approx(60 / 65)]
+    per_kernel = built["CPU overhead per kernel"]
+    assert per_kernel["columns"][1] == "seed DGX H100 (µs)"
+    assert {line[0]: line for line in per_kernel["rows"]}["torch-eager"][2] == pytest.approx(1528 / 60)
+    timer = {line[0]: line for line in built["Wall time per step, the seed's cuda_timer"]["rows"]}
+    assert timer["torch-eager"][1] == reference.SEED_CUDA_TIMER_DGX_H100["rows"]["eager"]
+    assert "Thunder-torch.compile" not in timer  # the seed has no number for it, and neither has this run
+    timeit = built["%timeit per step"]
+    assert timeit["columns"][1] == "seed L40S (ms)"
+    assert {line[0]: line for line in timeit["rows"]}["torch-eager"][1:] == [2.05, 4.1, pytest.approx(2.0)]
+
+
+def test_seed_tables_shown_only_with_a_number_measured_here():
+    rows = [_measured_row("eager", "torch-eager", 60.0)]  # a CPU run: no kernel times
+    shown = display.seed_tables(rows, {}).data
+    assert shown.count("<table") == 2  # the Nsight wall and the cuda_timer wall
+    assert "No number measured here for: CPU overhead per step" in shown and "Kernels per step" in shown
+
+
+# --- 03's findings -------------------------------------------------------------------------------------------
+
+def test_trace_counter_findings_name_regions_per_configuration():
+    configs = [{"executor": "thunder", "status": "ok", "bound_symbols": 52,
+                "composition": {"nvFusion regions": 7, "TorchCompile regions": 0, "unfused ops": 4, "bookkeeping": 40}},
+               {"executor": "thunder:cudagraphs", "status": "unavailable"}]
+    text, seed = traces.findings(configs, reference.SEED_TRACE_COUNTER)
+    assert "thunder: 7 fusion regions (7 nvFusion), 4 unfused ops, 52 top-level symbols" in text
+    assert "Not traced here: thunder:cudagraphs." in text
+    assert seed == "The seed's thunder trace had 9 fusion regions (7 nvFusion, 2 TorchCompile) in 57 top-level symbols."
+    assert traces.findings(configs[1:], {"nvFusion0": 1})[0] == "No Thunder configuration produced a trace here."
+
+
+# --- HTML: shared plotly.js, figures, the run's pages -------------------------------------------------
+
+def _figure() -> dict:
+    import plotly.graph_objects as go
+    return json.loads(go.Figure(go.Bar(x=["a", "b"], y=[1, 2], name="</script>")).to_json())
+
+
+def test_figure_html_draws_into_its_div_and_escapes_script_ends():
+    page = html_assets.figure_html(_figure(), "fig-1")
+    assert '<div id="fig-1"' in page and 'Plotly.newPlot("fig-1"' in page
+    assert page.count("</script>") == 1  # the name's "</script>" cannot close the script early
+
+
+def test_notebook_html_uses_the_shared_plotly_js(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("fig.show()")
+    cell.outputs = [nbformat.v4.new_output("display_data", data={html_assets.PLOTLY_MIME: _figure(), "text/plain": "Figure"})]
+    nb.cells = [nbformat.v4.new_markdown_cell("# Demo"), cell]
+    nbformat.write(nb, tmp_path / "01_demo.ipynb")
+    page = notebook_run.to_html(tmp_path / "01_demo.ipynb").read_text()
+    assert '<script src="plotly.packed.js">' in page
+    assert 'Plotly.newPlot("plotly-1-0"' in page and '<link href="notebook.css" rel="stylesheet"/>' in page
+    assert len(page) < 100_000  # neither plotly.js nor the lab stylesheet inside
+    shared = (tmp_path / html_assets.PLOTLY_JS).read_text()
+    assert shared == html_assets.packed_plotly_js() and len(shared) < 0.45 * html_assets.plotly_js_path().stat().st_size
+    assert ".jp-Notebook" in (tmp_path / "notebook.css").read_text() and "a.anchor-link" in (tmp_path / "notebook.css").read_text()
+    assert html_assets.PLOTLY_MIME in nbformat.read(tmp_path / "01_demo.ipynb", as_version=4).cells[1].outputs[0].data
+
+
+def _fake_run(tmp_path: Path) -> tuple[Path, dict]:
+    """A run folder with results of 01 (ok) and 02 (ok, with a chart) and a failed 03."""
+    from latency_lab import params as P
+
+    run = tmp_path / "run"
+    run.mkdir()
+    p = P.validate({"preset": "tiny", "device": "cpu"})
+    results.save(run, "01_model_setup", p, {}, results.key_table("Outputs against eager", [{"executor": "eager", "rel_err": 1.5e-5}]),
+                 findings=["One step moves at least 0.263 MB."])
+    rows = [_measured_row("eager", "torch-eager", 2.028, 0.5, 60), _measured_row("thunder", "Thunder-nvFuser", None)]
+    results.save(run, "02_executor_timing", p, {}, results.key_table("Executor timing", rows, ["Execution Type", "Wall Clock Time (ms)"]),
+                 rows=rows, measured={}, findings=["Fastest to slowest by median wall time: torch-eager (2.028 ms)."])
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("fig.show()")
+    cell.outputs = [nbformat.v4.new_output("display_data", data={html_assets.PLOTLY_MIME: _figure()})]
+    nb.cells = [cell]
+    nbformat.write(nb, run / "02_executor_timing.ipynb")
+    outcomes = [notebook_run.Outcome("01_model_setup", "ok", 12.34), notebook_run.Outcome("02_executor_timing", "ok", 56.7,
+                                                                                         files={"ipynb": "02_executor_timing.ipynb"}),
+                notebook_run.Outcome("03_trace_counters", "failed", 3.0, {"cell": 4, "ename": "RuntimeError", "evalue": "deliberate"})]
+    meta = {"run_id": "fake", "started": "now", "seconds": 72.0, "command": "runner.py", "device": "cpu",
+            "environment": {"cpu": "Test CPU", "gpu": None, "packages": {"torch": "2.9.1"}}}
+    return run, report.summarize(run, meta, outcomes)
+
+
+def test_report_write_index_and_standalone_report(tmp_path):
+    run, summary = _fake_run(tmp_path)
+    assert [n["findings"] for n in summary["notebooks"]] == [["One step moves at least 0.263 MB."],
+                                                            ["Fastest to slowest by median wall time: torch-eager (2.028 ms)."], []]
+    report.write(run, summary)
+    index, standalone = (run / "index.html").read_text(), (run / "report.html").read_text()
+    assert (run / html_assets.PLOTLY_JS).is_file() and json.loads((run / "summary.json").read_text())["notebooks"][0]["findings"]
+    for page in (index, standalone):
+        assert page.index("Findings") < page.index("One step moves at least") < page.index("<h2>Notebooks")
+        assert 'id="headline"' in page and "deliberate" in page and "cell 4" in page
+        assert ">12.3<" in page and ">56.7<" in page and ">72.0<" in page  # time per notebook and run (s)
+        body = page.split("</head>")[1]  # report.html's head holds plotly.js as base64
+        assert ">1.50e-5<" in body and "None" not in body and "nan" not in body.lower()
+        assert "seed DGX H100 (ms)" in page and ">2.00<" in page  # the wall table: here / seed
+    assert '<script src="plotly.packed.js">' in index and "fig-02-0" not in index
+    assert "<script src=" not in standalone and html_assets.packed_plotly_js() in standalone and "fig-02-0" in standalone
+
+
+def test_headline_figure_splits_host_and_kernel_time():
+    rows = [_measured_row("eager", "torch-eager", 2.0, 0.5, 60), _measured_row("torch.compile", "torch.compile", 1.0)]
+    fig = report.headline_figure({"rows": rows, "params": {"preset": "seed"}}, "H200")
+    bars = {(t["xaxis"], t["name"]): dict(zip(t["x"], t["y"])) for t in fig["data"] if t["type"] == "bar"}
+    totals = {t["xaxis"]: dict(zip(t["x"], t["text"])) for t in fig["data"] if t["type"] == "scatter"}
+    assert totals["x"]["torch-eager"] == "1.01" and totals["x2"] == {"torch-eager": "2.00", "torch.compile": "1.00"}
+    assert bars[("x", report.KERNEL)]["torch-eager"] == 0.398 and bars[("x", report.HOST)]["torch-eager"] == 0.616
+    assert bars[("x2", report.KERNEL)] == {"torch-eager": 0.5} and bars[("x2", report.HOST)] == {"torch-eager": 1.5}
+    assert bars[("x2", report.UNSPLIT)] == {"torch.compile": 1.0}  # no kernel time: the wall, unsplit
+    assert "here: H200, preset seed" in json.dumps(fig["layout"]["annotations"])
+
+
+# --- offline rendering in headless Chromium -----------------------------------------------------------
+
+def open_offline(page: Path, profile: Path) -> str:
+    """The DOM of ``page`` after headless Chromium ran its scripts with the network disabled."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not browser:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is needed to check the HTML reports (.ci/run installs it)")
+        pytest.skip("chromium not installed")
+    proc = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                           "--proxy-server=127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND",  # no network
+                           f"--user-data-dir={profile}", "--virtual-time-budget=15000",
+                           "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+def test_fake_run_pages_draw_offline(tmp_path):
+    run, summary = _fake_run(tmp_path)
+    report.write(run, summary)
+    for name in ("index.html", "report.html"):
+        dom = open_offline(run / name, tmp_path / "profile")
+        assert dom.count('class="main-svg"') >= 2, f"{name}: plotly drew nothing"
+
+
+def _charts(notebook: Path) -> int:
+    """How many plotly figures an executed notebook holds."""
+    return sum(1 for c in nbformat.read(notebook, as_version=4).cells for o in c.get("outputs", [])
+               if html_assets.PLOTLY_MIME in o.get("data", {}))
+
+
+def test_run_pages_draw_offline_and_fit_the_size_budget(tiny_run: Path, tmp_path):
+    """Every chart of every notebook's HTML, of index.html and of report.html is drawn offline; the
+    run folder stays under the size budget."""
+    drawn = lambda dom: dom.count('class="plot-container plotly"') if 'class="main-svg"' in dom else 0  # noqa: E731
+    charts = {p.stem: _charts(p) for p in sorted(tiny_run.glob("[0-9][0-9]_*.ipynb"))}
+    assert sum(charts.values()) >= 4
+    for name, count in charts.items():
+        dom = open_offline(tiny_run / f"{name}.html", tmp_path / "profile")
+        assert drawn(dom) == count, f"{name}.html: {drawn(dom)} of {count} charts drawn"
+        assert "Traceback" not in dom
+    assert drawn(open_offline(tiny_run / "index.html", tmp_path / "profile")) == 1  # the headline chart
+    assert drawn(open_offline(tiny_run / "report.html", tmp_path / "profile")) == 1 + sum(charts.values())
+    size = sum(p.stat().st_size for p in tiny_run.rglob("*") if p.is_file())
+    assert size < MAX_RUN_MB * 1e6, f"run folder is {size / 1e6:.1f} MB"
+    assert list(tiny_run.glob("*.js")) == [tiny_run / html_assets.PLOTLY_JS]
