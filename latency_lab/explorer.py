@@ -53,25 +53,13 @@ def check(settings: dict) -> tuple[Params, str]:
 
 
 def step_setup(params: Params, step: str) -> llama.Setup:
-    """The model and the kwargs of one ``step``: the prompt's prefill, or one-token decode."""
+    """The model and the kwargs of one ``step``: the prompt's prefill, or the one-token decode step
+    after it (``model.build_decode``: a ``StaticCache`` an eager prefill of the prompt filled; each
+    call re-writes the same cache slot, so repeated calls are the same step)."""
+    setup = llama.build(params)
     if step == "decode":
-        return _decode_setup(params)
-    return llama.build(params)
-
-
-def _decode_setup(params: Params) -> llama.Setup:
-    """One-token decode at position ``seq_len`` against a ``StaticCache`` that an eager prefill of
-    the ``seq_len``-token prompt filled. Every call writes the same cache slot, so repeated calls
-    are the same step."""
-    prompt = params.seq_len
-    longer = Params(**{**params.to_dict(), "seq_len": prompt + 1})
-    setup = llama.build(longer)
-    kw = setup.kwargs
-    prefill = {**kw, "input_ids": kw["input_ids"][:, :prompt], "attention_mask": kw["attention_mask"][:, :prompt],
-               "cache_position": kw["cache_position"][:prompt]}
-    setup.model(**prefill)
-    decode = {**kw, "input_ids": kw["input_ids"][:, prompt:], "cache_position": kw["cache_position"][prompt:]}
-    return llama.Setup(params, setup.config, setup.model, decode)
+        return llama.Setup(params, setup.config, setup.model, llama.build_decode(setup, params.seq_len, 1).kwargs)
+    return setup
 
 
 def _methods(kwargs: dict, params: Params) -> dict:

@@ -296,6 +296,16 @@ def test_explorer_keeps_runs_and_reports_bad_settings(tiny_params, tmp_path):
     assert any("torch-eager" in f for f in X.findings(first)) and "unavailable" in X.findings(first)[-1]
 
 
+def test_explorer_steps(tiny_params):
+    """Prefill: the prompt's tokens; decode: one token at position seq_len, cache pre-filled."""
+    prefill = X.step_setup(tiny_params, "prefill")
+    assert prefill.kwargs["input_ids"].shape == (1, tiny_params.seq_len)
+    static = P.validate({**tiny_params.to_dict(), "cache_mode": "static"})
+    decode = X.step_setup(static, "decode").kwargs
+    assert decode["input_ids"].shape == (1, 1) and decode["cache_position"].tolist() == [tiny_params.seq_len]
+    assert decode["past_key_values"].get_seq_length() == tiny_params.seq_len  # the prompt's prefill filled it
+
+
 def test_explorer_widget_shows_errors_and_keeps_working(tiny_params, tmp_path, monkeypatch):
     ui = X.ExplorerUI(X.Explorer(), tiny_params, tmp_path / "saved.json")
     ui.executors.value = ("eager",)
