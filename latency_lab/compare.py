@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import results
+from . import results, tables
 
 KEY_COLUMNS = ("op", "size", "executor")  # a row's identity, where a notebook's rows have them
 # Quartile columns kept in a row beside the median they belong to.
@@ -200,14 +200,11 @@ def compare(a: dict, b: dict) -> dict:
 
 
 def fmt(v) -> str:
-    """3 significant figures for numbers, blanks for missing values."""
-    if v is None:
-        return ""
-    if _number(v):
-        return f"{v:.3g}"
+    """A cell as ``tables.number`` prints it (3 significant figures, blanks for missing values);
+    a q1-q3 pair as ``q1-q3``."""
     if isinstance(v, (list, tuple)) and len(v) == 2 and all(_number(x) for x in v):
-        return f"{v[0]:.3g}-{v[1]:.3g}"
-    return str(v)
+        return f"{tables.number(v[0])}-{tables.number(v[1])}"
+    return tables.number(v)
 
 
 def verdict(entry: dict) -> str:

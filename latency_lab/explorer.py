@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from . import executor_timing, executors as registry, model as llama, timing
+from . import executor_timing, executors as registry, model as llama, tables, timing
 from .params import CACHE_MODES, ParameterError, Params, validate
 
 STEPS = ("prefill", "decode")
@@ -190,9 +190,9 @@ def bar_of(run: dict):
 
 
 def table_html(rows: list[dict]) -> str:
-    """The runs' rows as an HTML table: 3 significant figures, blanks for missing values."""
+    """The runs' rows as an HTML table, cells as ``tables.number`` prints them."""
     def cell(v):
-        return "" if v is None else f"{v:.3g}" if isinstance(v, float) else html.escape(str(v))
+        return html.escape(tables.number(v))
     head = "".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS)
     body = "".join("<tr>" + "".join(f"<td>{cell(r.get(c))}</td>" for c in COLUMNS) + "</tr>" for r in rows)
     return f"<table class='latency-lab'><tr>{head}</tr>{body}</table>"

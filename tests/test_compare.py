@@ -111,7 +111,7 @@ def test_cli_prints_and_writes_the_report_into_run_b(runs):
     assert "parameters that differ:" in proc.stdout and "cache_mode: seed -> none" in proc.stdout
     assert "packages.torch: 2.9.1 -> 2.11.0" in proc.stdout
     line = next(l for l in proc.stdout.splitlines() if l.startswith("02_executor_timing") and "Wall Clock" in l)
-    assert line.split()[-2:] == ["2", "yes"]
+    assert line.split()[-2:] == ["2.00", "yes"]
     assert "7 numbers compared, 5 with a spread in both runs; 4 differ by more than that spread (4 higher in B, 0 lower)" in proc.stdout
     page, data = runs / "b" / "compare-a-vs-b.html", runs / "b" / "compare-a-vs-b.json"
     assert json.loads(data.read_text())["notebooks"] == ["02_executor_timing", "04_op_microbenchmarks"]
