@@ -6,6 +6,7 @@
     python runner.py --notebooks 01,02 -p cache_mode=static -p executors=eager,thunder
     python runner.py --list                   # notebooks and their parameters
     python runner.py compare RUN_A RUN_B      # two runs side by side (ids, paths or latest)
+    python runner.py publish RUN DEST         # a small copy of a run to commit or send
 
 Each run writes executed notebooks, HTML, one results JSON per notebook, environment.json,
 summary.json and index.html; ``outputs/latest`` points at the newest run. Invalid parameters are
@@ -235,9 +236,29 @@ def _raise_interrupted(signum, frame):
     raise Interrupted(signum)
 
 
+def publish(argv: list[str]) -> int:
+    """``runner.py publish RUN DEST``: a small copy of a run (results, summary, environment, index)."""
+    ap = argparse.ArgumentParser(prog="runner.py publish", description=report.publish.__doc__)
+    ap.add_argument("run", help="a run folder (or outputs/latest)")
+    ap.add_argument("dest", help="a new folder, e.g. outputs/reference-h200")
+    args = ap.parse_args(argv)
+    if not (Path(args.run) / "summary.json").is_file():
+        print(f"runner.py publish: error: {args.run} is not a run folder (no summary.json)", file=sys.stderr)
+        return EXIT_SETUP
+    try:
+        files = report.publish(Path(args.run), Path(args.dest))
+    except FileExistsError:
+        print(f"runner.py publish: error: {args.dest} exists; publish into a new folder", file=sys.stderr)
+        return EXIT_SETUP
+    print(f"{args.dest}: {len(files)} files, {sum(f.stat().st_size for f in files) / 1e6:.2f} MB")
+    return 0
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["compare"]:  # python runner.py compare RUN_A RUN_B (latency_lab/compare.py)
         from latency_lab import compare
 
         sys.exit(compare.main(sys.argv[2:]))
+    if sys.argv[1:2] == ["publish"]:
+        sys.exit(publish(sys.argv[2:]))
     sys.exit(main())

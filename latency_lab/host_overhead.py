@@ -51,7 +51,7 @@ def safe_name(name: str) -> str:
 
 
 def trace_file(output_dir: str, executor: str) -> Path:
-    return Path(output_dir) / f"{NOTEBOOK}.{safe_name(executor)}.trace.json"
+    return Path(output_dir) / f"{NOTEBOOK}.{safe_name(executor)}.trace.json.gz"
 
 
 class MemoryLedger:

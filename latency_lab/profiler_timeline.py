@@ -9,6 +9,7 @@ GPU-only logic is tested on CPU with fake events.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import tempfile
@@ -92,12 +93,12 @@ def profile_calls(calls: list[tuple[str, Callable]], device: str, repeat: int) -
 
 
 def write_trace(trace: dict, w: "Window", path) -> None:
-    """Save the part of ``trace`` that covers window ``w`` (its call and its kernels) as a Chrome
-    trace that Perfetto and chrome://tracing open; metadata events are kept."""
+    """Save the part of ``trace`` that covers window ``w`` (its call and its kernels) as a gzipped
+    Chrome trace that Perfetto and chrome://tracing open; metadata events are kept."""
     end = max([w.call.end_us] + [s.end_us for s in w.device])
     keep = [e for e in trace.get("traceEvents", [])
             if "ts" not in e or (float(e["ts"]) <= end and float(e["ts"]) + float(e.get("dur", 0)) >= w.call.start_us)]
-    with open(path, "w") as f:
+    with gzip.open(path, "wt") as f:
         json.dump({**trace, "traceEvents": keep}, f)
 
 
@@ -177,7 +178,7 @@ def window_metrics(w: Window) -> dict:
     return m
 
 
-def timeline_rows(w: Window, limit: int = 1500) -> list[dict]:
+def timeline_rows(w: Window, limit: int = 400) -> list[dict]:
     """Spans of one call for a timeline chart, in µs from the call's start: the host lane holds the
     top-level host spans, the device lane every device span (kernels, copies), ``limit`` per lane."""
     def row(s: Span, lane: str) -> dict:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import json
+import shutil
 from pathlib import Path
 
 from . import html_assets, results, tables
@@ -49,6 +50,27 @@ def write(run_dir: Path, summary: dict) -> None:
     html_assets.ensure_plotly_js(run_dir)
     (run_dir / "index.html").write_text(index_html(summary, run_dir), encoding="utf-8")
     (run_dir / "report.html").write_text(index_html(summary, run_dir, standalone=True), encoding="utf-8")
+
+
+PUBLISHED = ("summary.json", "environment.json", "index.html", html_assets.PLOTLY_JS)
+
+
+def publish(run_dir: Path, dest: Path) -> list[Path]:
+    """A small copy of a run to commit or send: its results files, summary.json, environment.json and
+    an index.html whose links point only at what was copied (its charts draw with the shared
+    plotly.js copied beside it). ``runner.py compare`` reads such a folder like a run."""
+    run_dir, dest = Path(run_dir), Path(dest)
+    dest.mkdir(parents=True, exist_ok=False)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    for n in summary["notebooks"]:
+        n["files"] = {k: f for k, f in n["files"].items() if k == "results"}
+    for path in run_dir.glob(f"*{results.SUFFIX}"):
+        shutil.copy2(path, dest / path.name)
+    shutil.copy2(run_dir / "environment.json", dest / "environment.json")
+    html_assets.ensure_plotly_js(dest)
+    (dest / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    (dest / "index.html").write_text(index_html(summary, dest, published=True), encoding="utf-8")
+    return sorted(dest.iterdir())
 
 
 # --- data -------------------------------------------------------------------------------------------
@@ -192,10 +214,11 @@ pre.error{background:#fee;padding:.5em;white-space:pre-wrap}details{margin:.5em 
 .note{color:#666;font-size:90%}.chart{margin:1em 0}"""
 
 
-def index_html(summary: dict, run_dir: Path | None = None, standalone: bool = False) -> str:
+def index_html(summary: dict, run_dir: Path | None = None, standalone: bool = False, published: bool = False) -> str:
     """The run's page: findings first (headline chart, each notebook's sentences), then status and
     time per notebook, the key and seed tables, parameters and environment. ``standalone``: plotly.js
-    inlined and the notebooks' charts included (``report.html``); else the shared ``plotly.packed.js``."""
+    inlined and the notebooks' charts included (``report.html``); else the shared ``plotly.packed.js``.
+    ``published``: a copy made by ``publish``, which holds no report.html and no notebooks."""
     run_dir = Path(run_dir) if run_dir else None
     timing = _timing(run_dir, summary) if run_dir else None
     charts, details = [], []
@@ -215,7 +238,9 @@ def index_html(summary: dict, run_dir: Path | None = None, standalone: bool = Fa
                        f'<small>{tables.number(n["seconds"])} s · {_links(n)}</small></h3>{"".join(section)}</section>')
     plotly = html_assets.inline_plotly_js() if standalone else f'<script src="{html_assets.PLOTLY_JS}"></script>'
     note = ('<p class="note">One file: plotly.js and the notebooks\' charts are inside it; the links point into the run folder.</p>'
-            if standalone else '<p class="note"><a href="report.html">report.html</a>: this page and the notebooks\' charts in one file, to send.</p>')
+            if standalone else '<p class="note">A published copy of the run: its results files, summary and environment; '
+            'the executed notebooks and their charts stayed in the run folder.</p>' if published
+            else '<p class="note"><a href="report.html">report.html</a>: this page and the notebooks\' charts in one file, to send.</p>')
     headline = "".join(charts) or \
         '<p class="note">No headline chart: the timing notebook (02) did not run or wrote no results.</p>'
     params = html.escape(json.dumps(summary.get("parameters"), indent=1))

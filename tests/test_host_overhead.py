@@ -3,6 +3,7 @@ GPU-only logic), closure arithmetic, and notebook 05 end to end on CPU (tiny pre
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 
@@ -102,9 +103,9 @@ def test_chrome_trace_parsing_and_window_export(tmp_path):
     assert [(s.kind, s.correlation) for s in spans] == [("annotation", None), ("runtime", 3), ("kernel", 3), ("annotation", None)]
     first = pt.windows(spans)[0]
     assert pt.window_metrics(first)["host_tail_us"] == 150 - 115
-    path = tmp_path / "t.json"
+    path = tmp_path / "t.json.gz"
     pt.write_trace(trace, first, path)
-    kept = json.loads(path.read_text())["traceEvents"]
+    kept = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
     assert [e["name"] for e in kept] == ["process_name", f"{pt.MARK}|step|0", "cudaLaunchKernel", "k0", "ignored", "flow"]
 
 
@@ -184,7 +185,7 @@ def test_05_every_cpu_executor_is_measured_and_closes(run05):
         assert parts and all(x["us"] >= 0 for x in parts if not x["method"].startswith("derived"))
         assert math.isclose(math.fsum(x["us"] for x in parts) + remainder["us"], c["total_us"], rel_tol=1e-9)
         assert math.isclose(r["remainder (µs)"], remainder["us"])
-        trace = json.loads((folder / r["trace"]).read_text())
+        trace = json.loads(gzip.decompress((folder / r["trace"]).read_bytes()))
         marks = [e for e in trace["traceEvents"] if e.get("name", "").startswith(f"{pt.MARK}|step|")]
         assert len(marks) == 1 and any(e.get("cat") == "cpu_op" for e in trace["traceEvents"])
         assert r["call to first kernel (µs)"] is None and "need CUDA" in r["reason"]
