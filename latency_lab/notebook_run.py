@@ -65,8 +65,11 @@ def execute(path: Path, run_dir: Path, parameters: dict, kernel: str, timeout: i
     executed = run_dir / path.name
     start = time.perf_counter()
     try:
+        # No widget state in the saved notebook: a headless run has no one to click its widgets, and
+        # plotly's FigureWidget state carries its whole JavaScript bundle (5 MB) into ipynb and HTML.
         papermill.execute_notebook(str(path), str(executed), parameters=parameters, kernel_name=kernel,
-                                   cwd=str(path.parent), progress_bar=progress, execution_timeout=timeout)
+                                   cwd=str(path.parent), progress_bar=progress, execution_timeout=timeout,
+                                   store_widget_state=False)
         outcome.status = "ok"
     except PapermillExecutionError as e:
         outcome.status = "failed"

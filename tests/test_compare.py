@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from latency_lab import compare as C, results
 from latency_lab.params import Params
-from conftest import run_runner
+from conftest import ROOT, run_runner
 
 
 def stats(median: float, q1: float, q3: float) -> dict:
@@ -147,3 +148,30 @@ def test_real_tiny_run_against_itself(tiny_run, tmp_path, capsys):
     assert all(e["ratio"] in (1, None) and e["beyond_spread"] in (False, None) for e in report["rows"])
     walls = [e for e in report["rows"] if e["notebook"] == "02_executor_timing" and e["metric"] == "Wall Clock Time (ms)"]
     assert walls and all(e["a_q1_q3"] for e in walls)
+
+
+def test_published_reference_against_a_fresh_tiny_run(tiny_run, tmp_path, capsys):
+    """The committed H200 reference is a run compare reads; against this machine's tiny run the
+    report names the parameters and environment that differ, and compares what both measured."""
+    reference = ROOT / "outputs" / "reference-h200"
+    assert sum(p.stat().st_size for p in reference.iterdir()) < 3e6
+    assert json.loads((reference / "summary.json").read_text())["ok"]
+    assert C.main([str(reference), str(tiny_run), "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / f"compare-reference-h200-vs-{tiny_run.name}.json").read_text())
+    differing = {e["name"] for e in report["parameters"]}
+    assert {"preset", "device"} <= differing, report["parameters"]
+    assert any(e["name"] == "gpu" or "gpu" in str(e) for e in report["environment"]), report["environment"]
+    walls = [e for e in report["rows"] if e["notebook"] == "02_executor_timing" and e["metric"] == "Wall Clock Time (ms)"]
+    assert {e["row"] for e in walls} >= {"eager", "torch.compile"} and all(e["ratio"] for e in walls)
+    assert "preset" in capsys.readouterr().out
+
+
+def test_publish_keeps_what_compare_and_the_index_need(tiny_run, tmp_path):
+    from latency_lab import report
+    files = {p.name for p in report.publish(tiny_run, tmp_path / "pub")}
+    assert {"summary.json", "environment.json", "index.html", "plotly.packed.js"} <= files
+    assert {p.name for p in tiny_run.glob("*.results.json")} <= files and not any(f.endswith((".ipynb", ".html")) and f != "index.html" for f in files)
+    page = (tmp_path / "pub" / "index.html").read_text()
+    for link in re.findall(r'href="([^"]+)"', page):
+        assert (tmp_path / "pub" / link).is_file(), link
+    assert C.main([str(tmp_path / "pub"), str(tiny_run), "--out", str(tmp_path)]) == 0

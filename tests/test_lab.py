@@ -67,6 +67,7 @@ def running_lab(folder: Path, home: Path):
     log_path = home / "server.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen([sys.executable, *tasks.lab_args(folder), "--no-browser", "--ServerApp.ip=127.0.0.1",
+                                 "--LabApp.expose_app_in_browser=True",  # window.jupyterlab, to run the notebook's cells
                                  f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
                                  f"--IdentityProvider.token={token}"],
                                 cwd=home, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -197,11 +198,6 @@ class Page:
         text = self.js("document.body.innerText")
         pytest.fail(f"no {what} in the page after {seconds} s; it shows:\n{(text or '')[-3000:]}")
 
-    def key(self, name: str, code: int, shift: bool = False) -> None:
-        for kind in ("rawKeyDown", "keyUp"):
-            self.call("Input.dispatchKeyEvent", type=kind, key=name, code=name, windowsVirtualKeyCode=code,
-                      modifiers=8 if shift else 0)
-
 
 @contextmanager
 def chromium_page(profile: Path):
@@ -249,10 +245,10 @@ def test_explorer_run_button_in_jupyterlab(tmp_path):
         page.wait("document.querySelectorAll('.jp-Notebook .jp-Cell').length >= 3", 180, "notebook cells")
         page.wait("[...document.querySelectorAll('.jp-StatusBar-Widget, .jp-Notebook-ExecutionIndicator')]"
                   ".some(e => /Idle/.test(e.textContent) || e.dataset.status == 'idle')", 180, "idle kernel")
-        page.js("document.querySelector('.jp-Notebook .jp-Cell').click()")
-        page.key("Escape", 27)
-        for _ in nb.cells:
-            page.key("Enter", 13, shift=True)
+        # The menu's Run All through Lab's own command registry (window.jupyterapp): no keyboard focus needed.
+        page.wait("!!(window.jupyterapp && [...window.jupyterapp.shell.widgets('main')].length)", 60, "the Lab app object")
+        page.js("(() => { const app = window.jupyterapp; app.shell.activateById([...app.shell.widgets('main')][0].id);"
+                " return app.commands.execute('notebook:run-all-cells'); })()")
         page.wait(f"!!{WIDGET_BUTTON}", 300, "Run button of the explorer's widgets")
         page.js(f"{WIDGET_BUTTON}.click()")
         status = page.wait("[...document.querySelectorAll('.jupyter-widgets .widget-html-content')].map(e => e.textContent)"

@@ -36,7 +36,7 @@ def test_summary_marks_missing_results_failed(tmp_path):
 
 def test_select_notebooks_by_number_or_name():
     found = notebook_run.discover()
-    assert list(found)[:2] == ["01_model_setup", "02_executor_timing"]
+    assert list(found)[:3] == ["00_explorer", "01_model_setup", "02_executor_timing"]
     assert list(notebook_run.select(found, "02,01")) == ["01_model_setup", "02_executor_timing"]
     assert list(notebook_run.select(found, "02_executor_timing")) == ["02_executor_timing"]
     with pytest.raises(ValueError, match="invalid --notebooks entry '77'"):
