@@ -193,7 +193,8 @@ def main(argv=None) -> int:
     started, t0 = datetime.now().isoformat(timespec="seconds"), time.perf_counter()
     meta = {"run_id": run_dir.name, "started": started,
             "command": shlex.join([Path(sys.executable).name, "runner.py", *(argv if argv is not None else sys.argv[1:])]),
-            "device": params.device, "parameters": {"given": values, "resolved": params.to_dict()}}
+            "device": params.device,
+            "parameters": {"given": values, "resolved": {**params.to_dict(), "output_dir": str(run_dir.resolve())}}}
     outcomes: list[notebook_run.Outcome] = []
     interrupted = None
     previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}

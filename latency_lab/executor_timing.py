@@ -215,9 +215,9 @@ def ranking_text(rows: list[dict], walls: dict[str, dict]) -> str:
     def tied(fast: str, slow: str) -> bool:  # the slower row's lowest pass is not above the faster's highest
         return bool(medians[fast] and medians[slow] and min(medians[slow]) <= max(medians[fast]))
 
-    order = f"{measured[0]['Execution Type']} ({measured[0]['Wall Clock Time (ms)']:.3f} ms)"
+    order = f"{measured[0]['Execution Type']} ({number(measured[0]['Wall Clock Time (ms)'])} ms)"
     for prev, r in zip(measured, measured[1:]):
-        order += f" {'~' if tied(prev['executor'], r['executor']) else '<'} {r['Execution Type']} ({r['Wall Clock Time (ms)']:.3f} ms)"
+        order += f" {'~' if tied(prev['executor'], r['executor']) else '<'} {r['Execution Type']} ({number(r['Wall Clock Time (ms)'])} ms)"
     seed = reference.SEED_NSIGHT_DGX_H100["rows"]
     here = [r["executor"] for r in measured if r["executor"] in seed]
     seed_order = sorted(here, key=lambda n: seed[n][0])

@@ -28,7 +28,7 @@ PAIRS = (("thunder", "torch.compile"), ("thunder:cudagraphs", "torch.compile:red
          ("thunder.compile:reduce-overhead", "torch.compile:reduce-overhead"))  # compared in the cost paragraph
 
 
-def release(prepared: dict) -> None:
+def release(prepared: dict, device: str) -> None:
     """Free the compiled objects of ``prepared`` before the next executor is built. Dynamo is not
     reset (``executors.DYNAMO_RECOMPILE_LIMIT`` says why): its entries for a freed model stay, but
     are never called again."""
@@ -36,13 +36,13 @@ def release(prepared: dict) -> None:
         p.fn = p.output = None
     prepared.clear()
     gc.collect()
-    if torch.cuda.is_available():
+    if device.startswith("cuda"):
         torch.cuda.empty_cache()
 
 
-def allocated_mb(device: str) -> float | None:
-    """CUDA memory still allocated (MB), to show that freed executors leave nothing behind."""
-    return torch.cuda.memory_allocated(device) / 1e6 if device.startswith("cuda") else None
+def allocated_mib(device: str) -> float | None:
+    """CUDA memory still allocated (MiB), to show that freed executors leave nothing behind."""
+    return torch.cuda.memory_allocated(device) / 2**20 if device.startswith("cuda") else None
 
 
 def step_methods(kwargs: dict, params, reference_logits) -> dict:
@@ -69,7 +69,7 @@ def point_row(p, measured: dict, sweep: str, layers: int, tokens: int, floor_ms:
                 host_ms=host.get("median"), host_iqr_ms=host.get("iqr"),
                 kernel_ms=kernels.get("kernel_ms_per_step"), kernels_per_step=kernels.get("kernels_per_step"),
                 floor_ms=floor_ms, floor_ratio=wall_ms / floor_ms if wall_ms and floor_ms else None,
-                allocated_after_mb=None)
+                allocated_after_mib=None)
     if kernels.get("reason"):
         row["notes"] = "; ".join(filter(None, (row["notes"], kernels["reason"])))
     return row
@@ -85,8 +85,8 @@ def measure_point(executors, setup: llama.Setup, sweep: str, bandwidth: float | 
     for ex in executors:
         prepared, measured = build_and_measure([ex], setup, step_methods(setup.kwargs, prm, reference), prm.device)
         rows.append(point_row(prepared[ex.name], measured.get(ex.name, {}), sweep, prm.layers, prm.seq_len, floor))
-        release(prepared)
-        rows[-1]["allocated_after_mb"] = allocated_mb(prm.device)
+        release(prepared, prm.device)
+        rows[-1]["allocated_after_mib"] = allocated_mib(prm.device)
     return rows
 
 
@@ -97,7 +97,7 @@ def depth_sweep(params, executors, bandwidth: float | None) -> list[dict]:
         setup = llama.build(replace(params, layers=layers))
         rows += measure_point(executors, setup, "depth", bandwidth)
         del setup
-        release({})
+        release({}, params.device)
     return rows
 
 
@@ -115,7 +115,7 @@ def prompt_sweep(params, executors, bandwidth: float | None, depth_rows: list[di
         rows += measure_point(executors, llama.Setup(prm, setup.config, setup.model,
                                                      llama.make_kwargs(prm, setup.config, prm.device)), "prompt", bandwidth)
     del setup
-    release({})
+    release({}, params.device)
     return rows
 
 
@@ -144,11 +144,11 @@ def decode_sweep(params, executors, bandwidth: float | None) -> list[dict]:
         row = point_row(prepared[ex.name], m, "decode", params.layers, 1, floor)
         row.update(prompt_tokens=prompt, **decode_numbers(m.get("decode loop"), new, params.batch_size),
                    tokens_match_eager=_agreement(m.get("tokens"), reference))
-        release(prepared)
-        row["allocated_after_mb"] = allocated_mb(params.device)
+        release(prepared, params.device)
+        row["allocated_after_mib"] = allocated_mib(params.device)
         rows.append(row)
     del setup
-    release({})
+    release({}, params.device)
     return rows
 
 
