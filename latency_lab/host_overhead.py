@@ -318,12 +318,13 @@ def conclusion(summary: list[dict], closed: dict[str, dict], graphs: list[dict],
                    + ", ".join(f"{n} {_fmt(v)}" for n, v in extra.items()) + f" (decided on {decider}: holds at >= half the seed's value).")
     else:
         out.append("Fixed start-up: not decided (needs eager and a Thunder configuration with kernels).")
-    per_kernel = [r["nvFusion host µs/kernel (median)"] for r in ok.values() if r["nvFusion host µs/kernel (median)"]]
+    per_kernel = {n: r["nvFusion host µs/kernel (median)"] for n, r in ok.items() if r["nvFusion host µs/kernel (median)"]}
     if per_kernel:
-        med = statistics.median(per_kernel)
+        med = statistics.median(per_kernel.values())
         verdict = "holds" if med >= SEED_NVFUSER_US_PER_KERNEL[0] else "does not hold (lower here)"
-        out.append(f"nvFuser host latency per kernel (seed: 20-30 µs) {verdict}: median {_fmt(med)} of host time "
-                   "per kernel over the nvFusion regions run alone.")
+        out.append(f"nvFuser host latency per kernel (seed: 20-30 µs) {verdict}: {_fmt(med)} of host time per kernel, "
+                   "the median over the configurations with nvFusion regions of each one's median over its regions "
+                   "run alone (" + ", ".join(f"{n} {_fmt(v)}" for n, v in per_kernel.items()) + ").")
     else:
         out.append("nvFuser host latency per kernel (seed: 20-30 µs): " + ("needs CUDA and nvFuser." if not cuda
                                                                            else "no nvFusion region was measured."))
