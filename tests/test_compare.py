@@ -162,7 +162,9 @@ def test_published_reference_against_a_fresh_tiny_run(tiny_run, tmp_path, capsys
     assert {"preset", "device"} <= differing, report["parameters"]
     assert any(e["name"] == "gpu" or "gpu" in str(e) for e in report["environment"]), report["environment"]
     walls = [e for e in report["rows"] if e["notebook"] == "02_executor_timing" and e["metric"] == "Wall Clock Time (ms)"]
-    assert {e["row"] for e in walls} >= {"eager", "torch.compile"} and all(e["ratio"] for e in walls)
+    ratios = {e["row"]: e["ratio"] for e in walls}
+    assert ratios["eager"] > 0 and ratios["torch.compile"] > 0  # measured in both runs
+    assert ratios["thunder"] is None  # no nvFuser on a CPU: a row without a number, not a ratio
     assert "preset" in capsys.readouterr().out
 
 
