@@ -43,10 +43,14 @@ def chromium() -> str:
     return browser
 
 
-def chromium_dom(target: str, profile: Path, budget_ms: int = 10000) -> str:
+OFFLINE_FLAGS = ("--proxy-server=127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND")  # no network at all
+
+
+def chromium_dom(target: str, profile: Path, budget_ms: int = 10000, offline: bool = False) -> str:
     """The DOM of ``target`` (a URL) after headless Chromium ran its scripts for ``budget_ms`` of
-    virtual time, with a fresh profile in ``profile``."""
-    proc = subprocess.run([chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--virtual-time-budget={budget_ms}",
-                           "--dump-dom", target], capture_output=True, text=True, timeout=180)
+    virtual time, with a fresh profile in ``profile`` (and no network when ``offline``)."""
+    proc = subprocess.run([chromium(), *CHROMIUM_FLAGS, *(OFFLINE_FLAGS if offline else ()), f"--user-data-dir={profile}",
+                           f"--virtual-time-budget={budget_ms}", "--dump-dom", target],
+                          capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import nbformat
 import pytest
 
 from latency_lab import display, html_assets, notebook_run, reference, report, results, tables, traces
+from conftest import chromium_dom
 
 MAX_RUN_MB = 10
 
@@ -200,18 +198,7 @@ def test_headline_figure_splits_host_and_kernel_time():
 
 def open_offline(page: Path, profile: Path) -> str:
     """The DOM of ``page`` after headless Chromium ran its scripts with the network disabled."""
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not browser:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is needed to check the HTML reports (.ci/run installs it)")
-        pytest.skip("chromium not installed")
-    proc = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                           "--proxy-server=127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND",  # no network
-                           f"--user-data-dir={profile}", "--virtual-time-budget=15000",
-                           "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return proc.stdout
+    return chromium_dom(page.as_uri(), profile, budget_ms=15000, offline=True)
 
 
 def test_fake_run_pages_draw_offline(tmp_path):
