@@ -67,7 +67,7 @@ def running_lab(folder: Path, home: Path):
     log_path = home / "server.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen([sys.executable, *tasks.lab_args(folder), "--no-browser", "--ServerApp.ip=127.0.0.1",
-                                 "--LabApp.expose_app_in_browser=True",  # window.jupyterlab, to run the notebook's cells
+                                 "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: Run All on the notebook
                                  f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
                                  f"--IdentityProvider.token={token}"],
                                 cwd=home, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -189,14 +189,22 @@ class Page:
     def js(self, expression: str):
         return self.call("Runtime.evaluate", expression=expression, returnByValue=True)["result"].get("value")
 
-    def wait(self, expression: str, seconds: float, what: str):
+    def poll(self, expression: str, seconds: float):
+        """The expression's first truthy value within ``seconds``, else None."""
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             if value := self.js(expression):
                 return value
             time.sleep(1)
+        return None
+
+    def wait(self, expression: str, seconds: float, what: str, log: Path | None = None):
+        """``poll``, or fail with what the page shows (and the server log's tail, when given)."""
+        if value := self.poll(expression, seconds):
+            return value
         text = self.js("document.body.innerText")
-        pytest.fail(f"no {what} in the page after {seconds} s; it shows:\n{(text or '')[-3000:]}")
+        server = f"\nserver log:\n{log.read_text()[-2000:]}" if log else ""
+        pytest.fail(f"no {what} in the page after {seconds} s; it shows:\n{(text or '')[-3000:]}{server}")
 
 
 @contextmanager
@@ -227,6 +235,21 @@ def chromium_page(profile: Path):
 
 
 WIDGET_BUTTON = "[...document.querySelectorAll('.jupyter-widgets button')].find(b => b.textContent.trim() == 'Run')"
+PANEL = "[...window.jupyterapp.shell.widgets('main')].find(w => w.sessionContext && w.content)"  # the notebook's panel
+KERNEL_IDLE = f"(() => {{ const k = {PANEL}?.sessionContext?.session?.kernel; return !!k && k.status == 'idle'; }})()"
+CELLS_STARTED = "[...document.querySelectorAll('.jp-Notebook .jp-InputPrompt')].some(e => /\\[(\\*|\\d+)\\]/.test(e.textContent))"
+
+
+def run_all_cells(page: Page, log: Path) -> None:
+    """Lab's own Run All on the notebook's panel (named by id: no keyboard focus or current widget
+    needed), once its kernel is idle; asked again if no cell has started within a minute."""
+    page.wait(f"!!(window.jupyterapp && {PANEL})", 120, "the notebook panel in the Lab app object", log)
+    page.wait(KERNEL_IDLE, 180, "idle kernel of the notebook", log)
+    for _ in range(3):
+        page.js(f"window.jupyterapp.commands.execute('notebook:run-all-cells', {{widgetId: {PANEL}.id}})")
+        if page.poll(CELLS_STARTED, 60):
+            return
+    page.wait(CELLS_STARTED, 1, "cell started by Run All", log)
 
 
 def test_explorer_run_button_in_jupyterlab(tmp_path):
@@ -240,19 +263,15 @@ def test_explorer_run_button_in_jupyterlab(tmp_path):
     cell.source += f'\npreset, device, executors, output_dir = "tiny", "cpu", "eager", {str(tmp_path / "out")!r}'
     nb.metadata["kernelspec"] = {"name": KERNEL, "display_name": KERNEL, "language": "python"}
     nbformat.write(nb, folder / "explorer.ipynb")
+    log = tmp_path / "server.log"
     with running_lab(folder, tmp_path) as server, chromium_page(tmp_path / "profile") as page:
         page.call("Page.navigate", url=server.url("/lab/tree/explorer.ipynb"))
-        page.wait("document.querySelectorAll('.jp-Notebook .jp-Cell').length >= 3", 180, "notebook cells")
-        page.wait("[...document.querySelectorAll('.jp-StatusBar-Widget, .jp-Notebook-ExecutionIndicator')]"
-                  ".some(e => /Idle/.test(e.textContent) || e.dataset.status == 'idle')", 180, "idle kernel")
-        # The menu's Run All through Lab's own command registry (window.jupyterapp): no keyboard focus needed.
-        page.wait("!!(window.jupyterapp && [...window.jupyterapp.shell.widgets('main')].length)", 60, "the Lab app object")
-        page.js("(() => { const app = window.jupyterapp; app.shell.activateById([...app.shell.widgets('main')][0].id);"
-                " return app.commands.execute('notebook:run-all-cells'); })()")
-        page.wait(f"!!{WIDGET_BUTTON}", 300, "Run button of the explorer's widgets")
+        page.wait("document.querySelectorAll('.jp-Notebook .jp-Cell').length >= 3", 180, "notebook cells", log)
+        run_all_cells(page, log)
+        page.wait(f"!!{WIDGET_BUTTON}", 300, "Run button of the explorer's widgets", log)
         page.js(f"{WIDGET_BUTTON}.click()")
         status = page.wait("[...document.querySelectorAll('.jupyter-widgets .widget-html-content')].map(e => e.textContent)"
-                           ".find(t => /^run 2: .* executor\\(s\\) in/.test(t))", 300, "status line of a second run")
+                           ".find(t => /^run 2: .* executor\\(s\\) in/.test(t))", 300, "status line of a second run", log)
         assert "prefill" in status
         rows = page.js("[...document.querySelectorAll('.jupyter-widgets table.latency-lab tr')].length")
         traces = page.js("Math.max(0, ...[...document.querySelectorAll('.jupyter-widgets .js-plotly-plot')]"
