@@ -16,6 +16,7 @@ rejected before any notebook starts; a failing notebook is marked in the index a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -32,7 +33,7 @@ if __name__ == "__main__":  # a Python without the suite's packages hands over t
 
     tasks.use_suite_python(__file__, sys.argv[1:])
 
-from latency_lab import environment, notebook_run, report
+from latency_lab import compile_cache, environment, notebook_run, report
 from latency_lab.params import SCHEMA, ParameterError, parse_value, validate
 
 
@@ -61,6 +62,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="set a notebook parameter; VALUE is a Python literal or a plain string (repeatable)")
     ap.add_argument("--output-dir", default="outputs", help="folder that holds the runs (default: outputs)")
     ap.add_argument("--run-id", help="name of the run folder, a plain name (default: timestamp-preset-device)")
+    ap.add_argument("--compile-cache", choices=("run", "default"), default="run",
+                    help="run (default): Inductor's cache and nvFuser's kernel DB fresh per run, shared by its "
+                         "notebooks; default: the tools' own (Inductor's machine-wide cache, no kernel DB)")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds a single cell may run, > 0 (default: 1800)")
     ap.add_argument("--notebook-dir", default=str(notebook_run.NOTEBOOK_DIR), help=argparse.SUPPRESS)
     ap.add_argument("--list", action="store_true", help="list notebooks and their parameters, then exit")
@@ -198,20 +202,15 @@ def main(argv=None) -> int:
     outcomes: list[notebook_run.Outcome] = []
     interrupted = None
     previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
+    caches = compile_cache.for_run(run_dir.name) if args.compile_cache == "run" else contextlib.nullcontext()
+    meta["compile_cache"] = {"mode": args.compile_cache}
     try:
-        meta["environment"] = environment.collect(params.device)
-        (run_dir / "environment.json").write_text(json.dumps(meta["environment"], indent=1))
-        kernel = notebook_run.kernel_name()
-        print(f"run {run_dir} · {len(notebooks)} notebooks · device {params.device} · kernel {kernel}", flush=True)
-        for i, (name, path) in enumerate(notebooks.items(), 1):
-            print(f"[{i}/{len(notebooks)}] {name} ...", flush=True)
-            given = {k: v for k, v in values.items() if k in declared[name]}
-            outcomes.append(notebook_run.Outcome(name, status="interrupted"))
-            outcomes[-1] = notebook_run.execute(path, run_dir, {**given, "output_dir": str(run_dir.resolve())},
-                                                kernel, args.timeout, progress=sys.stderr.isatty())
-            o = outcomes[-1]
-            detail = "" if o.status == "ok" else f": {notebook_run.error_line(o.error)}"
-            print(f"[{i}/{len(notebooks)}] {name} {o.status} in {o.seconds:.1f} s{detail}", flush=True)
+        with caches as cache_root:
+            try:
+                run_notebooks(notebooks, values, declared, params, run_dir, args, meta, outcomes)
+            finally:
+                if cache_root:
+                    meta["compile_cache"].update(compile_cache.usage(cache_root))
     except Interrupted as e:
         interrupted = e
         notebook_run.kill_children()
@@ -231,6 +230,23 @@ def main(argv=None) -> int:
     print(f"{'FAILED: ' + ', '.join(failed) if failed else 'all notebooks ok'}"
           f"{' · FAILED ROWS: ' + '; '.join(rows) if rows else ''} · {summary['seconds']} s · {run_dir / 'index.html'}")
     return EXIT_FAILED if failed or rows else 0
+
+
+def run_notebooks(notebooks, values, declared, params, run_dir, args, meta, outcomes) -> None:
+    """Each selected notebook in turn, its outcome appended to ``outcomes`` as soon as it starts."""
+    meta["environment"] = environment.collect(params.device)
+    (run_dir / "environment.json").write_text(json.dumps(meta["environment"], indent=1))
+    kernel = notebook_run.kernel_name()
+    print(f"run {run_dir} · {len(notebooks)} notebooks · device {params.device} · kernel {kernel}", flush=True)
+    for i, (name, path) in enumerate(notebooks.items(), 1):
+        print(f"[{i}/{len(notebooks)}] {name} ...", flush=True)
+        given = {k: v for k, v in values.items() if k in declared[name]}
+        outcomes.append(notebook_run.Outcome(name, status="interrupted"))
+        outcomes[-1] = notebook_run.execute(path, run_dir, {**given, "output_dir": str(run_dir.resolve())},
+                                            kernel, args.timeout, progress=sys.stderr.isatty())
+        o = outcomes[-1]
+        detail = "" if o.status == "ok" else f": {notebook_run.error_line(o.error)}"
+        print(f"[{i}/{len(notebooks)}] {name} {o.status} in {o.seconds:.1f} s{detail}", flush=True)
 
 
 def _raise_interrupted(signum, frame):

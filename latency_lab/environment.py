@@ -1,5 +1,6 @@
-"""The environment a run measured in: versions and hardware only (never environment variables),
-and the device's memory bandwidth (datasheet and measured) for bandwidth floors."""
+"""The environment a run measured in: versions, hardware and which compile caches it used (never
+environment variables' values), and the device's memory bandwidth (datasheet and measured) for
+bandwidth floors."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import subprocess
 from datetime import datetime, timezone
 
 import torch
+
+from . import compile_cache
 
 # Datasheet HBM/GDDR bandwidth in bytes/s, matched by substring of the device name (first match).
 DATASHEET_BANDWIDTH = (
@@ -82,6 +85,7 @@ def collect(device: str) -> dict:
         "gpu": gpu_info(device),
         "torch_cuda_build": torch.version.cuda,
         "packages": {name: _version(name) for name in PACKAGES} | {"nvfuser": nvfuser_version()},
+        "compile_cache": compile_cache.describe(),
     }
 
 

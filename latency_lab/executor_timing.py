@@ -48,10 +48,10 @@ def build_and_measure(executors, setup, methods: dict, device: str) -> tuple[dic
     return prepared, measured
 
 
-def check_output(p: Prepared, reference_logits, dtype: str) -> dict:
+def check_output(p: Prepared, reference_logits, dtype: str, layers: int) -> dict:
     """The first call's logits against eager's (``model.compare_to_eager``); a mismatch fails the row,
     since the timings of a wrong computation mean nothing."""
-    check = compare_to_eager(logits_of(p.output), reference_logits, dtype)
+    check = compare_to_eager(logits_of(p.output), reference_logits, dtype, layers)
     if not check["passed"]:
         raise ValueError(f"logits differ from eager's: rel err {check['rel_err']} > {check['tolerance']} "
                          f"{check.get('mismatch') or ''}".strip())
@@ -67,7 +67,7 @@ def methods(kwargs: dict, params, timeit, reference_logits) -> dict:
     device = params.device
     steps = max(3, min(params.iters, 10))
     return {
-        "output": lambda p: check_output(p, reference_logits, params.dtype),
+        "output": lambda p: check_output(p, reference_logits, params.dtype, params.layers),
         "warm-up": lambda p: timing.warm_up(p.fn, kwargs, params.warmup),
         "timeit": lambda p: timing.timeit_record(timeit(p.fn)),
         "kernels": lambda p: timing.profile_kernels(p.fn, kwargs, device, steps),

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 from dataclasses import dataclass, replace
 
 import torch
@@ -224,18 +225,25 @@ def greedy_decode(fn, decode: DecodeSetup, tokens: int) -> list[torch.Tensor]:
 
 # Relative error ||out - ref|| / ||ref|| allowed against eager, per dtype. bf16 keeps 8 mantissa
 # bits (eps 2**-8 ~ 3.9e-3); fusions reorder accumulations, so a few eps of relative error is normal.
-TOLERANCE = {"bfloat16": 2e-2, "float16": 5e-3, "float32": 1e-4}
+TOLERANCE = {"bfloat16": 2e-2, "float16": 5e-3, "float32": 1e-4}  # per layer (one layer: the seed's model)
 
 
-def compare_to_eager(out: torch.Tensor, ref: torch.Tensor, dtype: str) -> dict:
+def tolerance(dtype: str, layers: int = 1) -> float:
+    """Allowed relative error of the logits: ``TOLERANCE[dtype]`` times sqrt(layers), since each
+    layer adds its own independent rounding differences (a fused kernel rounds once, eager per op)."""
+    return TOLERANCE[dtype] * math.sqrt(max(1, layers))
+
+
+def compare_to_eager(out: torch.Tensor, ref: torch.Tensor, dtype: str, layers: int = 1) -> dict:
     """Max abs diff and relative error ``||out - ref|| / ||ref||`` of an executor's output against
     eager's, on their device in float64 (float32 squares of a causal mask's values overflow), and
-    whether it is within ``TOLERANCE[dtype]``."""
+    whether it is within ``tolerance(dtype, layers)``."""
+    tol = tolerance(dtype, layers)
     if out.shape != ref.shape:
-        return {"max_abs_diff": None, "rel_err": None, "tolerance": TOLERANCE[dtype], "passed": False,
+        return {"max_abs_diff": None, "rel_err": None, "tolerance": tol, "passed": False,
                 "mismatch": f"shape {tuple(out.shape)} != {tuple(ref.shape)}"}
     out, ref = out.detach().double(), ref.detach().double()
     diff = out - ref
     rel = (diff.norm() / ref.norm().clamp_min(1e-30)).item()
-    return {"max_abs_diff": diff.abs().max().item(), "rel_err": rel, "tolerance": TOLERANCE[dtype],
-            "passed": bool(rel <= TOLERANCE[dtype] and torch.isfinite(out).all())}
+    return {"max_abs_diff": diff.abs().max().item(), "rel_err": rel, "tolerance": tol,
+            "passed": bool(rel <= tol and torch.isfinite(out).all())}

@@ -197,7 +197,10 @@ def _environment_line(summary: dict) -> str:
     env = summary.get("environment") or {}
     packages = env.get("packages") or {}
     stack = ", ".join(f"{k} {v}" for k, v in packages.items() if k in ("torch", "lightning-thunder", "nvfuser", "transformers") and v)
-    return f"{html.escape(device_label(env))} · {html.escape(stack)}"
+    used = summary.get("compile_cache") or {}
+    left = f" ({used['inductor_files']} Inductor files, {used['nvfuser_kernels']} nvFuser kernels at the end)" if "inductor_files" in used else ""
+    cache = f" · compile caches: {env['compile_cache']}{left}" if env.get("compile_cache") else ""
+    return f"{html.escape(device_label(env))} · {html.escape(stack)}{html.escape(cache)}"
 
 
 STYLE = """body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em auto;max-width:78em;padding:0 1.5em;color:#222;line-height:1.4}

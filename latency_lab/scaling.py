@@ -52,7 +52,7 @@ def step_methods(kwargs: dict, params, reference_logits) -> dict:
     (``profile_kernels``), host submit time (``host_submit``), each in its own calls."""
     device = params.device
     return {
-        "output": lambda p: check_output(p, reference_logits, params.dtype),
+        "output": lambda p: check_output(p, reference_logits, params.dtype, params.layers),
         "wall": lambda p: timing.event_timer(p.fn, kwargs, device, params.warmup, params.iters, params.repeats),
         "kernels": lambda p: timing.profile_kernels(p.fn, kwargs, device, max(3, min(params.iters, 10))),
         "host": lambda p: timing.host_submit(p.fn, kwargs, device, params.iters),

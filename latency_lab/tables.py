@@ -9,7 +9,7 @@ import numbers
 
 from . import reference
 
-UNIT_SUFFIXES = {"ms": "ms", "s": "s", "us": "µs", "GBps": "GB/s"}  # name_<suffix> -> "name (unit)"
+UNIT_SUFFIXES = {"ms": "ms", "s": "s", "us": "µs", "GBps": "GB/s", "pct": "%"}  # name_<suffix> -> "name (unit)"
 
 
 def number(value) -> str:

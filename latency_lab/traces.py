@@ -14,6 +14,7 @@ import re
 from collections import Counter
 
 from .executors import Executor, describe, prepare
+from .tables import number
 
 # Symbols that move no data: argument unpacking, deletes, the return, and update_aliases (the
 # identity at run time; it records aliasing for in-place ops). Any ``unpack_*`` symbol counts too.
@@ -28,6 +29,13 @@ KIND_BY_EXECUTOR = {"nvfuser": "nvFusion", "torchcompile": "TorchCompile", "torc
 SEED_OPS = ("linear", "matmul", "embedding", "triu")
 
 # thunder.compile_stats(jm) methods, each returning nanoseconds or raising.
+# A first call's phases, from the perf_counter_ns stamps thunder records: interpreting the model's
+# Python into the initial trace; the transforms (fusion passes) and the prologue built and run; the
+# computation's first run, which compiles each fusion (nvFuser, Inductor) or records CUDA graphs.
+PHASES = (("interpret_s", "last_trace_tracing_start", "last_trace_tracing_stop"),
+          ("transform_s", "last_trace_tracing_stop", "last_trace_host_execution_start"),
+          ("first_run_s", "last_trace_host_execution_start", "last_trace_host_execution_stop"))
+
 STAT_METHODS = ("last_trace_construction_time", "last_cache_lookup_time", "last_prologue_transformation_time",
                 "last_prologue_execution_time", "last_computation_execution_time")
 
@@ -142,6 +150,18 @@ def thunder_functions(jm) -> list:
     return [fn for info in backend.subgraph_infos for fn in info.thunder_compiled_fns]
 
 
+def first_call_phases(jm) -> dict:
+    """The phases of ``jm``'s first call in seconds (read before a second call overwrites the run's
+    stamps); None for a phase thunder did not stamp. thunderfx's several functions are summed."""
+    import thunder
+
+    out = {}
+    for name, start, stop in PHASES:
+        spans = [(getattr(cs, start, -1), getattr(cs, stop, -1)) for cs in map(thunder.compile_stats, thunder_functions(jm))]
+        out[name] = sum(b - a for a, b in spans) / 1e9 if spans and all(0 <= a <= b for a, b in spans) else None
+    return out
+
+
 def analyze(jm) -> dict:
     """Everything this notebook reports about the last call of a thunder-jitted module (or of every
     thunder function thunderfx made, counted together)."""
@@ -172,14 +192,14 @@ def run(executor: Executor, module, kwargs: dict, device: str) -> dict:
     try:
         fns = thunder_functions(prepared.fn)
         jm = fns[0] if len(fns) == 1 else prepared.fn  # several (thunderfx): no single set of statistics
-        first = compile_stats(jm)
+        first, phases = compile_stats(jm), first_call_phases(prepared.fn)
         prepared.fn(**kwargs)
         stats = {"first_call": first, "second_call": compile_stats(jm)}
         analysis = analyze(prepared.fn)
     except Exception as e:
         prepared.fail(e, "trace analysis")
         return prepared.row()
-    return prepared.row(first_call_s=prepared.first_call_s, **analysis, compile_stats=stats)
+    return prepared.row(first_call_s=prepared.first_call_s, first_call_phases=phases, **analysis, compile_stats=stats)
 
 
 # --- tables and figures over rows returned by ``run`` ---------------------------------------------
@@ -292,7 +312,35 @@ def findings(configurations: list[dict], seed_counter: dict[str, int]) -> list[s
     text = "Final trace per step, " + "; ".join(parts) + "."
     if skipped := [r["executor"] for r in configurations if r["status"] != "ok"]:
         text += f" Not traced here: {', '.join(skipped)}."
-    return [text, seed]
+    return [text, seed] + ([phases] if (phases := first_call_finding(configurations)) else [])
+
+
+def first_call_table(rows: list[dict]) -> list[dict]:
+    """Per configuration, its first call split into thunder's phases; ``other`` is the rest of the
+    measured call (cache-key checks, the module wrapper, the closing synchronize)."""
+    out = []
+    for r in ok_rows(rows):
+        phases = r["first_call_phases"]
+        known = [v for v in phases.values() if v is not None]
+        other = r["first_call_s"] - sum(known) if len(known) == len(phases) else None
+        out.append({"executor": r["executor"], "first_call_s": r["first_call_s"], **phases, "other_s": other,
+                    "interpret_pct": 100 * phases["interpret_s"] / r["first_call_s"] if phases["interpret_s"] is not None else None})
+    return out
+
+
+def first_call_finding(rows: list[dict]) -> str | None:
+    """Which phase dominates the first calls measured here, in seconds."""
+    table = [t for t in first_call_table(rows) if t["interpret_pct"] is not None and t["first_run_s"] is not None]
+    if not table:
+        return None
+    parts = "; ".join(f"{t['executor']} {number(t['first_call_s'])} s = {number(t['interpret_s'])} interpreting "
+                      f"+ {number(t['transform_s'])} transforms + {number(t['first_run_s'])} first run"
+                      for t in table)
+    interpret = [t["interpret_pct"] for t in table]
+    run = [100 * t["first_run_s"] / t["first_call_s"] for t in table]
+    return (f"First call, split by thunder's own timestamps: {parts}. Interpreting the model's Python is "
+            f"{number(min(interpret))}-{number(max(interpret))}% of a first call, its first run (compiling) "
+            f"{number(min(run))}-{number(max(run))}%.")
 
 
 def stats_table(rows: list[dict]) -> list[dict]:

@@ -1,5 +1,6 @@
 """Model setup: the seed's config verbatim, the three call modes, bytes per step."""
 
+import pytest
 import torch
 
 from latency_lab import model as llama, params as P
@@ -65,3 +66,12 @@ def test_compare_to_eager_tolerance():
     assert not llama.compare_to_eager(bad, ref, "bfloat16")["passed"]
     mask = torch.full((4, 4), torch.finfo(torch.float32).min).triu(1)
     assert llama.compare_to_eager(mask, mask.clone(), "float32")["rel_err"] == 0.0  # no overflow to nan
+
+
+def test_tolerance_grows_with_the_square_root_of_depth():
+    ref = torch.randn(1, 6, 32)
+    off = ref * 1.04  # rel err 0.04: beyond one layer's bf16 tolerance, within 16 layers' (4 x 2e-2)
+    assert not llama.compare_to_eager(off, ref, "bfloat16")["passed"]
+    check = llama.compare_to_eager(off, ref, "bfloat16", layers=16)
+    assert check["passed"] and check["tolerance"] == pytest.approx(0.08)
+    assert llama.tolerance("float32", 4) == pytest.approx(2e-4) and llama.tolerance("bfloat16", 0) == 2e-2

@@ -54,6 +54,9 @@ def test_run_folder_is_complete(tiny_run: Path):
     assert summary["parameters"]["resolved"]["preset"] == "tiny"
     env = json.loads((tiny_run / "environment.json").read_text())
     assert env["packages"]["torch"] and env["packages"]["lightning-thunder"] and env["cpu"]
+    # torch.compile ran in several notebooks against one cache folder for the run, gone afterwards
+    assert env["compile_cache"].startswith("per run") and summary["compile_cache"]["mode"] == "run"
+    assert summary["compile_cache"]["inductor_files"] > 0
 
 
 def test_notebooks_ran_in_a_real_kernel_with_injected_parameters(tiny_run: Path):
@@ -136,6 +139,7 @@ def test_index_links_resolve(tiny_run: Path):
     (["--timeout", "-5"], "invalid --timeout -5"),
     (["--notebooks", ""], "invalid --notebooks ''"),
     (["--notebooks", ","], "invalid --notebooks ','"),
+    (["--compile-cache", "warm"], "argument --compile-cache: invalid choice: 'warm'"),
 ])
 def test_bad_input_rejected_before_any_notebook(tmp_path, args, fragment):
     earlier = tmp_path / "earlier"
@@ -264,8 +268,11 @@ def test_interrupt_stops_kills_the_kernel_and_marks_the_run(tmp_path, signum):
               "results.save(output_dir, '01_quick', P.validate(preset=preset), {}, results.key_table('q', [{'x': 1}]))")
     _notebook(nbdir / "02_slow.ipynb", f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(300)")
     _notebook(nbdir / "03_never.ipynb", "x = 3")
+    temp = tmp_path / "temp"  # where the run's compile-cache folder is made, and must be gone from
+    temp.mkdir()
     proc = subprocess.Popen([sys.executable, str(ROOT / "runner.py"), "--notebook-dir", str(nbdir), "--output-dir", str(out),
-                             "--run-id", "r"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--run-id", "r"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TMPDIR": str(temp)})
     deadline = time.monotonic() + 240
     while not pid_file.exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.5)
@@ -285,6 +292,7 @@ def test_interrupt_stops_kills_the_kernel_and_marks_the_run(tmp_path, signum):
         [("01_quick", "ok"), ("02_slow", "interrupted"), ("03_never", "not run")]
     assert "interrupted" in (out / "r" / "index.html").read_text()
     assert (out / "latest").resolve() == (out / "r").resolve()
+    assert list(temp.iterdir()) == []
 
 
 def test_latest_is_replaced_atomically_by_concurrent_runs(tmp_path):

@@ -104,6 +104,25 @@ def test_compile_stats_count_the_miss_and_the_hit(torch_row):
             assert (key in stats) != any(n.startswith(method) for n in stats["notes"]), (method, stats)
 
 
+def test_first_call_phases_split_the_measured_first_call(torch_row):
+    phases = torch_row["first_call_phases"]
+    assert set(phases) == {"interpret_s", "transform_s", "first_run_s"} and all(v > 0 for v in phases.values())
+    assert sum(phases.values()) <= torch_row["first_call_s"]
+    [line] = traces.first_call_table([torch_row])
+    assert line["other_s"] == pytest.approx(torch_row["first_call_s"] - sum(phases.values()))
+    assert line["interpret_pct"] == pytest.approx(100 * phases["interpret_s"] / torch_row["first_call_s"])
+    finding = traces.first_call_finding([torch_row])
+    assert finding.startswith("First call, split by thunder's own timestamps: thunder:torch ")
+
+
+def test_first_call_without_stamps_has_blank_phases():
+    row = {"executor": "x", "status": "ok", "first_call_s": 2.0,
+           "first_call_phases": {"interpret_s": 1.0, "transform_s": None, "first_run_s": None}}
+    [line] = traces.first_call_table([row])
+    assert line["other_s"] is None and line["interpret_pct"] == 50.0
+    assert traces.first_call_finding([row]) is None
+
+
 def test_compile_stats_of_a_plain_function_is_notes_only():
     stats = traces.compile_stats(lambda x: x)
     assert "calls" not in stats and stats["notes"]
@@ -176,3 +195,4 @@ def test_tiny_run_results_file(tiny_run):
         else:
             assert row["reason"], name
     assert data["key_table"]["rows"] and data["seed_counter"]["counter"]["nvFusion0"] == 1
+    assert any(f.startswith("First call, split by thunder's own timestamps") for f in data["findings"])
