@@ -320,7 +320,8 @@ def first_call_table(rows: list[dict]) -> list[dict]:
     measured call (cache-key checks, the module wrapper, the closing synchronize)."""
     out = []
     for r in ok_rows(rows):
-        phases = r["first_call_phases"]
+        if not (phases := r.get("first_call_phases")):
+            continue  # a row without the split (results written before it existed)
         known = [v for v in phases.values() if v is not None]
         other = r["first_call_s"] - sum(known) if len(known) == len(phases) else None
         out.append({"executor": r["executor"], "first_call_s": r["first_call_s"], **phases, "other_s": other,
