@@ -54,6 +54,13 @@ def test_depth_fits_per_metric_and_reasons():
     assert "a 0.500 + 0.250/layer ms (RMS residual 0 ms)" in text and "No fit: b (fewer than two depths measured)" in text
 
 
+def test_first_call_text_fits_seconds_per_layer():
+    rows = [{"executor": "thunder", "layers": n, "first_call_s": 3.0 + 2.0 * n} for n in (1, 2, 4)]
+    rows += [{"executor": "eager", "layers": 1, "first_call_s": 0.01}, {"executor": "torch.compile", "layers": 1, "first_call_s": None}]
+    assert scaling.first_call_text(rows) == ("First call (trace + compile + run) by layers: thunder 5.00 s at 1, "
+                                             "7.00 s at 2, 11.0 s at 4 (3.00 s + 2.00 s per layer); eager 0.0100 s at 1.")
+
+
 def test_paper_table_three_significant_figures_and_blanks():
     rows = scaling.table([{"x": 1234.5, "y": None, "z": 0.012345, "s": "ok", "n": float("nan")}],
                          {"x (ms)": "x", "y (ms)": "y", "z (s)": "z", "status": "s", "n": "n"})
