@@ -33,7 +33,7 @@ if __name__ == "__main__":  # a Python without the suite's packages hands over t
 
     tasks.use_suite_python(__file__, sys.argv[1:])
 
-from latency_lab import compile_cache, environment, notebook_run, report
+from latency_lab import compile_cache, environment, notebook_run, report, results
 from latency_lab.params import SCHEMA, ParameterError, parse_value, validate
 
 
@@ -205,7 +205,7 @@ def main(argv=None) -> int:
     caches = compile_cache.for_run(run_dir.name) if args.compile_cache == "run" else contextlib.nullcontext()
     meta["compile_cache"] = {"mode": args.compile_cache}
     try:
-        with caches as cache_root:
+        with caches as cache_root, results.run_marked(run_dir):
             try:
                 run_notebooks(notebooks, values, declared, params, run_dir, args, meta, outcomes)
             finally:

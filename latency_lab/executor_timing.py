@@ -9,7 +9,7 @@ even one that poisons the CUDA context, stays in its own row.
 
 from __future__ import annotations
 
-from . import reference, timing
+from . import reference, timing, traces
 from .executors import Prepared, cuda_context_error, describe, prepare
 from .model import compare_to_eager, logits_of
 from .tables import number
@@ -63,11 +63,13 @@ def methods(kwargs: dict, params, timeit, reference_logits) -> dict:
     IPython's ``%timeit`` in the notebook and returns its ``TimeitResult``. The output check comes
     first, before a later call can overwrite a CUDA graph's output; then the warm-up: torch.compile's
     CUDA graphs record on a later call than the first, and must do so before the next executor is
-    built (``executors.THUNDER_CUDAGRAPHS_HAZARD`` says why)."""
+    built (``executors.THUNDER_CUDAGRAPHS_HAZARD`` says why). A Thunder executor's trace row for notebook
+    03 (``traces.row_of``) is taken between the two, right after the first call."""
     device = params.device
     steps = max(3, min(params.iters, 10))
     return {
         "output": lambda p: check_output(p, reference_logits, params.dtype, params.layers),
+        "trace": lambda p: traces.row_of(p, kwargs) if p.executor.needs_thunder else None,
         "warm-up": lambda p: timing.warm_up(p.fn, kwargs, params.warmup),
         "timeit": lambda p: timing.timeit_record(timeit(p.fn)),
         "kernels": lambda p: timing.profile_kernels(p.fn, kwargs, device, steps),

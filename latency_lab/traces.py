@@ -13,8 +13,12 @@ import html
 import re
 from collections import Counter
 
+from . import results
 from .executors import Executor, describe, prepare
 from .tables import number
+
+TIMING_NOTEBOOK = "02_executor_timing"  # builds every executor; takes each Thunder row after its first call
+SAME_MODEL = ("preset", "layers", "batch_size", "seq_len", "dtype", "device", "cache_mode", "seed")
 
 # Symbols that move no data: argument unpacking, deletes, the return, and update_aliases (the
 # identity at run time; it records aliasing for in-place ops). Any ``unpack_*`` symbol counts too.
@@ -184,9 +188,15 @@ def analyze(jm) -> dict:
 
 
 def run(executor: Executor, module, kwargs: dict, device: str) -> dict:
-    """One configuration's row: jit and first call (compile), its trace analysed, compile statistics
-    after that call and after a second, cached call. Unavailable or failing: the row has the reason."""
-    prepared = prepare(executor, module, kwargs, device)
+    """One configuration's row: jit and first call (compile), then ``row_of`` it."""
+    return row_of(prepare(executor, module, kwargs, device), kwargs)
+
+
+def row_of(prepared, kwargs: dict) -> dict:
+    """The row of an executor built and called once, taken right after that first call: its
+    phases and compile statistics, a second (cached) call and its statistics, the trace analysed.
+    Unavailable or failing: the row has the reason. Never raises and never changes ``prepared``,
+    so notebook 02 can take it between its own measurements."""
     if not prepared.ok:
         return prepared.row()
     try:
@@ -197,9 +207,34 @@ def run(executor: Executor, module, kwargs: dict, device: str) -> dict:
         stats = {"first_call": first, "second_call": compile_stats(jm)}
         analysis = analyze(prepared.fn)
     except Exception as e:
-        prepared.fail(e, "trace analysis")
-        return prepared.row()
+        return {**prepared.row(), "status": "failed", "reason": f"trace analysis: {describe(e)}"}
     return prepared.row(first_call_s=prepared.first_call_s, first_call_phases=phases, **analysis, compile_stats=stats)
+
+
+def from_run(params, names: list[str]) -> list[dict] | None:
+    """The rows of ``names`` that notebook 02 took from its own builds (``row_of`` right after each
+    first call) in this runner run, when 02 ran before with the same model and inputs; else None,
+    and the caller builds its own. Outside a runner run (JupyterLab, a lone papermill call) None:
+    a results file left in a folder may come from other code."""
+    if not results.in_run(params.output_dir):
+        return None
+    path = results.path_for(params.output_dir, TIMING_NOTEBOOK)
+    try:
+        data = results.load(path)
+    except (OSError, ValueError):
+        return None
+    if any(data["params"].get(k) != v for k, v in params.to_dict().items() if k in SAME_MODEL):
+        return None
+    rows = data.get("thunder_rows") or {}
+    return [rows[n] for n in names] if all(rows.get(n) for n in names) else None
+
+
+def timing_rows(prepared: dict, measured: dict) -> dict[str, dict]:
+    """Notebook 02's Thunder rows for ``from_run``: the row its ``trace`` method took (moved out of
+    ``measured``, so the results file holds each trace once), or the executor's own row
+    (unavailable, or failed before that method ran)."""
+    taken = {n: m.pop("trace", None) for n, m in measured.items()}
+    return {n: taken.get(n) or p.row() for n, p in prepared.items() if p.executor.needs_thunder}
 
 
 # --- tables and figures over rows returned by ``run`` ---------------------------------------------

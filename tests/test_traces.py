@@ -8,8 +8,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from latency_lab import results, traces
-from latency_lab.executors import REGISTRY, THUNDER_NAMES
+from latency_lab import params as P, results, traces
+from latency_lab.executors import REGISTRY, THUNDER_NAMES, Prepared
+from conftest import run_runner
 
 pytest.importorskip("thunder")
 
@@ -123,6 +124,44 @@ def test_first_call_without_stamps_has_blank_phases():
     assert traces.first_call_finding([row]) is None
 
 
+def test_row_of_a_failing_analysis_is_a_failed_row_and_leaves_the_executor_alone():
+    p = Prepared(REGISTRY["thunder:torch"], "ok", fn=lambda **kw: None, first_call_s=1.0)  # not a thunder function
+    row = traces.row_of(p, KWARGS)
+    assert row["status"] == "failed" and row["reason"].startswith("trace analysis: ")
+    assert p.status == "ok" and p.reason is None  # notebook 02 goes on timing it
+
+
+def _timing_results(folder, params, rows):
+    results.save(folder, traces.TIMING_NOTEBOOK, params, {}, results.key_table("t", [{"x": 1}]), thunder_rows=rows)
+
+
+def test_from_run_reads_the_rows_02_took_in_the_same_run_only(tmp_path, monkeypatch):
+    params = P.validate(preset="tiny", device="cpu", executors="thunder:torch,thunderfx", output_dir=str(tmp_path))
+    rows = {"thunder:torch": {"executor": "thunder:torch", "status": "ok"}, "thunderfx": {"executor": "thunderfx", "status": "failed"}}
+    _timing_results(tmp_path, params, rows)
+    names = ["thunderfx", "thunder:torch"]
+    monkeypatch.delenv(results.RUN_DIR, raising=False)
+    assert traces.from_run(params, names) is None  # JupyterLab, papermill alone: build
+    monkeypatch.setenv(results.RUN_DIR, str(tmp_path / "other-run"))
+    assert traces.from_run(params, names) is None
+    monkeypatch.setenv(results.RUN_DIR, str(tmp_path))
+    assert traces.from_run(params, names) == [rows["thunderfx"], rows["thunder:torch"]]
+    assert traces.from_run(params, [*names, "thunder:torchcompile"]) is None  # 02 did not build it
+    assert traces.from_run(P.validate({**params.to_dict(), "seq_len": 7}), names) is None  # another model input
+    assert traces.from_run(P.validate({**params.to_dict(), "warmup": 3}), names) is not None  # timing only
+    traces.results.path_for(tmp_path, traces.TIMING_NOTEBOOK).write_text("{not json")
+    assert traces.from_run(params, names) is None
+
+
+def test_timing_rows_move_each_trace_out_of_measured():
+    prepared = {"eager": Prepared(REGISTRY["eager"], "ok"), "thunder:torch": Prepared(REGISTRY["thunder:torch"], "ok"),
+                "thunder": Prepared(REGISTRY["thunder"], "unavailable", reason="needs a CUDA device")}
+    measured = {"eager": {"trace": None, "wall": 1}, "thunder:torch": {"trace": {"executor": "thunder:torch", "status": "ok"}}}
+    rows = traces.timing_rows(prepared, measured)
+    assert rows["thunder:torch"] == {"executor": "thunder:torch", "status": "ok"} and "trace" not in measured["thunder:torch"]
+    assert rows["thunder"]["status"] == "unavailable" and "eager" not in rows and measured["eager"] == {"wall": 1}
+
+
 def test_compile_stats_of_a_plain_function_is_notes_only():
     stats = traces.compile_stats(lambda x: x)
     assert "calls" not in stats and stats["notes"]
@@ -196,3 +235,14 @@ def test_tiny_run_results_file(tiny_run):
             assert row["reason"], name
     assert data["key_table"]["rows"] and data["seed_counter"]["counter"]["nvFusion0"] == 1
     assert any(f.startswith("First call, split by thunder's own timestamps") for f in data["findings"])
+    assert data["traces_from"] == "notebook 02's builds in this run"  # 02 ran first in that run
+    timing = results.load(tiny_run / "02_executor_timing.results.json")
+    assert sorted(timing["thunder_rows"]) == sorted(wanted) and not any("trace" in m for m in timing["measured"].values())
+
+
+def test_trace_counters_alone_build_their_own(tmp_path):
+    proc = run_runner("--preset", "tiny", "--device", "cpu", "--notebooks", "03", "-p", "executors=thunder:torch",
+                      "--output-dir", str(tmp_path), "--run-id", "alone")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = results.load(tmp_path / "alone" / "03_trace_counters.results.json")
+    assert data["traces_from"] == "built here" and data["configurations"][0]["status"] == "ok"
