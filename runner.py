@@ -16,13 +16,13 @@ rejected before any notebook starts; a failing notebook is marked in the index a
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
 import shlex
 import signal
 import sys
+import tempfile
 import time
 import uuid
 from datetime import datetime
@@ -155,6 +155,19 @@ def point_latest(root: Path, run_dir: Path) -> None:
     os.replace(tmp, root / "latest")
 
 
+def cache_folder(mode: str, run_dir: Path) -> Path | None:
+    """The run's fresh compile-cache folder (``--compile-cache run``), or None; a folder that cannot
+    be made is a setup error, and the run folder made just before is removed again (it is empty)."""
+    if mode != "run":
+        return None
+    try:
+        return compile_cache.make(run_dir.name)
+    except OSError as e:
+        run_dir.rmdir()
+        raise SetupError(f"cannot make the run's compile-cache folder in {tempfile.gettempdir()}: "
+                         f"{e.strerror or e} (or use --compile-cache default)") from None
+
+
 def ignored_by(values: dict, declared: dict[str, dict]) -> dict[str, list[str]]:
     """Per given parameter, the selected notebooks that do not declare it (and so ignore it)."""
     return {name: [nb for nb, names in declared.items() if name not in names]
@@ -188,6 +201,7 @@ def main(argv=None) -> int:
             return 0
         notebooks, values, declared, params, root = prepare_run(args)
         run_dir = new_run_dir(root, args.run_id, params.preset, params.device)
+        cache_root = cache_folder(args.compile_cache, run_dir)
     except ValueError as e:  # ParameterError and SetupError included
         print(f"runner.py: error: {e}", file=sys.stderr)
         return EXIT_SETUP
@@ -202,10 +216,9 @@ def main(argv=None) -> int:
     outcomes: list[notebook_run.Outcome] = []
     interrupted = None
     previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
-    caches = compile_cache.for_run(run_dir.name) if args.compile_cache == "run" else contextlib.nullcontext()
     meta["compile_cache"] = {"mode": args.compile_cache}
     try:
-        with caches as cache_root, results.run_marked(run_dir):
+        with compile_cache.shared(cache_root), results.run_marked(run_dir):
             try:
                 run_notebooks(notebooks, values, declared, params, run_dir, args, meta, outcomes)
             finally:

@@ -1,12 +1,12 @@
 """Compile caches shared by the notebooks of one run.
 
-Notebooks 02, 03, 05 and 06 each build the same executors in their own kernel. Inductor keeps
-compiled graphs in an on-disk cache (``TORCHINDUCTOR_CACHE_DIR``), and nvFuser can keep compiled
-kernels in a database keyed by their CUDA source (``NVFUSER_ENABLE=kernel_db``, in
-``$TMPDIR/nvfuser_kernel_db``). ``for_run`` points both at a fresh folder for one run, so that
-the first notebook to compile a graph or kernel pays for it and later ones load it, and so that no
-run starts warm from an earlier one. The folder is removed when the run ends. Only compilation is
-cached: Thunder still interprets the model's Python in every notebook.
+Notebooks 02, 05 and 06 each build the same executors in their own kernel. Inductor keeps compiled
+graphs in an on-disk cache (``TORCHINDUCTOR_CACHE_DIR``), and nvFuser can keep compiled kernels in a
+database keyed by their CUDA source (``NVFUSER_ENABLE=kernel_db``, in ``$TMPDIR/nvfuser_kernel_db``).
+``make`` creates a fresh folder for one run and ``shared`` points both at it while the run's kernels
+start, so that the first notebook to compile a graph or kernel pays for it and later ones load it,
+and so that no run starts warm from an earlier one; the folder is removed when the run ends. Only
+compilation is cached: Thunder still interprets the model's Python in every notebook.
 """
 
 from __future__ import annotations
@@ -18,24 +18,30 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-MARKER = "LATENCY_LAB_COMPILE_CACHE"  # set for the notebooks' kernels while a run shares its caches
+MARKER = "LATENCY_LAB_COMPILE_CACHE"  # "run" for the notebooks' kernels while a run shares its caches
+
+
+def make(run_id: str) -> Path:
+    """A fresh cache folder for one run (in the temp folder); OSError when it cannot be made."""
+    root = Path(tempfile.mkdtemp(prefix=f"latency-lab-{run_id}-"))
+    (root / "tmp").mkdir()
+    return root
 
 
 def environment(root: Path) -> dict[str, str]:
-    """The variables that point Inductor and nvFuser at ``root`` (nvFuser's options kept)."""
+    """The variables that point Inductor and nvFuser at ``root`` (nvFuser's other options kept)."""
     enabled = [o for o in os.environ.get("NVFUSER_ENABLE", "").split(",") if o and o != "kernel_db"]
     return {"TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"), "TMPDIR": str(root / "tmp"),
             "NVFUSER_ENABLE": ",".join([*enabled, "kernel_db"]), MARKER: "run"}
 
 
 @contextmanager
-def for_run(run_id: str) -> Iterator[Path]:
-    """A fresh cache folder for one run, in the variables the notebooks' kernels inherit; the
-    previous variables and no folder are left afterwards."""
-    root = Path(tempfile.mkdtemp(prefix=f"latency-lab-{run_id}-"))
-    (root / "tmp").mkdir()
-    values = environment(root)
-    saved = {name: os.environ.get(name) for name in values}
+def shared(root: Path | None) -> Iterator[Path | None]:
+    """The variables the notebooks' kernels inherit: pointed at ``root`` (removed afterwards), or,
+    for None, the tools' own caches (no marker). The previous variables are restored after."""
+    values = environment(root) if root else {}
+    saved = {name: os.environ.get(name) for name in [*values, MARKER]}
+    os.environ.pop(MARKER, None)
     os.environ.update(values)
     try:
         yield root
@@ -45,7 +51,8 @@ def for_run(run_id: str) -> Iterator[Path]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-        shutil.rmtree(root, ignore_errors=True)
+        if root:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def usage(root: Path) -> dict:
@@ -56,7 +63,11 @@ def usage(root: Path) -> dict:
 
 
 def describe() -> str:
-    """What this process compiles against, for the environment record of every result."""
+    """Which compile caches this process uses, for the environment record of every result (what
+    the variables do, never their values)."""
     if os.environ.get(MARKER) == "run":
         return "per run, shared by its notebooks (Inductor cache, nvFuser kernel DB)"
-    return "the tools' defaults (Inductor's machine-wide cache, no nvFuser kernel DB)"
+    inductor = "Inductor's cache where TORCHINDUCTOR_CACHE_DIR says" if os.environ.get("TORCHINDUCTOR_CACHE_DIR") \
+        else "Inductor's machine-wide cache"
+    kernel_db = "kernel_db" in os.environ.get("NVFUSER_ENABLE", "").split(",")
+    return f"not per run: {inductor}, {'nvFuser kernel DB on' if kernel_db else 'no nvFuser kernel DB'}"

@@ -344,15 +344,17 @@ def decode_text(rows: list[dict]) -> str:
 
 def first_call_text(rows: list[dict]) -> str:
     """First call (trace + compile + run) against depth, per executor, with its least-squares line
-    (seconds at 0 layers + seconds per layer) where two or more depths ran."""
+    (seconds at 0 layers and per layer, and the RMS residual) where three or more depths ran."""
     parts = []
     for name in dict.fromkeys(r["executor"] for r in rows):
-        ok = [r for r in rows if r["executor"] == name and r["first_call_s"] is not None]
+        ok = [r for r in rows if r["executor"] == name and r["status"] == "ok" and sig3(r["first_call_s"])]
         if ok:
             text = f"{name} " + ", ".join(f"{sig3(r['first_call_s'])} s at {r['layers']}" for r in ok)
-            if len({r["layers"] for r in ok}) >= 2:
+            if len({r["layers"] for r in ok}) >= 3:
                 line = fit_line([r["layers"] for r in ok], [r["first_call_s"] for r in ok])
-                text += f" ({sig3(line['intercept'])} s + {sig3(line['slope'])} s per layer)"
+                sign = "+" if line["slope"] >= 0 else "-"
+                text += (f" ({sig3(line['intercept'])} s {sign} {sig3(abs(line['slope']))} s per layer, "
+                         f"RMS residual {sig3(line['rms_residual'])} s)")
             parts.append(text)
     return "First call (trace + compile + run) by layers: " + ("; ".join(parts) if parts else "none ran") + "."
 

@@ -352,31 +352,39 @@ def findings(configurations: list[dict], seed_counter: dict[str, int]) -> list[s
 
 def first_call_table(rows: list[dict]) -> list[dict]:
     """Per configuration, its first call split into thunder's phases; ``other`` is the rest of the
-    measured call (cache-key checks, the module wrapper, the closing synchronize)."""
+    measured call (cache-key checks, the module wrapper, thunderfx's Dynamo capture, the closing
+    synchronize). A configuration without a first call is a row with its status and reason."""
     out = []
-    for r in ok_rows(rows):
-        if not (phases := r.get("first_call_phases")):
-            continue  # a row without the split (results written before it existed)
-        known = [v for v in phases.values() if v is not None]
-        other = r["first_call_s"] - sum(known) if len(known) == len(phases) else None
-        out.append({"executor": r["executor"], "first_call_s": r["first_call_s"], **phases, "other_s": other,
-                    "interpret_pct": 100 * phases["interpret_s"] / r["first_call_s"] if phases["interpret_s"] is not None else None})
+    for r in rows:
+        phases = r.get("first_call_phases") or {}
+        total = r.get("first_call_s") if r["status"] == "ok" else None
+        known = [phases.get(name) for name, *_ in PHASES]
+        complete = total is not None and None not in known
+        out.append({"executor": r["executor"], "status": r["status"], "first_call_s": total,
+                    **{name: phases.get(name) for name, *_ in PHASES},
+                    "other_s": total - sum(known) if complete else None,
+                    "interpret_pct": 100 * phases["interpret_s"] / total if complete else None,
+                    "reason": r.get("reason")})
     return out
 
 
 def first_call_finding(rows: list[dict]) -> str | None:
-    """Which phase dominates the first calls measured here, in seconds."""
-    table = [t for t in first_call_table(rows) if t["interpret_pct"] is not None and t["first_run_s"] is not None]
+    """Each first call measured here, by phase in seconds, and the share of interpreting in the
+    configurations ``thunder.jit`` builds (thunderfx's thunder interprets Dynamo's graphs instead)."""
+    from .executors import REGISTRY
+
+    table = [t for t in first_call_table(rows) if t["other_s"] is not None]
     if not table:
         return None
-    parts = "; ".join(f"{t['executor']} {number(t['first_call_s'])} s = {number(t['interpret_s'])} interpreting "
-                      f"+ {number(t['transform_s'])} transforms + {number(t['first_run_s'])} first run"
-                      for t in table)
-    interpret = [t["interpret_pct"] for t in table]
-    run = [100 * t["first_run_s"] / t["first_call_s"] for t in table]
-    return (f"First call, split by thunder's own timestamps: {parts}. Interpreting the model's Python is "
-            f"{number(min(interpret))}-{number(max(interpret))}% of a first call, its first run (compiling) "
-            f"{number(min(run))}-{number(max(run))}%.")
+    parts = "; ".join(f"{t['executor']} {number(t['first_call_s'])} s (interpreting {number(t['interpret_s'])} s, "
+                      f"transforms {number(t['transform_s'])} s, first run {number(t['first_run_s'])} s, "
+                      f"other {number(t['other_s'])} s)" for t in table)
+    text = f"First call by thunder's own timestamps: {parts}."
+    jit = [t["interpret_pct"] for t in table if REGISTRY[t["executor"]].entry_point != "dynamo.thunderfx"]
+    if jit:
+        share = number(jit[0]) if len(jit) == 1 else f"{number(min(jit))}-{number(max(jit))}"
+        text += f" Interpreting the model's Python is {share}% of a thunder.jit configuration's first call."
+    return text
 
 
 def stats_table(rows: list[dict]) -> list[dict]:

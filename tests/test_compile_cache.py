@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import errno
 import os
 
+import runner
 from latency_lab import compile_cache
 
 
-def test_for_run_points_the_compilers_at_a_fresh_folder_and_restores_everything(monkeypatch):
+def test_shared_points_the_compilers_at_the_run_folder_and_restores_everything(monkeypatch):
     monkeypatch.setenv("NVFUSER_ENABLE", "id_model,kernel_db")
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
     before = dict(os.environ)
-    with compile_cache.for_run("r1") as root:
-        assert root.is_dir() and root.name.startswith("latency-lab-r1-")
+    root = compile_cache.make("r1")
+    assert root.name.startswith("latency-lab-r1-") and (root / "tmp").is_dir()
+    with compile_cache.shared(root):
         assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(root / "inductor")
-        assert os.environ["TMPDIR"] == str(root / "tmp") and (root / "tmp").is_dir()  # nvFuser's kernel DB lives there
+        assert os.environ["TMPDIR"] == str(root / "tmp")  # nvFuser's kernel DB lives there
         assert os.environ["NVFUSER_ENABLE"] == "id_model,kernel_db"  # other options kept, kernel_db once
         assert compile_cache.describe().startswith("per run")
         (root / "inductor" / "fx").mkdir(parents=True)
@@ -23,17 +26,43 @@ def test_for_run_points_the_compilers_at_a_fresh_folder_and_restores_everything(
         (root / "tmp" / "nvfuser_kernel_db" / "kernel_0.cubin").write_bytes(b"\0")
         assert compile_cache.usage(root) == {"inductor_files": 1, "nvfuser_kernels": 1}
     assert dict(os.environ) == before and not root.exists()
-    assert compile_cache.describe().startswith("the tools' defaults")
 
 
-def test_for_run_cleans_up_after_an_error():
+def test_shared_cleans_up_after_an_error():
+    root = compile_cache.make("r2")
     try:
-        with compile_cache.for_run("r2") as root:
+        with compile_cache.shared(root):
             raise KeyboardInterrupt
     except KeyboardInterrupt:
         pass
     assert not root.exists() and compile_cache.MARKER not in os.environ
 
 
+def test_default_mode_describes_what_the_environment_really_sets(monkeypatch):
+    monkeypatch.setenv(compile_cache.MARKER, "run")  # inherited from an outer run: not ours
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/somewhere")
+    monkeypatch.setenv("NVFUSER_ENABLE", "kernel_db")
+    with compile_cache.shared(None):
+        assert compile_cache.MARKER not in os.environ
+        assert compile_cache.describe() == ("not per run: Inductor's cache where TORCHINDUCTOR_CACHE_DIR says, "
+                                            "nvFuser kernel DB on")
+    assert os.environ[compile_cache.MARKER] == "run"
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
+    monkeypatch.delenv("NVFUSER_ENABLE")
+    monkeypatch.delenv(compile_cache.MARKER)
+    assert compile_cache.describe() == "not per run: Inductor's machine-wide cache, no nvFuser kernel DB"
+
+
 def test_usage_of_an_empty_folder(tmp_path):
     assert compile_cache.usage(tmp_path) == {"inductor_files": 0, "nvfuser_kernels": 0}
+
+
+def test_a_cache_folder_that_cannot_be_made_is_a_setup_error(tmp_path, monkeypatch, capsys):
+    def full(run_id):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(compile_cache, "make", full)
+    code = runner.main(["--preset", "tiny", "--device", "cpu", "--notebooks", "01", "--output-dir", str(tmp_path),
+                        "--run-id", "nospace"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "No space left on device" in err and "--compile-cache default" in err
+    assert list(tmp_path.iterdir()) == []  # the run folder made just before is gone again

@@ -113,15 +113,24 @@ def test_first_call_phases_split_the_measured_first_call(torch_row):
     assert line["other_s"] == pytest.approx(torch_row["first_call_s"] - sum(phases.values()))
     assert line["interpret_pct"] == pytest.approx(100 * phases["interpret_s"] / torch_row["first_call_s"])
     finding = traces.first_call_finding([torch_row])
-    assert finding.startswith("First call, split by thunder's own timestamps: thunder:torch ")
+    assert finding.startswith("First call by thunder's own timestamps: thunder:torch ") and " s, other " in finding
+    assert finding.endswith("% of a thunder.jit configuration's first call.")
 
 
-def test_first_call_without_stamps_has_blank_phases():
-    row = {"executor": "x", "status": "ok", "first_call_s": 2.0,
-           "first_call_phases": {"interpret_s": 1.0, "transform_s": None, "first_run_s": None}}
-    [line] = traces.first_call_table([row])
-    assert line["other_s"] is None and line["interpret_pct"] == 50.0
-    assert traces.first_call_finding([row]) is None
+def test_first_call_finding_adds_up_and_leaves_out_what_it_cannot_split():
+    def row(name, total, i, t, r, status="ok"):
+        return {"executor": name, "status": status, "first_call_s": total, "reason": None if status == "ok" else "no GPU",
+                "first_call_phases": {"interpret_s": i, "transform_s": t, "first_run_s": r}}
+    rows = [row("thunder:torch", 2.0, 1.0, 0.2, 0.5), row("thunderfx", 6.0, 3.0, 0.5, 0.1),
+            row("thunder:torchcompile", 3.0, 1.0, None, None), row("thunder", None, None, None, None, "unavailable")]
+    table = {t["executor"]: t for t in traces.first_call_table(rows)}
+    assert table["thunder"]["status"] == "unavailable" and table["thunder"]["reason"] == "no GPU"  # a row, not left out
+    assert table["thunder:torchcompile"]["other_s"] is None and table["thunder:torchcompile"]["interpret_pct"] is None
+    assert traces.first_call_finding(rows) == (
+        "First call by thunder's own timestamps: thunder:torch 2.00 s (interpreting 1.00 s, transforms 0.200 s, "
+        "first run 0.500 s, other 0.300 s); thunderfx 6.00 s (interpreting 3.00 s, transforms 0.500 s, "
+        "first run 0.100 s, other 2.40 s). Interpreting the model's Python is 50.0% of a thunder.jit configuration's first call.")
+    assert traces.first_call_finding(rows[2:]) is None
 
 
 def test_row_of_a_failing_analysis_is_a_failed_row_and_leaves_the_executor_alone():
