@@ -243,7 +243,7 @@ def test_tiny_run_results_file(tiny_run):
         else:
             assert row["reason"], name
     assert data["key_table"]["rows"] and data["seed_counter"]["counter"]["nvFusion0"] == 1
-    assert any(f.startswith("First call, split by thunder's own timestamps") for f in data["findings"])
+    assert any(f.startswith("First call by thunder's own timestamps: ") for f in data["findings"])
     assert data["traces_from"] == "notebook 02's builds in this run"  # 02 ran first in that run
     timing = results.load(tiny_run / "02_executor_timing.results.json")
     assert sorted(timing["thunder_rows"]) == sorted(wanted) and not any("trace" in m for m in timing["measured"].values())
