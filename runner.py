@@ -217,13 +217,14 @@ def main(argv=None) -> int:
     interrupted = None
     previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
     meta["compile_cache"] = {"mode": args.compile_cache}
+    kernels = {**compile_cache.environment(cache_root), results.RUN_DIR: str(run_dir.resolve())}
     try:
-        with compile_cache.shared(cache_root), results.run_marked(run_dir):
+        with notebook_run.kernel_environment(kernels):
             try:
                 run_notebooks(notebooks, values, declared, params, run_dir, args, meta, outcomes)
             finally:
                 if cache_root:
-                    meta["compile_cache"].update(compile_cache.usage(cache_root))
+                    meta["compile_cache"].update(compile_cache.close(cache_root))
     except Interrupted as e:
         interrupted = e
         notebook_run.kill_children()

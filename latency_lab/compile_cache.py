@@ -3,10 +3,11 @@
 Notebooks 02, 05 and 06 each build the same executors in their own kernel. Inductor keeps compiled
 graphs in an on-disk cache (``TORCHINDUCTOR_CACHE_DIR``), and nvFuser can keep compiled kernels in a
 database keyed by their CUDA source (``NVFUSER_ENABLE=kernel_db``, in ``$TMPDIR/nvfuser_kernel_db``).
-``make`` creates a fresh folder for one run and ``shared`` points both at it while the run's kernels
-start, so that the first notebook to compile a graph or kernel pays for it and later ones load it,
-and so that no run starts warm from an earlier one; the folder is removed when the run ends. Only
-compilation is cached: Thunder still interprets the model's Python in every notebook.
+``make`` creates a fresh folder for one run and ``environment`` points both at it for the run's
+kernels (``notebook_run.kernel_environment``), so that the first notebook to compile a graph or
+kernel pays for it and later ones load it, and so that no run starts warm from an earlier one;
+``close`` removes the folder when the run ends. Only compilation is cached: Thunder still
+interprets the model's Python in every notebook.
 """
 
 from __future__ import annotations
@@ -14,9 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 MARKER = "LATENCY_LAB_COMPILE_CACHE"  # "run" for the notebooks' kernels while a run shares its caches
 
@@ -28,38 +27,24 @@ def make(run_id: str) -> Path:
     return root
 
 
-def environment(root: Path) -> dict[str, str]:
-    """The variables that point Inductor and nvFuser at ``root`` (nvFuser's other options kept)."""
+def environment(root: Path | None) -> dict[str, str | None]:
+    """The variables for the run's kernels: pointed at ``root`` (nvFuser's other options kept), or
+    for None (the tools' own caches) just no marker, so an outer run's cannot leak in."""
+    if root is None:
+        return {MARKER: None}
     enabled = [o for o in os.environ.get("NVFUSER_ENABLE", "").split(",") if o and o != "kernel_db"]
     return {"TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"), "TMPDIR": str(root / "tmp"),
             "NVFUSER_ENABLE": ",".join([*enabled, "kernel_db"]), MARKER: "run"}
 
 
-@contextmanager
-def shared(root: Path | None) -> Iterator[Path | None]:
-    """The variables the notebooks' kernels inherit: pointed at ``root`` (removed afterwards), or,
-    for None, the tools' own caches (no marker). The previous variables are restored after."""
-    values = environment(root) if root else {}
-    saved = {name: os.environ.get(name) for name in [*values, MARKER]}
-    os.environ.pop(MARKER, None)
-    os.environ.update(values)
-    try:
-        yield root
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        if root:
-            shutil.rmtree(root, ignore_errors=True)
-
-
-def usage(root: Path) -> dict:
-    """What the run's notebooks left in its cache folder: Inductor's files, nvFuser's kernels."""
+def close(root: Path) -> dict:
+    """What the run's notebooks left in its cache folder (Inductor's files, nvFuser's kernels),
+    then the folder removed."""
     inductor = root / "inductor"
-    return {"inductor_files": sum(1 for f in inductor.rglob("*") if f.is_file()) if inductor.is_dir() else 0,
+    left = {"inductor_files": sum(1 for f in inductor.rglob("*") if f.is_file()) if inductor.is_dir() else 0,
             "nvfuser_kernels": len(list((root / "tmp" / "nvfuser_kernel_db").glob("*.cubin")))}
+    shutil.rmtree(root, ignore_errors=True)
+    return left
 
 
 def describe() -> str:

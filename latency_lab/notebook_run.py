@@ -3,9 +3,12 @@ a real kernel, and nbconvert HTML. Used by ``runner.py`` and the tests."""
 
 from __future__ import annotations
 
+import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from .params import REPO_ROOT
 
@@ -21,6 +24,26 @@ class Outcome:
     seconds: float = 0.0
     error: dict | None = None
     files: dict = field(default_factory=dict)
+
+
+@contextmanager
+def kernel_environment(values: dict[str, str | None]) -> Iterator[None]:
+    """Environment variables the kernels started meanwhile inherit (None: unset); the previous
+    values are back afterwards, whatever happens."""
+    saved = {name: os.environ.get(name) for name in values}
+    try:
+        for name, value in values.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def discover(notebook_dir: Path = NOTEBOOK_DIR) -> dict[str, Path]:

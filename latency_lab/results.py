@@ -6,10 +6,8 @@ from __future__ import annotations
 import json
 import math
 import os
-from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
 
 SUFFIX = ".results.json"
 REQUIRED = ("notebook", "created", "params", "environment", "key_table")
@@ -22,20 +20,6 @@ def in_run(output_dir: str | Path) -> bool:
     """Whether ``output_dir`` is the folder of the runner run this process belongs to."""
     marked = os.environ.get(RUN_DIR)
     return bool(marked) and Path(marked).resolve() == Path(output_dir).resolve()
-
-
-@contextmanager
-def run_marked(run_dir: Path) -> Iterator[None]:
-    """``RUN_DIR`` set to ``run_dir`` for the kernels started meanwhile; the previous value after."""
-    previous = os.environ.get(RUN_DIR)
-    os.environ[RUN_DIR] = str(Path(run_dir).resolve())
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop(RUN_DIR, None)
-        else:
-            os.environ[RUN_DIR] = previous
 
 
 def path_for(output_dir: str | Path, notebook: str) -> Path:

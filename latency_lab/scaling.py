@@ -13,13 +13,13 @@ that). A point that fails or is unavailable is a row with its reason, and the sw
 from __future__ import annotations
 
 import gc
-import math
 from dataclasses import replace
 
 import numpy as np
 import torch
 
 from . import model as llama, timing
+from .tables import number
 from .executor_timing import build_and_measure, check_output
 
 METRICS = {"wall_ms": "wall", "host_ms": "host", "kernel_ms": "kernel"}  # fitted against depth
@@ -247,35 +247,20 @@ def fitted_curve(fits: list[dict], metric: str = "wall") -> list[dict]:
             for f in fits if f[metric] for x in f[metric]["layers"]]
 
 
-def sig3(value) -> str:
-    """A number to 3 significant figures without exponent ('' for None or NaN)."""
-    if value is None or isinstance(value, float) and not math.isfinite(value):
-        return ""
-    if isinstance(value, (bool, str, int)):
-        return str(value)
-    if value == 0:
-        return "0"
-    rounded = float(f"{value:.3g}")
-    if not 1e-3 <= abs(rounded) < 1e6:
-        return f"{rounded:.3g}"
-    return f"{rounded:.{max(0, 2 - math.floor(math.log10(abs(rounded))))}f}"
-
-
 def table(rows: list[dict], columns: dict[str, str]) -> list[dict]:
-    """Rows for display: ``columns`` maps a header (with its unit) to a row key; numbers to 3
-    significant figures, blanks for missing values."""
-    return [{header: sig3(r.get(key)) if not isinstance(r.get(key), str) else r[key] for header, key in columns.items()}
-            for r in rows]
+    """Rows for ``display.frame``: ``columns`` maps a header (with its unit) to a row key; the values
+    stay numbers, which the frame shows to 3 significant figures, blanks for missing ones."""
+    return [{header: r.get(key) for header, key in columns.items()} for r in rows]
 
 
 def _ms(value) -> str:
-    return f"{sig3(value)} ms"
+    return f"{number(value)} ms"
 
 
 def _line(fit: dict) -> str:
     """'fixed + per layer/layer ms' of a fitted line, with the slope's sign."""
     sign = "-" if fit["slope"] < 0 else "+"
-    return f"{sig3(fit['intercept'])} {sign} {sig3(abs(fit['slope']))}/layer ms"
+    return f"{number(fit['intercept'])} {sign} {number(abs(fit['slope']))}/layer ms"
 
 
 def _versus(a: str, fa: dict, b: str, fb: dict) -> str:
@@ -326,7 +311,7 @@ def prefill_text(rows: list[dict]) -> str:
         ok = sorted((r for r in rows if r["executor"] == name and r["status"] == "ok" and r["wall_ms"]), key=lambda r: r["tokens"])
         if len(ok) >= 2:
             parts.append(f"{name} {_ms(ok[0]['wall_ms'])} at {ok[0]['tokens']} -> {_ms(ok[-1]['wall_ms'])} at {ok[-1]['tokens']} tokens "
-                         f"(x{sig3(ok[-1]['wall_ms'] / ok[0]['wall_ms'])})")
+                         f"(x{number(ok[-1]['wall_ms'] / ok[0]['wall_ms'])})")
     return "Prefill wall time by prompt length: " + ("; ".join(parts) if parts else "fewer than two lengths measured") + "."
 
 
@@ -337,7 +322,7 @@ def decode_text(rows: list[dict]) -> str:
         return "No executor completed the decode step here."
     r0 = ok[0]
     parts = [f"{r['executor']} {_ms(r['wall_ms'])} per step, {_ms(r['tpot_ms'])} per output token, "
-             f"{sig3(r['tokens_per_s'])} tokens/s" for r in ok]
+             f"{number(r['tokens_per_s'])} tokens/s" for r in ok]
     return (f"Decode ({r0['layers']} layer{'s' if r0['layers'] > 1 else ''}, prompt {r0['prompt_tokens']} tokens, StaticCache; loop of {r0['decode_tokens']} "
             f"greedy tokens): {'; '.join(parts)}.")
 
@@ -347,14 +332,14 @@ def first_call_text(rows: list[dict]) -> str:
     (seconds at 0 layers and per layer, and the RMS residual) where three or more depths ran."""
     parts = []
     for name in dict.fromkeys(r["executor"] for r in rows):
-        ok = [r for r in rows if r["executor"] == name and r["status"] == "ok" and sig3(r["first_call_s"])]
+        ok = [r for r in rows if r["executor"] == name and r["status"] == "ok" and number(r["first_call_s"])]
         if ok:
-            text = f"{name} " + ", ".join(f"{sig3(r['first_call_s'])} s at {r['layers']}" for r in ok)
+            text = f"{name} " + ", ".join(f"{number(r['first_call_s'])} s at {r['layers']}" for r in ok)
             if len({r["layers"] for r in ok}) >= 3:
                 line = fit_line([r["layers"] for r in ok], [r["first_call_s"] for r in ok])
                 sign = "+" if line["slope"] >= 0 else "-"
-                text += (f" ({sig3(line['intercept'])} s {sign} {sig3(abs(line['slope']))} s per layer, "
-                         f"RMS residual {sig3(line['rms_residual'])} s)")
+                text += (f" ({number(line['intercept'])} s {sign} {number(abs(line['slope']))} s per layer, "
+                         f"RMS residual {number(line['rms_residual'])} s)")
             parts.append(text)
     return "First call (trace + compile + run) by layers: " + ("; ".join(parts) if parts else "none ran") + "."
 

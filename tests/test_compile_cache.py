@@ -6,16 +6,16 @@ import errno
 import os
 
 import runner
-from latency_lab import compile_cache
+from latency_lab import compile_cache, notebook_run
 
 
-def test_shared_points_the_compilers_at_the_run_folder_and_restores_everything(monkeypatch):
+def test_the_run_environment_points_the_compilers_at_the_run_folder_and_restores_everything(monkeypatch):
     monkeypatch.setenv("NVFUSER_ENABLE", "id_model,kernel_db")
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
     before = dict(os.environ)
     root = compile_cache.make("r1")
     assert root.name.startswith("latency-lab-r1-") and (root / "tmp").is_dir()
-    with compile_cache.shared(root):
+    with notebook_run.kernel_environment(compile_cache.environment(root)):
         assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(root / "inductor")
         assert os.environ["TMPDIR"] == str(root / "tmp")  # nvFuser's kernel DB lives there
         assert os.environ["NVFUSER_ENABLE"] == "id_model,kernel_db"  # other options kept, kernel_db once
@@ -24,17 +24,19 @@ def test_shared_points_the_compilers_at_the_run_folder_and_restores_everything(m
         (root / "inductor" / "fx" / "graph").write_text("x")
         (root / "tmp" / "nvfuser_kernel_db").mkdir()
         (root / "tmp" / "nvfuser_kernel_db" / "kernel_0.cubin").write_bytes(b"\0")
-        assert compile_cache.usage(root) == {"inductor_files": 1, "nvfuser_kernels": 1}
+        assert compile_cache.close(root) == {"inductor_files": 1, "nvfuser_kernels": 1}
     assert dict(os.environ) == before and not root.exists()
 
 
-def test_shared_cleans_up_after_an_error():
+def test_kernel_environment_is_restored_after_an_error():
     root = compile_cache.make("r2")
     try:
-        with compile_cache.shared(root):
+        with notebook_run.kernel_environment(compile_cache.environment(root)):
             raise KeyboardInterrupt
     except KeyboardInterrupt:
         pass
+    finally:
+        compile_cache.close(root)
     assert not root.exists() and compile_cache.MARKER not in os.environ
 
 
@@ -42,7 +44,7 @@ def test_default_mode_describes_what_the_environment_really_sets(monkeypatch):
     monkeypatch.setenv(compile_cache.MARKER, "run")  # inherited from an outer run: not ours
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/somewhere")
     monkeypatch.setenv("NVFUSER_ENABLE", "kernel_db")
-    with compile_cache.shared(None):
+    with notebook_run.kernel_environment(compile_cache.environment(None)):
         assert compile_cache.MARKER not in os.environ
         assert compile_cache.describe() == ("not per run: Inductor's cache where TORCHINDUCTOR_CACHE_DIR says, "
                                             "nvFuser kernel DB on")
@@ -53,8 +55,8 @@ def test_default_mode_describes_what_the_environment_really_sets(monkeypatch):
     assert compile_cache.describe() == "not per run: Inductor's machine-wide cache, no nvFuser kernel DB"
 
 
-def test_usage_of_an_empty_folder(tmp_path):
-    assert compile_cache.usage(tmp_path) == {"inductor_files": 0, "nvfuser_kernels": 0}
+def test_close_an_empty_folder(tmp_path):
+    assert compile_cache.close(tmp_path / "empty") == {"inductor_files": 0, "nvfuser_kernels": 0}
 
 
 def test_a_cache_folder_that_cannot_be_made_is_a_setup_error(tmp_path, monkeypatch, capsys):

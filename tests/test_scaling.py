@@ -3,11 +3,13 @@ against a recompute without cache, and an end-to-end tiny CPU run of the sweeps 
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
 
-from latency_lab import model as llama, params as P, results, scaling
+from latency_lab import display, model as llama, params as P, results, scaling
 from conftest import run_runner
 
 CPU_EXECUTORS = ("eager", "torch.compile", "thunder:torch")  # must be ok on a CPU
@@ -69,7 +71,9 @@ def test_first_call_text_fits_seconds_per_layer():
 def test_paper_table_three_significant_figures_and_blanks():
     rows = scaling.table([{"x": 1234.5, "y": None, "z": 0.012345, "s": "ok", "n": float("nan")}],
                          {"x (ms)": "x", "y (ms)": "y", "z (s)": "z", "status": "s", "n": "n"})
-    assert rows == [{"x (ms)": "1230", "y (ms)": "", "z (s)": "0.0123", "status": "ok", "n": ""}]
+    assert rows == [{"x (ms)": 1234.5, "y (ms)": None, "z (s)": 0.012345, "status": "ok", "n": rows[0]["n"]}]
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", display.frame(rows)._repr_html_())
+    assert cells == ["1,230", "", "0.0123", "ok", ""]  # as the notebook shows them: no NaN, units in the headers
 
 
 def test_decode_builder_and_greedy_loop_match_a_recompute_without_cache():
