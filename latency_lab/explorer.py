@@ -17,8 +17,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from . import executor_timing, executors as registry, model as llama, tables, timing
-from .params import CACHE_MODES, ParameterError, Params, validate
+from . import executor_timing, registry, model as llama, tables, timing
+from .parameters import CACHE_MODES, ParameterError, Params, validate
 
 STEPS = ("prefill", "decode")
 # Settings the widgets change; the rest (preset, dtype, device, batch size, seed) come from the

@@ -19,7 +19,7 @@ from pathlib import Path
 from . import profiler_timeline as pt
 from . import thunder_breakdown as tb
 from . import timing
-from .executors import describe
+from .registry import describe
 
 NOTEBOOK = "05_host_overhead"
 STEP_PROFILES = 3  # profiled steps per executor; the median one (by host time) is drawn and saved

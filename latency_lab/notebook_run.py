@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from .params import REPO_ROOT
+from .parameters import REPO_ROOT
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 

@@ -96,7 +96,7 @@ def headline_figure(timing: dict, device: str) -> dict:
     from plotly.subplots import make_subplots
     import plotly.graph_objects as go
 
-    from .executors import REGISTRY
+    from .registry import REGISTRY
     from .reference import SEED_NSIGHT_DGX_H100 as seed
 
     here = sorted((r for r in timing.get("rows", []) if r.get("Wall Clock Time (ms)") is not None),
