@@ -34,7 +34,7 @@ if __name__ == "__main__":  # a Python without the suite's packages hands over t
     tasks.use_suite_python(__file__, sys.argv[1:])
 
 from latency_lab import compile_cache, environment, notebook_run, report, results
-from latency_lab.params import SCHEMA, ParameterError, parse_value, validate
+from latency_lab.parameters import SCHEMA, ParameterError, parse_value, validate
 
 
 EXIT_FAILED, EXIT_SETUP = 1, 2  # a notebook or an executor row failed; bad input or output folder

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from latency_lab import compare as C, results
-from latency_lab.params import Params
+from latency_lab.parameters import Params
 from conftest import ROOT, run_runner
 
 

@@ -2,7 +2,7 @@
 
 import torch
 
-from latency_lab import executors as E, model as llama, params as P
+from latency_lab import registry as E, model as llama, parameters as P
 
 SEED_LABELS = {"thunder": "Thunder-nvFuser", "thunder:torch": "Thunder-torch", "torch.compile": "torch.compile",
                "eager": "torch-eager", "thunder:torchcompile": "Thunder-torch.compile"}

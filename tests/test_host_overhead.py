@@ -11,7 +11,7 @@ import pytest
 
 from latency_lab import host_overhead as ho
 from latency_lab import profiler_timeline as pt
-from latency_lab.executors import REGISTRY
+from latency_lab.registry import REGISTRY
 from conftest import run_runner
 
 S = pt.Span
@@ -252,7 +252,7 @@ def test_thunder_calls_are_recorded_with_their_inputs_and_phases_measured():
     pytest.importorskip("thunder")
     import torch
     from latency_lab import thunder_breakdown as tb
-    from latency_lab.executors import prepare
+    from latency_lab.registry import prepare
 
     class Small(torch.nn.Module):
         def __init__(self):

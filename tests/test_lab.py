@@ -20,7 +20,7 @@ import nbformat
 import pytest
 
 import tasks
-from latency_lab import explorer as X, params as P
+from latency_lab import explorer as X, parameters as P
 from conftest import CHROMIUM_FLAGS, ROOT, chromium, chromium_dom
 
 KERNEL = "latency-lab"
@@ -152,7 +152,7 @@ def test_server_lists_notebooks_and_runs_the_suite_kernel(lab):
         assert Path(path).resolve().is_relative_to(ROOT.resolve()) and widgets.startswith("8.")
         # The explorer's Run button, clicked in the real kernel: a tiny CPU measurement, then a bad setting.
         out = execute(lab, kernel["id"], "\n".join([
-            "from latency_lab import explorer as X, params as P",
+            "from latency_lab import explorer as X, parameters as P",
             "ui = X.ExplorerUI(X.Explorer(), P.validate(preset='tiny', device='cpu', executors='eager'), '/dev/null')",
             "ui.run_button.click()",
             "ui.layers.min, ui.layers.value = 0, 0",

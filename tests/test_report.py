@@ -141,7 +141,7 @@ def test_notebook_html_uses_the_shared_plotly_js(tmp_path):
 
 def _fake_run(tmp_path: Path) -> tuple[Path, dict]:
     """A run folder with results of 01 (ok) and 02 (ok, with a chart) and a failed 03."""
-    from latency_lab import params as P
+    from latency_lab import parameters as P
 
     run = tmp_path / "run"
     run.mkdir()

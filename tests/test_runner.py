@@ -17,7 +17,7 @@ import nbformat
 import psutil
 import pytest
 
-from latency_lab import executors as E, notebook_run, results
+from latency_lab import registry as E, notebook_run, results
 from conftest import ROOT, run_runner  # noqa: E402
 
 NOTEBOOKS = list(notebook_run.discover())
@@ -34,7 +34,7 @@ def test_notebooks_committed_without_outputs():
 
 
 def test_declared_parameters_are_schema_names():
-    from latency_lab.params import SCHEMA
+    from latency_lab.parameters import SCHEMA
     for name, path in notebook_run.discover().items():
         declared = notebook_run.declared_parameters(path)
         assert set(declared) <= set(SCHEMA), f"{name}: {set(declared) - set(SCHEMA)}"
@@ -196,11 +196,11 @@ def _notebook(path: Path, code: str) -> None:
 def test_failing_notebook_is_marked_and_others_survive(tmp_path):
     nbdir, out = tmp_path / "nbs", tmp_path / "out"
     nbdir.mkdir()
-    _notebook(nbdir / "01_ok.ipynb", "from latency_lab import params as P, results\n"
+    _notebook(nbdir / "01_ok.ipynb", "from latency_lab import parameters as P, results\n"
               "p = P.validate(preset=preset)\n"
               "results.save(output_dir, '01_ok', p, {}, results.key_table('ok', [{'x': 1}]))")
     _notebook(nbdir / "02_fails.ipynb", "raise RuntimeError('deliberate failure')")
-    _notebook(nbdir / "03_after.ipynb", "from latency_lab import params as P, results\n"
+    _notebook(nbdir / "03_after.ipynb", "from latency_lab import parameters as P, results\n"
               "results.save(output_dir, '03_after', P.validate(), {}, results.key_table('after', [{'y': 2}]))")
     proc = run_runner("--notebook-dir", str(nbdir), "--output-dir", str(out), "--run-id", "r", "--preset", "tiny", timeout=600)
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -264,7 +264,7 @@ def test_interrupt_stops_kills_the_kernel_and_marks_the_run(tmp_path, signum):
     nbdir, out = tmp_path / "nbs", tmp_path / "out"
     nbdir.mkdir()
     pid_file = tmp_path / "kernel.pid"
-    _notebook(nbdir / "01_quick.ipynb", "from latency_lab import params as P, results\n"
+    _notebook(nbdir / "01_quick.ipynb", "from latency_lab import parameters as P, results\n"
               "results.save(output_dir, '01_quick', P.validate(preset=preset), {}, results.key_table('q', [{'x': 1}]))")
     _notebook(nbdir / "02_slow.ipynb", f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(300)")
     _notebook(nbdir / "03_never.ipynb", "x = 3")
@@ -315,7 +315,7 @@ def test_runner_names_notebooks_that_ignore_a_parameter_and_records_what_each_ra
         params = nbformat.v4.new_code_cell('preset = "seed"\noutput_dir = ""' + extra)
         params.metadata["tags"] = ["parameters"]
         nb.cells = [params, nbformat.v4.new_code_cell(
-            "from latency_lab import params as P, results\n"
+            "from latency_lab import parameters as P, results\n"
             f"p = P.from_namespace(globals())\nresults.save(output_dir, {name!r}, p, {{}}, results.key_table('t', [{{'x': 1}}]))")]
         nbformat.write(nb, nbdir / f"{name}.ipynb")
     proc = run_runner("--notebook-dir", str(nbdir), "--output-dir", str(out), "--run-id", "r", "--preset", "tiny",

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from latency_lab import executor_timing as et, executors as E, reference, timing
+from latency_lab import executor_timing as et, registry as E, reference, timing
 
 
 def test_stats_median_iqr_and_noisy_flag():

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from latency_lab import params as P, results, traces
-from latency_lab.executors import REGISTRY, THUNDER_NAMES, Prepared
+from latency_lab import parameters as P, results, traces
+from latency_lab.registry import REGISTRY, THUNDER_NAMES, Prepared
 from conftest import run_runner
 
 pytest.importorskip("thunder")
