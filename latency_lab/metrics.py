@@ -21,7 +21,8 @@ COUNTS = ("per_step", "per_call", "count", "calls", "blocks", "rounds", "kernels
 # spread parts of a statistic: ``wall_ms`` -> ``wall_q1_ms``, ``wall_q3_ms``
 SPREAD_PARTS = ("q1", "q3")
 # words a header spells out differently from its name
-WORDS = {"gpu": "GPU", "cpu": "CPU", "iqr": "IQR", "rel": "relative", "err": "error", "tpot": "time per output token"}
+WORDS = {"gpu": "GPU", "cpu": "CPU", "iqr": "IQR", "rel": "relative", "err": "error", "tpot": "time per output token",
+         "nvfusion": "nvFusion", "vs": "vs."}
 
 
 @dataclass(frozen=True)

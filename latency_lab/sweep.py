@@ -117,3 +117,14 @@ def row(b: Built, timed: Rounds) -> dict:
 def release(built: list[Built], device: str) -> dict:
     """Free every build of the sweep (``harness.release``); what the CUDA allocator holds afterwards."""
     return harness.release([b.prepared for b in built], device)
+
+
+def model_case(params, bandwidth: float | None = None) -> Case:
+    """The seed's model built at ``params`` (layers, tokens, cache mode), its step's kwargs, eager's
+    logits as the output check and the step's bandwidth floor."""
+    from . import model
+
+    setup = model.build(params)
+    reference = model.logits_of(setup.model(**setup.kwargs)).detach().clone()
+    floor = model.bandwidth_floor(setup, bandwidth)["floor_ms_measured"]
+    return Case(setup.model, setup.kwargs, lambda p: harness.check_output(p, reference, params.dtype, params.layers), floor)

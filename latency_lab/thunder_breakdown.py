@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import profiler_timeline as pt
-from . import timing, traces
+from . import timing, thunder_traces
 from .harness import describe
 from .metrics import Stat
 
@@ -41,9 +41,12 @@ CALIBRATION_STAMPS = 200  # empty statements timed per block to price one timest
 NVFUSER_INPUTS = "nvFuser wrapper's own store_inputs -> last_inputs (thunder option nv_store_fusion_inputs)"
 RECORDED_INPUTS = "recorded by wrapping the computation function's callables"
 REGION_KINDS = ("nvFusion", "TorchCompile", "CUDAGraph")
-# The phases of one call, in order, from thunder's stamps (``compile_stats``) and the call's own span.
-PHASES = ("outside thunder", "cache info", "cache search", "prologue", "cache hit bookkeeping",
-          "computation entry", "statements", "epilogue and statistics")
+# The phases of one call, in order, from thunder's stamps (``compile_stats``) and the call's own span:
+# call entry/exit are nn.Module.__call__ and ThunderModule.forward around thunder's own span.
+PHASES = ("call entry", "cache info", "cache search", "prologue", "cache hit bookkeeping",
+          "computation entry", "statements", "epilogue and statistics", "call exit")
+# What runs before the computation's first statement: the per-step start-up the seed points at.
+STARTUP = PHASES[:6]
 
 
 def jit_parts(fn):
@@ -103,7 +106,7 @@ def classify(node: ast.stmt, index: int, regions: dict[str, str]) -> Statement:
     if name in regions:
         return Statement(index, name, regions[name])
     short = name.rsplit(".", 1)[-1]
-    return Statement(index, name, "bookkeeping" if short in traces.BOOKKEEPING or short.startswith("unpack_") else "op")
+    return Statement(index, name, "bookkeeping" if short in thunder_traces.BOOKKEEPING or short.startswith("unpack_") else "op")
 
 
 STAMP = "_latency_lab_stamp"  # name of the timestamp statement's list.append in the copy's globals
@@ -156,7 +159,7 @@ def phases_us(c: CallStamps, stamp_ns: float) -> dict[str, float]:
         raise ValueError("no statement timestamps: the instrumented computation did not run")
     n = len(c.statements)
     return {k: v / 1e3 for k, v in {
-        "outside thunder": (c.host_start - c.start) + (c.stop - c.host_stop),
+        "call entry": c.host_start - c.start,
         "cache info": c.cache_start - c.host_start,
         "cache search": c.prologue_start - c.cache_start,
         "prologue": c.prologue_stop - c.prologue_start,
@@ -164,6 +167,7 @@ def phases_us(c: CallStamps, stamp_ns: float) -> dict[str, float]:
         "computation entry": c.statements[0] - c.exec_start,
         "statements": c.exec_stop - c.statements[0] - n * stamp_ns,
         "epilogue and statistics": c.host_stop - c.exec_stop,
+        "call exit": c.stop - c.host_stop,
     }.items()}
 
 
@@ -187,7 +191,7 @@ class InSitu:
         name = original.__name__
         # the exact source thunder compiled it from (thunder registers it in linecache), decorators included
         tree, body = stamped(inspect.getsource(original), name)
-        regions = {b.sym.name: traces.fusion_kind(b) for b in trace.bound_symbols if traces.is_fusion(b)}
+        regions = {b.sym.name: thunder_traces.fusion_kind(b) for b in trace.bound_symbols if thunder_traces.is_fusion(b)}
         self.statements = [classify(node, i, regions) for i, node in enumerate(body)]
         self.stamps: list[int] = []
         scope = {**original.__globals__, STAMP: self.stamps.append, NOW: time.perf_counter_ns}
@@ -258,6 +262,7 @@ def summarize(insitu: InSitu, blocks: list[dict], host_ms: list[float]) -> dict:
             per_kind[s.kind] = per_kind.get(s.kind, 0.0) + b["statements_us"][s.index]
         for k, us in per_kind.items():
             kinds.setdefault(k, []).append(us)
+    startup = [sum(b["phases_us"][k] for k in STARTUP) for b in blocks]
     plain = [ms * 1e3 for ms in host_ms[:len(blocks)]]
     remainder = [100 * (h - b["call_us"]) / h for h, b in zip(plain, blocks) if h]
     return {
@@ -265,6 +270,7 @@ def summarize(insitu: InSitu, blocks: list[dict], host_ms: list[float]) -> dict:
         "statements": [{"index": s.index, "name": s.name, "kind": s.kind, **st.to_dict()}
                        for s, st in zip(insitu.statements, statements)],
         "kinds": {k: Stat.of(v).to_dict() for k, v in kinds.items()},
+        "kinds_per_block": kinds, "startup_us": Stat.of(startup).to_dict(),
         "call_us": Stat.of(b["call_us"] for b in blocks).to_dict(),
         "plain_host_us": Stat.of(plain).to_dict() if plain else None,
         "remainder_pct": Stat.of(remainder).to_dict() if remainder else None,
@@ -324,7 +330,7 @@ def _kind(name: str, regions: dict[str, str]) -> str:
     if name in regions:
         return regions[name]
     short = name.rsplit(".", 1)[-1]
-    return "bookkeeping" if short in traces.BOOKKEEPING or short.startswith("unpack_") else "op"
+    return "bookkeeping" if short in thunder_traces.BOOKKEEPING or short.startswith("unpack_") else "op"
 
 
 def record_calls(fn, kwargs: dict) -> list[Call]:
@@ -337,7 +343,7 @@ def record_calls(fn, kwargs: dict) -> list[Call]:
     entry, _, inps, _ = cached_call(fn, kwargs)
     comp = inspect.unwrap(entry.computation_fn)
     trace = thunder.last_traces(fn)[-1]
-    regions = {b.sym.name: traces.fusion_kind(b) for b in trace.bound_symbols if traces.is_fusion(b)}
+    regions = {b.sym.name: thunder_traces.fusion_kind(b) for b in trace.bound_symbols if thunder_traces.is_fusion(b)}
     calls: list = []
     instrumented = {k: v if k.startswith("__") else _instrument(v, k, calls) for k, v in comp.__globals__.items()}
     wrappers = {k: v for k, v in comp.__globals__.items() if k in regions and hasattr(v, "store_inputs")}

@@ -189,10 +189,10 @@ def analyze(jm) -> dict:
 
 def run(executor: Executor, module, kwargs: dict, device: str) -> dict:
     """One configuration's row: jit and first call (compile), then ``row_of`` it."""
-    return row_of(prepare(executor, module, kwargs, device), kwargs)
+    return trace_row(prepare(executor, module, kwargs, device), kwargs)
 
 
-def row_of(prepared, kwargs: dict) -> dict:
+def trace_row(prepared, kwargs: dict) -> dict:
     """The row of an executor built and called once, taken right after that first call: its
     phases and compile statistics, a second (cached) call and its statistics, the trace analysed.
     Unavailable or failing: the row has the reason. Never raises and never changes ``prepared``,
