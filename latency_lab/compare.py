@@ -3,8 +3,10 @@
 A run is a folder of ``<notebook>.results.json`` files (``environment.json`` and ``summary.json``
 beside them are used when present), named by its id under ``--output-dir``, by a path, or ``latest``.
 Per notebook both runs hold, per row (executor; op, size and executor in the op benchmarks) and
-metric: both values, B / A, and whether the difference is larger than the spread each run measured
-(their q1-q3 ranges do not overlap). The parameters and environments that differ come first. Rows,
+metric (the vocabulary's names: ``metrics.is_metric``): both values, B / A, and whether the difference
+is larger than the spread: the two q1-q3 ranges do not overlap, and for a host-bound time the ratio
+also exceeds how far the hosts moved (each run's host-reference range, and the two runs' reference
+levels against each other). The parameters and environments that differ come first. Rows,
 metrics and notebooks found in one run only are listed as skipped. The report is printed and written
 as ``compare-<A>-vs-<B>.html`` and ``.json`` into RUN_B's folder, or into ``--out``.
 """
@@ -17,13 +19,11 @@ import json
 import sys
 from pathlib import Path
 
-from . import results, tables
+from . import metrics, results, tables
 
-KEY_COLUMNS = ("op", "size", "executor")  # a row's identity, where a notebook's rows have them
-# Quartile columns kept in a row beside the median they belong to.
-QUARTILES = {"ms_per_call": ("q1_ms", "q3_ms"), "wall (ms)": ("q1 (ms)", "q3 (ms)")}
-UNIT_MARKS = ("(ms)", "(s)", "(us)", "_ms", "_s")  # columns of a rows section compared besides the key table's
-NOT_METRICS = ("iqr", "q1", "q3", "pass", "seed", "tokens", "threads")  # spreads, repeatability, references, shapes
+KEY_COLUMNS = ("op", "size", "layers", "tokens", "executor")  # a row's identity, where a notebook's rows have them
+# Times that do not move with the host's speed: device time, measured by the profiler.
+HOST_FREE = ("kernel_", "copy_")
 IGNORED_PARAMS = ("output_dir",)
 IGNORED_ENV = ("collected",)
 
@@ -102,10 +102,9 @@ def table_rows(data: dict) -> list[dict]:
 
 
 def metric_names(data: dict, rows: list[dict]) -> list[str]:
-    """Numeric columns of the key table, plus timed columns (with a unit) of the rows section."""
-    candidates = list(data["key_table"]["columns"]) + [c for r in rows for c in r if c.endswith(UNIT_MARKS)]
-    names = [c for c in dict.fromkeys(candidates)
-             if c not in KEY_COLUMNS and not any(m in c.lower() for m in NOT_METRICS)]
+    """The measured quantities of the rows (the vocabulary's metrics), spreads and shapes left out."""
+    names = [c for c in dict.fromkeys(c for r in rows for c in r)
+             if c not in KEY_COLUMNS and (metrics.spread_names(c) is not None or c.endswith(metrics.COUNTS))]
     return [c for c in names if any(_number(r.get(c)) for r in rows)]
 
 
@@ -121,32 +120,36 @@ def by_key(rows: list[dict]) -> tuple[dict[str, dict], list[str]]:
     return {k: r for k, r in zip(keys, rows) if k not in twice}, twice
 
 
-def _stats_dicts(data: dict, executor: str | None):
-    """Statistics records ({median, q1, q3, ...}) the notebook kept for ``executor``."""
-    if not executor:
-        return
-    for section in ("walls", "measured"):
-        entry = (data.get(section) or {}).get(executor)
-        if not isinstance(entry, dict):
-            continue
-        for v in [entry, *entry.values()]:
-            if isinstance(v, dict) and {"median", "q1", "q3"} <= set(v):
-                yield v
-
-
-def spread(data: dict, row: dict, metric: str) -> tuple[float, float] | None:
-    """The q1-q3 range measured for ``metric`` of ``row``: quartile columns beside it, or the
-    statistics record whose median is the value; None where the notebook measured no spread."""
-    value = row.get(metric)
-    if metric in QUARTILES and all(_number(row.get(q)) for q in QUARTILES[metric]):
-        return row[QUARTILES[metric][0]], row[QUARTILES[metric][1]]
-    for s in _stats_dicts(data, row.get("executor")):
-        if s["median"] == value and _number(s["q1"]) and _number(s["q3"]):
-            return s["q1"], s["q3"]
+def spread(row: dict, metric: str) -> tuple[float, float] | None:
+    """The q1-q3 range measured for ``metric`` of ``row`` (its ``_q1``/``_q3`` columns); None where
+    the notebook measured no spread (counts, first calls)."""
+    names = metrics.spread_names(metric)
+    if names and all(_number(row.get(n)) for n in names):
+        return row[names[0]], row[names[1]]
     return None
 
 
-def compare_notebook(name: str, a: dict, b: dict) -> tuple[list[dict], list[str]]:
+def host_moved(run: dict) -> tuple[float | None, float | None]:
+    """How far a run's host moved (the largest host-reference range over its notebooks, as a
+    fraction) and its host reference's level (ms, the median of the timing notebook's, else any)."""
+    refs = [d["host_reference"] for d in run["notebooks"].values() if isinstance(d.get("host_reference"), dict)]
+    drifts = [r["drift_pct"] / 100 for r in refs if _number(r.get("drift_pct"))]
+    timing = (run["notebooks"].get(results.EXECUTOR_TIMING) or {}).get("host_reference")
+    level = next((r["stat"]["median"] for r in [timing, *refs] if isinstance(r, dict) and isinstance(r.get("stat"), dict)), None)
+    return (max(drifts) if drifts else None), level
+
+
+def between_runs(a: dict, b: dict) -> float | None:
+    """How far apart the two hosts can be: the larger of each run's own host-reference range and the
+    ratio of their reference levels (as a fraction); None where neither run timed a host reference."""
+    (drift_a, level_a), (drift_b, level_b) = host_moved(a), host_moved(b)
+    parts = [d for d in (drift_a, drift_b) if d is not None]
+    if level_a and level_b:
+        parts.append(abs(level_b / level_a - 1))
+    return max(parts) if parts else None
+
+
+def compare_notebook(name: str, a: dict, b: dict, host: float | None = None) -> tuple[list[dict], list[str]]:
     """Rows of the comparison for one notebook, and what was skipped in it."""
     rows_a, rows_b = table_rows(a), table_rows(b)
     (by_a, twice_a), (by_b, twice_b) = by_key(rows_a), by_key(rows_b)
@@ -165,15 +168,17 @@ def compare_notebook(name: str, a: dict, b: dict) -> tuple[list[dict], list[str]
         for m in metrics:
             va, vb = ra.get(m), rb.get(m)
             if _number(va) or _number(vb):
-                out.append(_entry(name, key, m, va, vb, spread(a, ra, m), spread(b, rb, m)))
+                out.append(_entry(name, key, m, va, vb, spread(ra, m), spread(rb, m), host))
     return out, skipped
 
 
-def _entry(notebook, key, metric, a, b, spread_a, spread_b) -> dict:
+def _entry(notebook, key, metric, a, b, spread_a, spread_b, host: float | None = None) -> dict:
     both = _number(a) and _number(b)
     beyond = None
     if both and spread_a and spread_b:
         beyond = spread_a[1] < spread_b[0] or spread_b[1] < spread_a[0]
+        if beyond and host is not None and a and not metric.startswith(HOST_FREE):
+            beyond = abs(b / a - 1) > host
     return {"notebook": notebook, "row": key, "metric": metric, "a": a, "b": b,
             "ratio": b / a if both and a else None, "a_q1_q3": spread_a, "b_q1_q3": spread_b,
             "beyond_spread": beyond}
@@ -188,15 +193,15 @@ def compare(a: dict, b: dict) -> dict:
     skipped = [f"{n}: only in A ({a['name']})" for n in a["notebooks"] if n not in b["notebooks"]]
     skipped += [f"{n}: only in B ({b['name']})" for n in b["notebooks"] if n not in a["notebooks"]]
     skipped += [f"unreadable in {side}: {u}" for side, run in (("A", a), ("B", b)) for u in run["unreadable"]]
-    rows = []
+    rows, host = [], between_runs(a, b)
     for n in common:
-        got, missed = compare_notebook(n, a["notebooks"][n], b["notebooks"][n])
+        got, missed = compare_notebook(n, a["notebooks"][n], b["notebooks"][n], host)
         rows += got
         skipped += missed
     return {"a": {"name": a["name"], "path": a["path"]}, "b": {"name": b["name"], "path": b["path"]},
             "notebooks": common, "parameters": parameter_differences(a, b, common),
             "environment": differences(a["environment"], b["environment"], IGNORED_ENV),
-            "skipped": skipped, "rows": rows}
+            "skipped": skipped, "rows": rows, "hosts_apart": host}
 
 
 def fmt(v) -> str:
@@ -220,8 +225,11 @@ def tally(report: dict) -> str:
     beyond = [e for e in report["rows"] if e["beyond_spread"]]
     higher = sum(e["b"] > e["a"] for e in beyond)
     spread = sum(e["beyond_spread"] is not None for e in report["rows"])
+    hosts = report.get("hosts_apart")
+    apart = "" if hosts is None else (f" The two hosts were up to {hosts:.0%} apart (host reference); a host-bound time "
+                                      "counts as beyond spread only when it moved further.")
     return (f"{len(report['rows'])} numbers compared, {spread} with a spread in both runs; {len(beyond)} differ by more "
-            f"than that spread ({higher} higher in B, {len(beyond) - higher} lower).")
+            f"than that spread ({higher} higher in B, {len(beyond) - higher} lower).{apart}")
 
 
 def text(report: dict) -> str:

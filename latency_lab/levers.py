@@ -139,11 +139,11 @@ def ranking_text(rows: list[dict], timed: Rounds) -> str:
     if not order:
         return "No lever ran beside the baseline here, so none is ranked."
     parts = [f"{r['executor']} {number(r['host_saved_us'])} µs (IQR {number(r['host_saved_q1_us'])} to "
-             f"{number(r['host_saved_q3_us'])}){'; ' + r['largest_change'] if r['largest_change'] else ''}" for r in order]
+             f"{number(r['host_saved_q3_us'])}{'; largest in-place change: ' + r['largest_change'] if r['largest_change'] else ''})"
+             for r in order]
     base = next((r for r in rows if r["executor"] == BASELINE), {})
     note = harness.host_moved_note(timed, order[0]["host_saved_us"] / 1e3 / base["host_ms"]) if base.get("host_ms") else ""
-    return ("Host time saved per step against Thunder-nvFuser, within rounds, best first (with the in-place part "
-            "that changed most): " + "; ".join(parts) + "." + note)
+    return "Host time saved per step against Thunder-nvFuser, within rounds, best first: " + "; ".join(parts) + "." + note
 
 
 def failed_text(rows: list[dict]) -> str | None:
