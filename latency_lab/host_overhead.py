@@ -49,7 +49,7 @@ def step_timeline(fn, kwargs: dict, device: str, path: Path) -> dict:
     metrics = [profiler_timeline.window_metrics(w) for w in steps]
     median = sorted(range(len(steps)), key=lambda i: metrics[i]["host_us"])[len(steps) // 2]
     path.parent.mkdir(parents=True, exist_ok=True)
-    profiler_timeline.write_trace(trace, steps[median], path)
+    profiler_timeline.write_chrome_trace(trace, steps[median], path)
     return {"file": path.name, "steps": metrics, "step": metrics[median],
             "rows": profiler_timeline.timeline_rows(steps[median])}
 

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
-from . import profiler_timeline as pt
+from . import profiler_timeline
 from . import timing, thunder_traces
 from .harness import describe
 from .metrics import Stat
@@ -391,10 +391,10 @@ def measure_calls(calls: list[Call], device: str, host_calls: int) -> list[dict]
         rows.append(row)
     if not ok or not device.startswith("cuda"):
         return rows
-    trace = pt.profile_calls([(str(i), lambda c=c: c.fn(*c.args, **c.kwargs)) for i, c in ok], device, PROFILE_REPEATS)
+    trace = profiler_timeline.profile_calls([(str(i), lambda c=c: c.fn(*c.args, **c.kwargs)) for i, c in ok], device, PROFILE_REPEATS)
     by_label: dict[str, list[dict]] = {}
-    for w in pt.windows(pt.spans_from_chrome(trace)):
-        by_label.setdefault(w.label, []).append(pt.window_metrics(w))
+    for w in profiler_timeline.windows(profiler_timeline.spans_from_chrome(trace)):
+        by_label.setdefault(w.label, []).append(profiler_timeline.window_metrics(w))
     for i, _ in ok:
         if ms := by_label.get(str(i)):
             rows[i].update(kernels=sum(m["kernels"] for m in ms) / len(ms),

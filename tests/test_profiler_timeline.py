@@ -98,6 +98,6 @@ def test_chrome_trace_parsing_and_window_export(tmp_path):
     first = pt.windows(spans)[0]
     assert pt.window_metrics(first)["host_tail_us"] == 150 - 115
     path = tmp_path / "t.json.gz"
-    pt.write_trace(trace, first, path)
+    pt.write_chrome_trace(trace, first, path)
     kept = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
     assert [e["name"] for e in kept] == ["process_name", f"{pt.MARK}|step|0", "cudaLaunchKernel", "k0", "ignored", "flow"]
