@@ -109,8 +109,9 @@ def cpu_shares(n: int, cores: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
 
 
 def plan(spec: str | None, device: str, count: int | None = None, cpus=None) -> list[Slot]:
-    """The slots of a run on resolved ``device``. Bad ``--gpus`` values are ValueErrors naming the
-    allowed values, also where the option would change nothing."""
+    """The slots of a run on resolved ``device``: one (the notebooks one after another, as without
+    ``--gpus``, or on the one GPU chosen) or one per GPU, side by side. Bad ``--gpus`` values are
+    ValueErrors naming the allowed values, also where the option would change nothing."""
     if spec is None:
         return [Slot(device_label(device))]
     count = gpu_count() if count is None else count
