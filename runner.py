@@ -33,7 +33,7 @@ if __name__ == "__main__":  # a Python without the suite's packages hands over t
 
     tasks.use_suite_python(__file__, sys.argv[1:])
 
-from latency_lab import compile_cache, environment, notebook_run, report, results
+from latency_lab import compile_cache, environment, notebook_run, report, results, scheduler
 from latency_lab.parameters import SCHEMA, ParameterError, parse_value, validate
 
 
@@ -65,6 +65,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--compile-cache", choices=("run", "default"), default="run",
                     help="run (default): Inductor's cache and nvFuser's kernel DB fresh per run, shared by its "
                          "notebooks; default: the tools' own (Inductor's machine-wide cache, no kernel DB)")
+    ap.add_argument("--gpus", metavar="0,1,2,3|all",
+                    help="run the notebooks side by side, one GPU each: each kernel sees only its GPU and is pinned "
+                         "to its share of the CPU cores; a notebook that reads another's results starts after it. "
+                         "One GPU chosen: one after another on it. On a CPU (--device cpu, or no GPU) or a machine "
+                         "with one GPU it changes nothing (default: one after another on --device)")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds a single cell may run, > 0 (default: 1800)")
     ap.add_argument("--notebook-dir", default=str(notebook_run.NOTEBOOK_DIR), help=argparse.SUPPRESS)
     ap.add_argument("--list", action="store_true", help="list notebooks and their parameters, then exit")
@@ -200,6 +205,7 @@ def main(argv=None) -> int:
             list_notebooks(notebook_run.select(notebook_run.discover(Path(args.notebook_dir)), args.notebooks))
             return 0
         notebooks, values, declared, params, root = prepare_run(args)
+        slots = scheduler.plan(args.gpus, params.device)
         run_dir = new_run_dir(root, args.run_id, params.preset, params.device)
         cache_root = cache_folder(args.compile_cache, run_dir)
     except ValueError as e:  # ParameterError and SetupError included
@@ -221,7 +227,7 @@ def main(argv=None) -> int:
     try:
         with notebook_run.kernel_environment(kernels):
             try:
-                run_notebooks(notebooks, values, declared, params, run_dir, args, meta, outcomes)
+                run_notebooks(notebooks, values, declared, params, run_dir, args, meta, outcomes, slots)
             finally:
                 if cache_root:
                     meta["compile_cache"].update(compile_cache.close(cache_root))
@@ -231,7 +237,7 @@ def main(argv=None) -> int:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-    outcomes += [notebook_run.Outcome(name, status="not run") for name in list(notebooks)[len(outcomes):]]
+    outcomes = scheduler.in_order(list(notebooks), outcomes)
     meta["seconds"] = round(time.perf_counter() - t0, 1)
     summary = report.summarize(run_dir, {**meta, "interrupted": interrupted and str(interrupted)}, outcomes)
     report.write(run_dir, summary)
@@ -246,18 +252,26 @@ def main(argv=None) -> int:
     return EXIT_FAILED if failed or rows else 0
 
 
-def run_notebooks(notebooks, values, declared, params, run_dir, args, meta, outcomes) -> None:
-    """Each selected notebook in turn, its outcome appended to ``outcomes`` as soon as it starts."""
+def run_notebooks(notebooks, values, declared, params, run_dir, args, meta, outcomes, slots) -> None:
+    """Each selected notebook in turn (or side by side on several GPUs: ``scheduler``), its outcome
+    appended to ``outcomes`` as soon as it starts."""
     meta["environment"] = environment.collect(params.device)
     (run_dir / "environment.json").write_text(json.dumps(meta["environment"], indent=1))
     kernel = notebook_run.kernel_name()
-    print(f"run {run_dir} · {len(notebooks)} notebooks · device {params.device} · kernel {kernel}", flush=True)
+    where = f"GPUs {', '.join(s.gpu for s in slots)} side by side" if len(slots) > 1 else f"device {params.device}"
+    print(f"run {run_dir} · {len(notebooks)} notebooks · {where} · kernel {kernel}", flush=True)
+    parameters = {name: {**{k: v for k, v in values.items() if k in declared[name]},
+                         "output_dir": str(run_dir.resolve())} for name in notebooks}
+    if len(slots) > 1:
+        scheduler.run_side_by_side(notebooks, parameters, slots, run_dir, kernel, args.timeout, outcomes)
+        return
     for i, (name, path) in enumerate(notebooks.items(), 1):
         print(f"[{i}/{len(notebooks)}] {name} ...", flush=True)
-        given = {k: v for k, v in values.items() if k in declared[name]}
-        outcomes.append(notebook_run.Outcome(name, status="interrupted"))
-        outcomes[-1] = notebook_run.execute(path, run_dir, {**given, "output_dir": str(run_dir.resolve())},
-                                            kernel, args.timeout, progress=sys.stderr.isatty())
+        outcomes.append(notebook_run.Outcome(name, status="interrupted", gpu=slots[0].gpu))
+        with notebook_run.kernel_environment(slots[0].env):
+            outcomes[-1] = notebook_run.execute(path, run_dir, parameters[name], kernel, args.timeout,
+                                                progress=sys.stderr.isatty())
+        outcomes[-1].gpu = slots[0].gpu
         o = outcomes[-1]
         detail = "" if o.status == "ok" else f": {notebook_run.error_line(o.error)}"
         print(f"[{i}/{len(notebooks)}] {name} {o.status} in {o.seconds:.1f} s{detail}", flush=True)

@@ -1,7 +1,8 @@
 """Compare two runs: ``python runner.py compare RUN_A RUN_B``.
 
 A run is a folder of ``<notebook>.results.json`` files (``environment.json`` and ``summary.json``
-beside them are used when present), named by its id under ``--output-dir``, by a path, or ``latest``.
+beside them are used when present: the environment, and where each notebook ran), named by its id
+under ``--output-dir``, by a path, or ``latest``.
 Per notebook both runs hold, per row (executor; op, size and executor in the op benchmarks) and
 metric (the vocabulary's names: ``metrics.is_metric``): both values, B / A, and whether the difference
 is larger than the spread: the two q1-q3 ranges do not overlap, and for a host-bound time the ratio
@@ -19,7 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import metrics, results, tables
+from . import metrics, results, scheduler, tables
 
 KEY_COLUMNS = ("op", "size", "layers", "tokens", "executor")  # a row's identity, where a notebook's rows have them
 # Times that do not move with the host's speed: device time, measured by the profiler.
@@ -57,7 +58,20 @@ def load_run(path: Path) -> dict:
             env = json.loads((path / "environment.json").read_text())
         except ValueError as e:
             unreadable.append(f"environment.json: {e}")
-    return {"name": path.name, "path": str(path), "notebooks": notebooks, "environment": env, "unreadable": unreadable}
+    return {"name": path.name, "path": str(path), "notebooks": notebooks, "environment": env,
+            "ran_on": ran_on(path, unreadable), "unreadable": unreadable}
+
+
+def ran_on(path: Path, unreadable: list[str]) -> dict[str, str]:
+    """Where each notebook of a run ran ("cpu", "GPU 2", ...), from its ``summary.json``; {} without one."""
+    if not (path / "summary.json").is_file():
+        return {}
+    try:
+        summary = json.loads((path / "summary.json").read_text())
+        return {n["name"]: scheduler.ran_on(n.get("gpu")) for n in summary["notebooks"]}
+    except (ValueError, KeyError, TypeError) as e:
+        unreadable.append(f"summary.json: {type(e).__name__}: {e}")
+        return {}
 
 
 def flatten(d: dict, prefix: str = "") -> dict:
@@ -200,6 +214,8 @@ def compare(a: dict, b: dict) -> dict:
         skipped += missed
     return {"a": {"name": a["name"], "path": a["path"]}, "b": {"name": b["name"], "path": b["path"]},
             "notebooks": common, "parameters": parameter_differences(a, b, common),
+            "ran_on": [{"name": n, "a": a["ran_on"].get(n) or "not recorded", "b": b["ran_on"].get(n) or "not recorded"}
+                       for n in common],
             "environment": differences(a["environment"], b["environment"], IGNORED_ENV),
             "skipped": skipped, "rows": rows, "hosts_apart": host}
 
@@ -235,6 +251,8 @@ def tally(report: dict) -> str:
 def text(report: dict) -> str:
     """The report as plain text: differences, skipped items, then the table."""
     lines = [f"A: {report['a']['path']}", f"B: {report['b']['path']}"]
+    lines.append("ran on:")
+    lines += [f"  {d['name']}: {d['a']} -> {d['b']}" for d in report["ran_on"]]
     for title, items in (("parameters that differ", report["parameters"]), ("environment that differs", report["environment"])):
         lines.append(f"{title}:" + ("" if items else " none"))
         lines += [f"  {d['name']}: {fmt(d['a'])} -> {fmt(d['b'])}" + (f"  ({', '.join(d['notebooks'])})" if "notebooks" in d else "")
@@ -274,6 +292,7 @@ td:nth-child(-n+2){{text-align:left}}</style>
 </head><body><h1>{e(title)}</h1><p>A: <code>{e(report['a']['path'])}</code><br>B: <code>{e(report['b']['path'])}</code></p>
 <p>B / A is B's value over A's. "beyond spread": the two runs' q1-q3 ranges do not overlap (yes), overlap (no), or
 a run measured no spread for that number (blank). {e(tally(report))}</p>
+<h2>Ran on</h2>{diff_list(report['ran_on'])}
 <h2>Parameters that differ</h2>{diff_list(report['parameters'])}
 <h2>Environment that differs</h2>{diff_list(report['environment'])}
 <h2>Skipped</h2><ul>{skipped}</ul>{"".join(tables)}</body></html>"""

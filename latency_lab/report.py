@@ -10,7 +10,7 @@ import json
 import shutil
 from pathlib import Path
 
-from . import executor_timing, html_assets, results, tables
+from . import executor_timing, html_assets, results, scheduler, tables
 
 TIMING_NOTEBOOK = results.EXECUTOR_TIMING  # its results give the headline chart and the seed tables
 HOST, KERNEL, UNSPLIT = "host: CPU overhead (wall - kernel time)", "kernel time", "wall (no kernel time on a CPU)"
@@ -18,12 +18,14 @@ COLORS = {HOST: "#e4872d", KERNEL: "#3b6fb6", UNSPLIT: "#9a9a9a"}
 
 
 def summarize(run_dir: Path, meta: dict, outcomes: list) -> dict:
-    """Summary of a run: its metadata and, per notebook, status, error, files, key table, the
-    parameters it ran with, its failed rows and its findings."""
+    """Summary of a run: its metadata and, per notebook, status, error, where it ran (``gpu``: "cpu"
+    or the GPU, and the CPU cores it was pinned to side by side), files, key table, the parameters it
+    ran with, its failed rows and its findings."""
     notebooks = []
     for o in outcomes:
         entry = {"name": o.name, "status": o.status, "seconds": round(o.seconds, 1), "error": o.error,
-                 "files": dict(o.files), "key_table": None, "params": None, "failed_rows": [], "findings": []}
+                 "gpu": o.gpu, "cpus": o.cpus, "files": dict(o.files), "key_table": None, "params": None,
+                 "failed_rows": [], "findings": []}
         path = results.path_for(run_dir, o.name)
         if path.exists():
             try:
@@ -194,9 +196,12 @@ def _findings(summary: dict) -> str:
 
 def _status_table(summary: dict) -> str:
     rows = "".join(f'<tr class="{n["status"]}"><td>{html.escape(n["name"])}</td><td class="status">{n["status"]}</td>'
-                   f'<td class="num">{tables.number(n["seconds"])}</td><td>{_links(n)}</td></tr>' for n in summary["notebooks"])
-    total = f'<tr><td>run</td><td></td><td class="num">{tables.number(summary.get("seconds"))}</td><td></td></tr>'
-    return f"<table class=\"notebooks\"><tr><th>notebook</th><th>status</th><th>time (s)</th><th>files</th></tr>{rows}{total}</table>"
+                   f'<td class="num">{tables.number(n["seconds"])}</td>'
+                   f'<td>{html.escape(scheduler.ran_on(n.get("gpu"), n.get("cpus")))}</td><td>{_links(n)}</td></tr>'
+                   for n in summary["notebooks"])
+    total = f'<tr><td>run</td><td></td><td class="num">{tables.number(summary.get("seconds"))}</td><td></td><td></td></tr>'
+    head = "".join(f"<th>{h}</th>" for h in ("notebook", "status", "time (s)", "ran on", "files"))
+    return f'<table class="notebooks"><tr>{head}</tr>{rows}{total}</table>'
 
 
 def _environment_line(summary: dict) -> str:

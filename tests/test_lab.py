@@ -21,7 +21,7 @@ import pytest
 
 import tasks
 from latency_lab import explorer as X, parameters as P
-from conftest import CHROMIUM_FLAGS, ROOT, chromium, chromium_dom
+from conftest import CHROMIUM_FLAGS, ROOT, chromium, chromium_dom, cpu_environment
 
 KERNEL = "latency-lab"
 
@@ -62,8 +62,8 @@ def running_lab(folder: Path, home: Path):
     localhost port with a token; killed on exit."""
     needs_jupyterlab()
     port, token = free_port(), secrets.token_hex(16)
-    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(home / "runtime"), "JUPYTERLAB_WORKSPACES_DIR": str(home / "ws"),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = cpu_environment(JUPYTER_RUNTIME_DIR=str(home / "runtime"), JUPYTERLAB_WORKSPACES_DIR=str(home / "ws"),
+                          PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     log_path = home / "server.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen([sys.executable, *tasks.lab_args(folder), "--no-browser", "--ServerApp.ip=127.0.0.1",
@@ -354,7 +354,7 @@ def test_runner_from_a_python_outside_the_venv(tmp_path):
         pytest.skip(f"{outside} has papermill: nothing to hand over")
     for args in (["--help"], ["--list"]):
         proc = subprocess.run([outside, str(ROOT / "runner.py"), *args], cwd=tmp_path, capture_output=True, text=True,
-                              timeout=300, env={k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"})
+                              timeout=300, env={k: v for k, v in cpu_environment().items() if k != "VIRTUAL_ENV"})
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
         assert ("usage: runner.py" if args == ["--help"] else "00_explorer") in proc.stdout
 

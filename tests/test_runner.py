@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from latency_lab import registry as E, notebook_run, results
-from conftest import ROOT, run_runner  # noqa: E402
+from conftest import CPU_ONLY, ROOT, cpu_environment, run_runner  # noqa: E402
 
 NOTEBOOKS = list(notebook_run.discover())
 
@@ -238,7 +238,8 @@ def test_html_export_failure_is_an_outcome_not_a_crash(tmp_path, monkeypatch):
     def broken(executed):
         raise RuntimeError("exporter broke")
     monkeypatch.setattr(notebook_run, "to_html", broken)
-    outcome = notebook_run.execute(tmp_path / "01_ok.ipynb", run_dir, {}, notebook_run.kernel_name(), 120, False)
+    with notebook_run.kernel_environment(CPU_ONLY):
+        outcome = notebook_run.execute(tmp_path / "01_ok.ipynb", run_dir, {}, notebook_run.kernel_name(), 120, False)
     assert outcome.status == "failed" and outcome.error["ename"] == "HTMLExportError"
     assert "exporter broke" in outcome.error["evalue"] and outcome.files == {"ipynb": "01_ok.ipynb"}
     assert (run_dir / "01_ok.ipynb").is_file()
@@ -272,7 +273,7 @@ def test_interrupt_stops_kills_the_kernel_and_marks_the_run(tmp_path, signum):
     temp.mkdir()
     proc = subprocess.Popen([sys.executable, str(ROOT / "runner.py"), "--notebook-dir", str(nbdir), "--output-dir", str(out),
                              "--run-id", "r"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "TMPDIR": str(temp)})
+                            env=cpu_environment(TMPDIR=str(temp)))
     deadline = time.monotonic() + 240
     while not pid_file.exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.5)
