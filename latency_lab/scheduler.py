@@ -24,14 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import compile_cache, notebook_run
+from . import compile_cache, notebook_run, results
 from .parameters import REPO_ROOT
 
 # Notebook -> notebooks of the same run whose results it reads, so it starts after they finish
-# (whatever their status: without their results it builds its own).
-RUNS_AFTER: dict[str, tuple[str, ...]] = {
-    "03_trace_counters": ("02_executor_timing",),  # the Thunder traces 02 took (traces.from_run)
-}
+# (whatever their status: without their results it builds its own): the suite's one table of them.
+RUNS_AFTER = results.READS_FROM
 
 
 @dataclass(frozen=True)
