@@ -118,6 +118,22 @@ def memory(device: str, empty: bool = False) -> dict:
             "reserved_mib": torch.cuda.memory_reserved(device) / 2**20}
 
 
+def memory_held(before: dict, after: dict) -> dict:
+    """What was built between two ``memory`` readings holds: MiB allocated and reserved after minus
+    before. A reading that went down (something else was freed meanwhile, e.g. the cuBLAS workspaces
+    torch.compile's CUDA graphs release) says nothing about the build: it is None, with the reason."""
+    held, shrank = {}, []
+    for name in ("allocated_mib", "reserved_mib"):
+        if name in before and name in after:
+            change = after[name] - before[name]
+            held[name] = change if change >= 0 else None
+            if change < 0:
+                shrank.append(f"{name.removesuffix('_mib')} fell by {-change:.0f} MiB")
+    if shrank:
+        held["reason"] = f"memory not attributed: {', '.join(shrank)} during the build (something else was freed)"
+    return held
+
+
 def check_output(p: Prepared, reference_logits, dtype: str, layers: int) -> dict:
     """The first call's logits against eager's (``model.compare_to_eager``); a mismatch fails the row,
     since the timings of a wrong computation mean nothing."""

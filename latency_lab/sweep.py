@@ -62,21 +62,68 @@ class Built:
         return f"{self.prepared.name} @ {label(self.point)}"
 
 
-def build(sweep: Sweep, params, profile_steps: int = 5, progress: Callable[[str], None] = print) -> list[Built]:
-    """Every point's case and every executor on it, each measured right after its first call: its
-    output check, warm-up, kernels per step (``timing.profile_kernels``) and the case's extra steps."""
-    built = []
-    for point in sweep.points():
-        case = sweep.make(point)
-        plan = {"output": case.check,
-                "warm-up": lambda p, c=case: timing.warm_up(p.fn, c.kwargs, params.warmup),
-                "kernels": lambda p, c=case: timing.profile_kernels(p.fn, c.kwargs, params.device, profile_steps),
-                **case.extra}
-        progress(f"{sweep.name}: {label(point)}")
-        prepared, measured = harness.build_and_measure(sweep.executors, case.module, case.kwargs, plan, params.device,
-                                                       progress)
-        built += [Built(point, p, measured.get(n, {}), case) for n, p in prepared.items()]
-    return built
+# Dynamo's counters of the compile caches a first call can hit: Inductor's FX-graph cache and
+# AOTAutograd's cache (nvFuser's in-process cache and kernel DB have no counter).
+CACHE_COUNTERS = {"inductor": ("fxgraph_cache_hit", "fxgraph_cache_miss"),
+                  "aot_autograd": ("autograd_cache_hit", "autograd_cache_miss")}
+
+
+def compile_cache_counts() -> dict[str, int]:
+    """The counters of ``CACHE_COUNTERS`` so far in this process."""
+    from torch._dynamo.utils import counters
+
+    return {name: counters[group][name] for group, names in CACHE_COUNTERS.items() for name in names}
+
+
+def cache_use_since(before: dict[str, int]) -> dict:
+    """What the compile caches counted since ``before``: each counter's increase, and ``hits``, the
+    cache hits in all (0: nothing this call compiled came from a cache that has a counter)."""
+    now = compile_cache_counts()
+    change = {name: now[name] - before[name] for name in now}
+    return {**change, "hits": sum(v for name, v in change.items() if name.endswith("_hit"))}
+
+
+def build(sweeps: Sweep | list[Sweep], params, profile_steps: int = 5,
+          progress: Callable[[str], None] = print) -> list[Built]:
+    """Every point's case, then every executor on every point, each measured right after its first
+    call: the compile caches its first call hit (``cache_use_since``), its output check, warm-up,
+    kernels per step (``timing.profile_kernels``), the case's extra steps, and the GPU memory the
+    build holds (``harness.memory_held``, from an emptied allocator cache before and after). A point
+    that several sweeps declare is built once. Builds go executor by executor (registry order), so
+    every torch.compile CUDA-graph recording precedes every thunder CUDA-graph capture
+    (``registry.THUNDER_CUDAGRAPHS_HAZARD``) when the sweeps list executors in registry order; the
+    result is in point order, executors within."""
+    sweeps = [sweeps] if isinstance(sweeps, Sweep) else list(sweeps)
+    cases: dict[str, tuple[dict, Case, list]] = {}
+    for s in sweeps:
+        for point in s.points():
+            if label(point) not in cases:
+                progress(f"{s.name}: {label(point)}")
+                cases[label(point)] = (point, s.make(point), s.executors)
+    executors = {ex.name: ex for _, _, exs in cases.values() for ex in exs}
+    done: dict[tuple[str, str], Built] = {}
+    for ex in executors.values():
+        for key, (point, case, exs) in cases.items():
+            if ex.name in {e.name for e in exs}:
+                done[key, ex.name] = _build_one(ex, point, case, params, profile_steps,
+                                                lambda text, k=key: progress(f"{k} · {text}"))
+    return [done[key, ex.name] for key, (_, _, exs) in cases.items() for ex in exs]
+
+
+def _build_one(ex, point: dict, case: Case, params, profile_steps: int, progress: Callable[[str], None]) -> Built:
+    before_memory = harness.memory(params.device, empty=True)
+    before_caches = compile_cache_counts()
+    plan = {"compile caches": lambda p: cache_use_since(before_caches),  # first: right after the first call
+            "output": case.check,
+            "warm-up": lambda p: timing.warm_up(p.fn, case.kwargs, params.warmup),
+            "kernels": lambda p: timing.profile_kernels(p.fn, case.kwargs, params.device, profile_steps),
+            **case.extra}
+    prepared, measured = harness.build_and_measure([ex], case.module, case.kwargs, plan, params.device, progress)
+    p, m = prepared[ex.name], measured.get(ex.name, {})
+    p.output = None  # checked; the builds of a sweep live together until the rounds end
+    if p.ok:
+        m["memory"] = harness.memory_held(before_memory, harness.memory(params.device, empty=True))
+    return Built(point, p, m, case)
 
 
 def time_all(built: list[Built], params, probes: dict[str, dict] | None = None) -> Rounds:
@@ -89,7 +136,8 @@ def time_all(built: list[Built], params, probes: dict[str, dict] | None = None) 
     return timed
 
 
-def run(sweep: Sweep, params, probes: Callable[[list[Built]], dict] | None = None) -> tuple[list[Built], Rounds]:
+def run(sweep: Sweep | list[Sweep], params,
+        probes: Callable[[list[Built]], dict] | None = None) -> tuple[list[Built], Rounds]:
     """``build``, then ``time_all`` (with the probes ``probes(built)`` returns); the caller takes its rows,
     then ``release``s."""
     built = build(sweep, params)
@@ -98,19 +146,24 @@ def run(sweep: Sweep, params, probes: Callable[[list[Built]], dict] | None = Non
 
 
 def row(b: Built, timed: Rounds) -> dict:
-    """A (point, executor) row: identity, axis values, first call, output check, wall and host time
-    with their quartiles (from the rounds), kernels per step and kernel time, floor and its ratio."""
+    """A (point, executor) row: identity, axis values, first call and the compile-cache hits during it,
+    output check, wall and host time with their quartiles (from the rounds), kernels per step and
+    kernel time, floor and its ratio, and the GPU memory the build holds (MiB; on a GPU)."""
     t = timed.timed.get(b.key)
     kernels = b.measured.get("kernels") or {}
+    memory = b.measured.get("memory") or {}
     out = b.prepared.row(**b.point, first_call_s=b.prepared.first_call_s,
+                         first_call_cache_hits=(b.measured.get("compile caches") or {}).get("hits"),
                          rel_err=(b.measured.get("output") or {}).get("rel_err"))
     wall, host = (t.wall, t.host) if t else (None, None)
     out.update(**(wall.flat("wall_ms") if wall else {"wall_ms": None}), **(host.flat("host_ms") if host else {"host_ms": None}),
                kernel_ms=kernels.get("kernel_ms"), kernels_per_step=kernels.get("kernels_per_step"),
-               floor_ms=b.case.floor_ms)
+               floor_ms=b.case.floor_ms, held_allocated_mib=memory.get("allocated_mib"),
+               held_reserved_mib=memory.get("reserved_mib"))
     out["floor_ratio_x"] = out["wall_ms"] / b.case.floor_ms if out["wall_ms"] and b.case.floor_ms else None
-    if kernels.get("reason"):
-        out["notes"] = "; ".join(filter(None, (out["notes"], kernels["reason"])))
+    for reason in (kernels.get("reason"), memory.get("reason")):
+        if reason:
+            out["notes"] = "; ".join(filter(None, (out["notes"], reason)))
     return out
 
 
