@@ -1,26 +1,31 @@
-"""Op microbenchmarks: the seed's single ``add`` in isolation, generalised to the ops its trace
-shows (pointwise ops, linear, matmul, embedding, triu, an RMSNorm-like composite), at the seed
-model's shapes for its tokens and at multiples of them, through every executor.
+"""Notebook 04, op microbenchmarks: rows, key table (the seed's single ``add``), findings.
 
-Each (op, size, executor) is one row: per-call time from ``timing.event_timer``, kernels per call
-from ``timing.profile_kernels``, the first call's seconds and the output against eager's; an
-executor that is unavailable or fails is a row with its reason.
+The seed's single ``add`` in isolation, generalised to the ops its trace shows (pointwise ops,
+linear, matmul, embedding, triu, an RMSNorm-like composite), at the seed model's shapes for its tokens
+and at multiples of them, through every executor. The op x size x executor grid is one ``Sweep``
+(``grid``): every (op, size, executor) is built, checked against eager and warmed up right after its
+first call, then all of them are timed in the same interleaved rounds with the host reference
+(``sweep.time_all``): wall and steady-state host time per call with quartiles, and the overhead
+against eager as a within-round difference and ratio. Every (op, size, executor) is a row, measured
+or with its reason.
 """
 
 from __future__ import annotations
 
-import gc
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
-from . import registry, timing
+from . import executor_timing, harness, registry, sweep, timing
+from .harness import Rounds
+from .metrics import Stat
 from .model import compare_to_eager
 from .parameters import Params
 from .reference import SEED_SINGLE_ADD_H100
+from .tables import number
 
 PROFILE_STEPS = 5  # profiled calls per row: kernels per call is exact, so a few suffice
 CPU_THREADS = 1  # intra-op threads while measuring on a CPU (see ``intra_op_threads``)
@@ -82,22 +87,41 @@ class Op:
 
 
 OPS: dict[str, Op] = {
-    "add": Op(add, "residual add: hidden + attention or MLP output",
-              lambda d: {"a": (d.batch, d.tokens, d.hidden), "b": (d.batch, d.tokens, d.hidden)}),
-    "mul": Op(mul, "SwiGLU: silu(gate) * up",
-              lambda d: {"a": (d.batch, d.tokens, d.intermediate), "b": (d.batch, d.tokens, d.intermediate)}),
-    "silu": Op(silu, "SwiGLU activation on the gate projection",
-               lambda d: {"x": (d.batch, d.tokens, d.intermediate)}),
-    "linear": Op(linear, "MLP gate / up projection (hidden -> intermediate)",
-                 lambda d: {"x": (d.batch, d.tokens, d.hidden), "w": (d.intermediate, d.hidden)}),
-    "matmul": Op(matmul, "rotary embedding: inv_freq @ position_ids (float32, as in HF Llama)",
-                 lambda d: {"a": (d.batch, d.head_dim // 2, 1), "b": (d.batch, 1, d.tokens)}, float32=True),
-    "embedding": Op(embedding, "token embedding lookup (vocab x hidden table)",
-                    lambda d: {"ids": (d.batch, d.tokens), "w": (d.vocab, d.hidden)}),
-    "triu": Op(triu, "causal mask: triu of a full (tokens x tokens) min-value matrix",
-               lambda d: {"x": (d.tokens, d.tokens)}),
-    "rms_norm": Op(rms_norm, "RMSNorm-like: x * rsqrt(mean(x^2) + eps) * w",
-                   lambda d: {"x": (d.batch, d.tokens, d.hidden), "w": (d.hidden,), "eps": d.eps}),
+    "add": Op(
+        add,
+        "residual add: hidden + attention or MLP output",
+        lambda d: {"a": (d.batch, d.tokens, d.hidden), "b": (d.batch, d.tokens, d.hidden)},
+    ),
+    "mul": Op(
+        mul,
+        "SwiGLU: silu(gate) * up",
+        lambda d: {"a": (d.batch, d.tokens, d.intermediate), "b": (d.batch, d.tokens, d.intermediate)},
+    ),
+    "silu": Op(silu, "SwiGLU activation on the gate projection", lambda d: {"x": (d.batch, d.tokens, d.intermediate)}),
+    "linear": Op(
+        linear,
+        "MLP gate / up projection (hidden -> intermediate)",
+        lambda d: {"x": (d.batch, d.tokens, d.hidden), "w": (d.intermediate, d.hidden)},
+    ),
+    "matmul": Op(
+        matmul,
+        "rotary embedding: inv_freq @ position_ids (float32, as in HF Llama)",
+        lambda d: {"a": (d.batch, d.head_dim // 2, 1), "b": (d.batch, 1, d.tokens)},
+        float32=True,
+    ),
+    "embedding": Op(
+        embedding,
+        "token embedding lookup (vocab x hidden table)",
+        lambda d: {"ids": (d.batch, d.tokens), "w": (d.vocab, d.hidden)},
+    ),
+    "triu": Op(
+        triu, "causal mask: triu of a full (tokens x tokens) min-value matrix", lambda d: {"x": (d.tokens, d.tokens)}
+    ),
+    "rms_norm": Op(
+        rms_norm,
+        "RMSNorm-like: x * rsqrt(mean(x^2) + eps) * w",
+        lambda d: {"x": (d.batch, d.tokens, d.hidden), "w": (d.hidden,), "eps": d.eps},
+    ),
 }
 
 
@@ -108,9 +132,16 @@ def size_tokens(label: str, seq_len: int) -> int:
 
 def dims(cfg: dict, tokens: int, batch: int = 1) -> Dims:
     """The op sizes from a model config (``model.config_dict``)."""
-    return Dims(batch=batch, tokens=tokens, hidden=cfg["hidden_size"], intermediate=cfg["intermediate_size"],
-                head_dim=cfg["head_dim"], vocab=cfg["vocab_size"], eps=cfg["rms_norm_eps"],
-                rope_theta=cfg["rope_theta"])
+    return Dims(
+        batch=batch,
+        tokens=tokens,
+        hidden=cfg["hidden_size"],
+        intermediate=cfg["intermediate_size"],
+        head_dim=cfg["head_dim"],
+        vocab=cfg["vocab_size"],
+        eps=cfg["rms_norm_eps"],
+        rope_theta=cfg["rope_theta"],
+    )
 
 
 def shape_table(cfg: dict, params: Params) -> list[dict]:
@@ -118,8 +149,9 @@ def shape_table(cfg: dict, params: Params) -> list[dict]:
     rows = []
     for label in params.sizes:
         d = dims(cfg, size_tokens(label, params.seq_len), params.batch_size)
-        rows.append({"size": label, "tokens": d.tokens,
-                     **{op: describe_shapes(OPS[op].shapes(d)) for op in params.ops}})
+        rows.append(
+            {"size": label, "tokens": d.tokens, **{op: describe_shapes(OPS[op].shapes(d)) for op in params.ops}}
+        )
     return rows
 
 
@@ -141,14 +173,16 @@ def make_inputs(op: str, d: Dims, dtype: str, device: str, seed: int) -> dict:
 
     if op == "matmul":  # rotary inverse frequencies (llama3 scaling left out: same cost) and positions
         inv_freq = 1.0 / (d.rope_theta ** (torch.arange(0, d.head_dim, 2, device=device, dtype=dt) / d.head_dim))
-        return {"a": inv_freq.expand(shapes["a"][:2]).unsqueeze(-1).contiguous(),
-                "b": torch.arange(d.tokens, device=device, dtype=dt).expand(shapes["b"]).contiguous()}
+        return {
+            "a": inv_freq.expand(shapes["a"][:2]).unsqueeze(-1).contiguous(),
+            "b": torch.arange(d.tokens, device=device, dtype=dt).expand(shapes["b"]).contiguous(),
+        }
     if op == "embedding":
         return {"ids": torch.randint(0, d.vocab, shapes["ids"], generator=gen, device=device), "w": randn(shapes["w"])}
     if op == "triu":
         return {"x": torch.full(shapes["x"], torch.finfo(dt).min, device=device, dtype=dt)}
     if op == "linear":
-        return {"x": randn(shapes["x"]), "w": randn(shapes["w"], d.hidden ** -0.5)}
+        return {"x": randn(shapes["x"]), "w": randn(shapes["w"], d.hidden**-0.5)}
     return {k: v if not isinstance(v, tuple) else randn(v) for k, v in shapes.items()}
 
 
@@ -173,174 +207,324 @@ def intra_op_threads(device: str):
         torch.set_num_threads(before)
 
 
-def measure(executor: registry.Executor, op: str, kwargs: dict, reference: torch.Tensor, params: Params) -> dict:
-    """One row: build ``executor`` on ``op``, check its first output against eager's, time it and
-    count its kernels; unavailable or failing executors keep their reason."""
-    prepared = registry.prepare(executor, OPS[op].fn, kwargs, params.device)
-    metrics = {"first_call_s": prepared.first_call_s}
-    if prepared.ok:
-        try:
-            metrics.update(compare_to_eager(prepared.output, reference, params.dtype))
-            prepared.output = None  # under CUDA graphs the next call overwrites it anyway
-            wall = timing.event_timer(prepared.fn, kwargs, params.device, params.warmup, params.iters,
-                                      params.repeats)
-            kernels = timing.profile_kernels(prepared.fn, kwargs, params.device, PROFILE_STEPS)
-            metrics.update(
-                ms_per_call=wall["median"], iqr_ms=wall["iqr"], q1_ms=wall["q1"], q3_ms=wall["q3"],
-                noisy=wall["noisy"], method=wall["method"],
-                blocks_ms=wall["blocks_ms"], kernels_per_call=kernels.get("kernels_per_step"),
-                kernel_ms_per_call=kernels.get("kernel_ms_per_step"), kernel_reason=kernels.get("reason"),
-                top_kernels=[k["name"] for k in kernels.get("top_kernels", [])[:3]],
-                host_overhead_ms=timing.seed_table_row(wall["median"], kernels.get("kernel_ms_per_step"),
-                                                       kernels.get("kernels_per_step"))["cpu_overhead_ms"])
-        except Exception as e:  # a failure while timing is a row, not a crash
-            prepared.fail(e, "timing")
-    return prepared.row(**metrics)
+def check(reference: torch.Tensor, dtype: str) -> Callable:
+    """The output check of one point: the first call's output against eager's (``compare_to_eager``);
+    a mismatch fails the row, since the timings of a wrong computation mean nothing."""
+
+    def against_eager(p: harness.Prepared) -> dict:
+        result = compare_to_eager(p.output, reference, dtype)
+        if not result["passed"]:
+            raise ValueError(
+                f"output differs from eager's: rel err {result['rel_err']} > {result['tolerance']} "
+                f"{result.get('mismatch') or ''}".strip()
+            )
+        return result
+
+    return against_eager
 
 
-def run_size(op: str, label: str, cfg: dict, params: Params, log: Callable = print) -> list[dict]:
-    """Rows of every selected executor for ``op`` at size ``label``, with overhead against eager."""
-    d = dims(cfg, size_tokens(label, params.seq_len), params.batch_size)
-    kwargs = make_inputs(op, d, params.dtype, params.device, params.seed)
-    reference = OPS[op].fn(**kwargs).clone()
-    rows = []
-    for ex in registry.selected(params.executors):
-        row = {"op": op, "size": label, "tokens": d.tokens, **measure(ex, op, kwargs, reference, params)}
-        rows.append(row)
-        ms = (f"{row['ms_per_call']:.4f} ms per call, first call {row['first_call_s']:.2f} s"
-              if row.get("ms_per_call") is not None else row["reason"])
-        log(f"{op:10s} {label:5s} {ex.name:30s} {row['status']:12s} {ms}")
-    del kwargs, reference
-    gc.collect()  # compiled objects hold reference cycles; one collection per op and size
-    if params.is_cuda:
-        torch.cuda.empty_cache()
-    return add_overheads(rows)
+def grid(params: Params, cfg: dict) -> sweep.Sweep:
+    """The op x size x executor grid: per point, inputs made once and eager's output as the reference."""
+
+    def make(point: dict) -> sweep.Case:
+        d = dims(cfg, size_tokens(point["size"], params.seq_len), params.batch_size)
+        kwargs = make_inputs(point["op"], d, params.dtype, params.device, params.seed)
+        reference = OPS[point["op"]].fn(**kwargs).clone()
+        return sweep.Case(OPS[point["op"]].fn, kwargs, check(reference, params.dtype))
+
+    return sweep.Sweep("ops", {"op": params.ops, "size": params.sizes}, registry.selected(params.executors), make)
 
 
-def run(params: Params, cfg: dict, log: Callable = print) -> list[dict]:
-    """All rows: every selected op x size x executor (``threads``: intra-op threads while measured)."""
+def measure(
+    params: Params, cfg: dict, progress: Callable[[str], None] = print
+) -> tuple[list[sweep.Built], Rounds, int]:
+    """Build every (op, size, executor), then time all of them in the same rounds; returns the builds,
+    the rounds and the intra-op threads they ran with. The caller takes its rows, then releases."""
     timing.use_device(params.device)
     with intra_op_threads(params.device) as threads:
-        return [{**row, "threads": threads} for op in params.ops for label in params.sizes
-                for row in run_size(op, label, cfg, params, log)]
+        built = sweep.build(grid(params, cfg), params, PROFILE_STEPS, progress)
+        timed = sweep.time_all(built, params)
+    return built, timed, threads
 
 
-def add_overheads(rows: list[dict]) -> list[dict]:
-    """Add ``overhead_vs_eager_ms`` (ms per call minus eager's, same op and size) to each row."""
-    eager = {(r["op"], r["size"]): r.get("ms_per_call") for r in rows if r["executor"] == "eager"}
-    for r in rows:
-        base = eager.get((r["op"], r["size"]))
-        r["overhead_vs_eager_ms"] = (r["ms_per_call"] - base
-                                     if r.get("ms_per_call") is not None and base is not None else None)
-    return rows
+def difference(timed: Rounds, a: str, b: str) -> Stat | None:
+    """``a`` minus ``b`` in µs per call, round by round (both timed in the same round), as a statistic
+    over the rounds: a drift of the host moves both sides of each difference alike."""
+    xs, ys = (timed.timed[n].wall_ms if n in timed.timed else [] for n in (a, b))
+    pairs = [(x - y) * 1e3 for x, y in zip(xs, ys)]
+    return Stat.of(pairs) if pairs else None
 
 
-ADD_COLUMNS = ["size", "executor", "label", "status", "ms_per_call", "q1_ms", "q3_ms", "kernels_per_call",
-               "kernel_ms_per_call", "overhead_vs_eager_ms", "seed_h100_ms", "first_call_s", "reason"]
-
-
-def add_table(rows: list[dict]) -> list[dict]:
-    """The seed's experiment: ``add`` at the first size, one row per executor, with the seed's
-    DGX H100 number (``reference.SEED_SINGLE_ADD_H100``) beside each measured one."""
-    adds = [r for r in rows if r["op"] == "add"]
-    first = adds[0]["size"] if adds else None
-    return [{**{c: r.get(c) for c in ADD_COLUMNS}, "seed_h100_ms": SEED_SINGLE_ADD_H100["rows"].get(r["executor"])}
-            for r in adds if r["size"] == first]
-
-
-def add_findings(add_rows: list[dict], on_gpu: bool) -> list[str]:
-    """What the add table shows, generated from it: on a GPU, eager's kernels and how much of a call
-    is host work, and who launches more kernels than eager; on a CPU, per-call times only."""
-    ran = {r["executor"]: r for r in add_rows if r.get("ms_per_call") is not None}
-    if not ran:
-        return ["No executor produced a time for add here."]
-    fastest = min(ran.values(), key=lambda r: r["ms_per_call"])
-    out = [f"Fastest add here: {fastest['label']} at {fastest['ms_per_call'] * 1e3:.3g} µs per call."]
-    eager = ran.get("eager")
-    if not on_gpu:
-        return out + ["On a CPU there are no device kernels: every per-call time is host time."]
-    if eager and eager.get("kernels_per_call") and eager.get("kernel_ms_per_call") is not None:
-        share = 1 - eager["kernel_ms_per_call"] / eager["ms_per_call"]
-        out.append(f"Eager launches {eager['kernels_per_call']:.3g} kernel(s) of {eager['kernel_ms_per_call'] * 1e3:.3g} µs "
-                   f"in total per add; {share:.0%} of its {eager['ms_per_call'] * 1e3:.3g} µs call is host work.")
-        more = [f"{r['label']} ({r['kernels_per_call']:.3g})" for r in ran.values()
-                if (r.get("kernels_per_call") or 0) > eager["kernels_per_call"]]
-        if more:
-            out.append(f"More kernels per add than eager's {eager['kernels_per_call']:.3g}: {', '.join(more)}.")
+def rows(built: list[sweep.Built], timed: Rounds, threads: int, seq_len: int) -> list[dict]:
+    """One row per (op, size, executor): ``sweep.row``'s columns, the tokens, the intra-op threads, and
+    the overhead against eager at the same op and size, within rounds: ``overhead_vs_eager_us`` (median
+    difference, with quartiles) and ``vs_eager_x`` (median ratio)."""
+    eager = {sweep.label(b.point): b.key for b in built if b.prepared.name == "eager"}
+    out = []
+    for b in built:
+        row = {**sweep.row(b, timed), "tokens": size_tokens(b.point["size"], seq_len), "threads": threads}
+        base = eager.get(sweep.label(b.point))
+        diff = difference(timed, b.key, base) if base else None
+        ratio = timed.ratio(b.key, base) if base else None
+        row.update(
+            **(diff.flat("overhead_vs_eager_us") if diff else {"overhead_vs_eager_us": None}),
+            vs_eager_x=ratio and ratio.median,
+        )
+        out.append(row)
     return out
 
 
-TABLE_COLUMNS = ["op", "size", "tokens", "executor", "status", "ms_per_call", "iqr_ms", "noisy",
-                 "overhead_vs_eager_ms", "kernels_per_call", "kernel_ms_per_call", "host_overhead_ms",
-                 "first_call_s", "rel_err", "passed", "reason"]
+ROW_COLUMNS = [
+    "op",
+    "size",
+    "tokens",
+    "executor",
+    "status",
+    "wall_ms",
+    "wall_q1_ms",
+    "wall_q3_ms",
+    "host_ms",
+    "overhead_vs_eager_us",
+    "vs_eager_x",
+    "kernels_per_step",
+    "kernel_ms",
+    "first_call_s",
+    "rel_err",
+    "held_reserved_mib",
+    "reason",
+]
+KEY_COLUMNS = [
+    "size",
+    "executor",
+    "label",
+    "status",
+    "wall_ms",
+    "wall_q1_ms",
+    "wall_q3_ms",
+    "host_ms",
+    "kernels_per_step",
+    "kernel_ms",
+    "overhead_vs_eager_us",
+    "vs_eager_x",
+    "first_call_s",
+    "reason",
+]
 
 
-def summary(rows: list[dict]) -> list[dict]:
-    """The rows with the columns worth reading (the results JSON keeps all of them)."""
-    return [{c: r.get(c) for c in TABLE_COLUMNS} for r in rows]
+def seed_comparable(params: Params) -> bool:
+    """Whether the seed's DGX H100 numbers belong beside this run's: a GPU run of the seed's shapes."""
+    return params.is_cuda and params.preset == "seed"
 
 
-def overhead_grid(rows: list[dict], size: str) -> tuple[list, list, list]:
-    """ops, executor labels and the ops x labels matrix of overhead against eager in µs at ``size``
-    (None: no number)."""
-    at = [r for r in rows if r["size"] == size]
+def key_columns(params: Params) -> list[str]:
+    return KEY_COLUMNS + (["seed_wall_ms"] if seed_comparable(params) else [])
+
+
+def key_rows(table: list[dict], params: Params) -> list[dict]:
+    """The seed's experiment: ``add`` at the first size, one row per executor; on a GPU run of the seed
+    preset with the seed's DGX H100 number (``reference.SEED_SINGLE_ADD_H100``) beside each."""
+    adds = [r for r in table if r["op"] == "add" and r["size"] == params.sizes[0]]
+    seed = SEED_SINGLE_ADD_H100["rows"] if seed_comparable(params) else {}
+    return [
+        {**{c: r.get(c) for c in KEY_COLUMNS}, **({"seed_wall_ms": seed.get(r["executor"])} if seed else {})}
+        for r in adds
+    ]
+
+
+def _us(ms: float) -> str:
+    return f"{number(ms * 1e3)} µs"
+
+
+def fastest_text(adds: list[dict], on_gpu: bool) -> str:
+    ran = [r for r in adds if r["wall_ms"] is not None]
+    if not ran:
+        return "No executor produced a time for add here."
+    r = min(ran, key=lambda r: r["wall_ms"])
+    host = f" (steady-state host time {_us(r['host_ms'])})" if on_gpu else ""
+    return f"Fastest add here (size {r['size']}): {r['label']} at {_us(r['wall_ms'])} per call{host}."
+
+
+def overhead_text(adds: list[dict], timed: Rounds) -> str | None:
+    """Every executor's add against eager's, as differences and ratios taken within rounds."""
+    eager = next((r for r in adds if r["executor"] == "eager" and r["wall_ms"] is not None), None)
+    others = sorted(
+        (r for r in adds if r["executor"] != "eager" and r["vs_eager_x"] is not None),
+        key=lambda r: r["overhead_vs_eager_us"],
+    )
+    if not eager or not others:
+        return None
+    parts = [
+        f"{r['label']} {'+' if r['overhead_vs_eager_us'] >= 0 else '-'}{number(abs(r['overhead_vs_eager_us']))} µs "
+        f"(x{number(r['vs_eager_x'])})"
+        for r in others
+    ]
+    note = harness.host_moved_note(timed, min(abs(r["vs_eager_x"] - 1) for r in others))
+    return (
+        f"Against eager's add ({_us(eager['wall_ms'])}), per call, within rounds: {', '.join(parts)}. "
+        f"One add does almost no work, so this is each executor's fixed cost per call.{note}"
+    )
+
+
+def kernels_text(adds: list[dict]) -> str | None:
+    """On a GPU: eager's kernels per add and how much of its call they fill; who launches more."""
+    eager = next((r for r in adds if r["executor"] == "eager" and r["kernel_ms"] is not None and r["wall_ms"]), None)
+    if not eager:
+        return None
+    busy = eager["kernel_ms"] / eager["wall_ms"]
+    text = (
+        f"Eager launches {eager['kernels_per_step']:.3g} kernel(s) of {_us(eager['kernel_ms'])} in all per add: "
+        f"they fill {busy:.0%} of its {_us(eager['wall_ms'])} call; the rest is host work."
+    )
+    more = [
+        f"{r['label']} ({r['kernels_per_step']:.3g})"
+        for r in adds
+        if (r["kernels_per_step"] or 0) > eager["kernels_per_step"]
+    ]
+    return text + (f" More kernels per add than eager's: {', '.join(more)}." if more else "")
+
+
+def cpu_text(params: Params) -> str | None:
+    if params.is_cuda:
+        return None
+    return (
+        "On a CPU there are no device kernels: every per-call time is host time, and the seed's DGX H100 "
+        "numbers are not comparable with this run's."
+    )
+
+
+def not_ok_text(table: list[dict]) -> str | None:
+    bad = [r for r in table if r["status"] != "ok"]
+    if not bad:
+        return None
+    reasons = dict.fromkeys(f"{r['executor']} ({r['status']}: {r['reason']})" for r in bad)
+    return f"{len(bad)} of {len(table)} (op, size, executor) rows have no full measurement: {'; '.join(reasons)}."
+
+
+def findings(table: list[dict], timed: Rounds, params: Params) -> list[str]:
+    """What the add rows show (fastest, overhead against eager within rounds, kernels on a GPU), how far
+    the host drifted, what a CPU run cannot answer, and the rows that did not run."""
+    adds = key_rows(table, params)
+    return [
+        t
+        for t in (
+            fastest_text(adds, params.is_cuda),
+            overhead_text(adds, timed),
+            kernels_text(adds),
+            executor_timing.drift_text(timed),
+            cpu_text(params),
+            not_ok_text(table),
+        )
+        if t
+    ]
+
+
+def overhead_grid(table: list[dict], size: str) -> tuple[list, list, list]:
+    """ops, executor labels and the ops x labels matrix of overhead against eager (µs, within rounds)
+    at ``size`` (None: no number)."""
+    at = [r for r in table if r["size"] == size]
     ops = list(dict.fromkeys(r["op"] for r in at))
     labels = list(dict.fromkeys(r["label"] for r in at))
-    cell = {(r["op"], r["label"]): r.get("overhead_vs_eager_ms") for r in at}
-    grid = [[None if cell.get((op, lab)) is None else cell[(op, lab)] * 1e3 for lab in labels] for op in ops]
-    return ops, labels, grid
+    cell = {(r["op"], r["label"]): r["overhead_vs_eager_us"] for r in at}
+    return ops, labels, [[cell.get((op, lab)) for lab in labels] for op in ops]
 
 
-def heatmap(rows: list[dict], sizes: tuple[str, ...]):
-    """Heat maps, one per size: overhead per call against eager (µs), ops x executors."""
-    from plotly.subplots import make_subplots
+def heatmap(table: list[dict], sizes: tuple[str, ...]):
+    """Heat maps, one per size: overhead per call against eager (µs, within rounds), ops x executors."""
     import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=1, cols=len(sizes), subplot_titles=[f"size {s}" for s in sizes],
-                        shared_yaxes=True, horizontal_spacing=0.04)
+    fig = make_subplots(
+        rows=1, cols=len(sizes), subplot_titles=[f"size {s}" for s in sizes], shared_yaxes=True, horizontal_spacing=0.04
+    )
     for i, size in enumerate(sizes, start=1):
-        ops, labels, grid = overhead_grid(rows, size)
-        fig.add_trace(go.Heatmap(z=grid, x=labels, y=ops, coloraxis="coloraxis",
-                                 text=[[("" if v is None else f"{v:.0f}") for v in row] for row in grid],
-                                 texttemplate="%{text}", hovertemplate="%{y} / %{x}: %{z:.1f} µs<extra></extra>"),
-                      row=1, col=i)
-    fig.update_layout(title="Overhead per call against eager (µs; blank: no number, see the table)",
-                      coloraxis={"colorscale": "RdBu_r", "cmid": 0, "colorbar": {"title": "µs"}},
-                      height=380 + 20 * len(OPS), width=max(700, 520 * len(sizes)))
+        ops, labels, grid_ = overhead_grid(table, size)
+        fig.add_trace(
+            go.Heatmap(
+                z=grid_,
+                x=labels,
+                y=ops,
+                coloraxis="coloraxis",
+                text=[[("" if v is None else f"{v:.0f}") for v in row] for row in grid_],
+                texttemplate="%{text}",
+                hovertemplate="%{y} / %{x}: %{z:.1f} µs<extra></extra>",
+            ),
+            row=1,
+            col=i,
+        )
+    fig.update_layout(
+        title="Overhead per call against eager (µs, within rounds; blank: no number, see the table)",
+        coloraxis={"colorscale": "RdBu_r", "cmid": 0, "colorbar": {"title": "µs"}},
+        height=380 + 20 * len(OPS),
+        width=max(700, 520 * len(sizes)),
+    )
     fig.update_yaxes(autorange="reversed")
     return fig
 
 
-def sweep_chart(rows: list[dict]):
-    """ms per call against tokens, one panel per op: flat lines are overhead-bound; on a GPU the
-    dashed line is eager's device kernel time, the floor every executor approaches."""
+def size_chart(table: list[dict]):
+    """ms per call against tokens, one panel per op (drawn for two sizes or more): flat lines are
+    overhead-bound; on a GPU the dashed line is eager's device kernel time, the floor every executor
+    approaches."""
     import plotly.express as px
 
-    ok = [r for r in rows if r.get("ms_per_call") is not None]
-    points = [{"op": r["op"], "tokens": r["tokens"], "ms": r["ms_per_call"], "series": r["label"]} for r in ok]
-    points += [{"op": r["op"], "tokens": r["tokens"], "ms": r["kernel_ms_per_call"], "series": "kernel time (eager)"}
-               for r in ok if r["executor"] == "eager" and r.get("kernel_ms_per_call")]
-    fig = px.line(points, x="tokens", y="ms", color="series", facet_col="op", facet_col_wrap=4, markers=True,
-                  log_x=True, log_y=True, title="Time per call against tokens (log-log)",
-                  labels={"ms": "ms per call"})
+    ok = [r for r in table if r["wall_ms"] is not None]
+    points = [{"op": r["op"], "tokens": r["tokens"], "ms": r["wall_ms"], "series": r["label"]} for r in ok]
+    points += [
+        {"op": r["op"], "tokens": r["tokens"], "ms": r["kernel_ms"], "series": "kernel time (eager)"}
+        for r in ok
+        if r["executor"] == "eager" and r["kernel_ms"]
+    ]
+    fig = px.line(
+        points,
+        x="tokens",
+        y="ms",
+        color="series",
+        facet_col="op",
+        facet_col_wrap=4,
+        markers=True,
+        log_x=True,
+        log_y=True,
+        title="Time per call against tokens (log-log)",
+        labels={"ms": "ms per call"},
+    )
     fig.for_each_trace(lambda t: t.update(line_dash="dash") if t.name == "kernel time (eager)" else None)
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
     return fig
 
 
-def add_chart(table: list[dict], device_name: str):
-    """The add rows measured here beside the seed's DGX H100 numbers, per executor."""
+def add_chart(adds: list[dict], device_name: str):
+    """The add rows measured here (median and quartiles over the rounds), beside the seed's DGX H100
+    numbers where the key table has them."""
     import plotly.graph_objects as go
 
-    labels = [r["label"] for r in table]
-    fig = go.Figure([
-        go.Bar(name=f"measured here ({device_name})", x=labels, y=[r.get("ms_per_call") for r in table],
-               error_y={"type": "data", "symmetric": False,  # the interquartile range of the blocks
-                        "array": [r["q3_ms"] - r["ms_per_call"] if r.get("q3_ms") else 0 for r in table],
-                        "arrayminus": [r["ms_per_call"] - r["q1_ms"] if r.get("q1_ms") else 0 for r in table]}),
-        go.Bar(name=f"seed, {SEED_SINGLE_ADD_H100['gpu']} (reference, not measured here)", x=labels,
-               y=[r["seed_h100_ms"] for r in table], marker_pattern_shape="/"),
-    ])
-    fig.update_layout(barmode="group", title="One add per call: measured vs the seed's reference",
-                      yaxis_title="ms per call", xaxis_title="executor")
+    labels = [r["label"] for r in adds]
+    bars = [
+        go.Bar(
+            name=f"measured here ({device_name})",
+            x=labels,
+            y=[r["wall_ms"] for r in adds],
+            error_y={
+                "type": "data",
+                "symmetric": False,
+                "array": [r["wall_q3_ms"] - r["wall_ms"] if r["wall_ms"] is not None else 0 for r in adds],
+                "arrayminus": [r["wall_ms"] - r["wall_q1_ms"] if r["wall_ms"] is not None else 0 for r in adds],
+            },
+        )
+    ]
+    if any("seed_wall_ms" in r for r in adds):
+        bars.append(
+            go.Bar(
+                name=f"seed, {SEED_SINGLE_ADD_H100['gpu']} (reference, not measured here)",
+                x=labels,
+                y=[r["seed_wall_ms"] for r in adds],
+                marker_pattern_shape="/",
+            )
+        )
+    fig = go.Figure(bars)
+    fig.update_layout(
+        barmode="group",
+        title="One add per call: wall time over the rounds (bars: q1-q3)",
+        yaxis_title="ms per call",
+        xaxis_title="executor",
+    )
     return fig
