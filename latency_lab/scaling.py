@@ -1,353 +1,624 @@
-"""Notebook 06's sweeps: how wall, host and kernel time, kernels per step and first-call time grow
-with depth and prompt length; the decode step and a greedy decode loop; least-squares fixed cost
-per call + cost per layer; each point against its memory-bandwidth floor.
+"""Notebook 06, scaling: rows (one per point and executor), key table, findings.
 
-At every point each executor is built afresh (``executors.prepare``: its first call is the point's
-trace + compile time), measured with the suite's timing functions, then freed (``release``: del, gc,
-CUDA cache) before the next is built, so 16 layers x every executor do not run out of memory; the
-CUDA memory left after each release is in its row. Wall times are blocks of one executor at a time
-(notebook 02 interleaves executors; a sweep would have to keep every compiled object alive to do
-that). A point that fails or is unavailable is a row with its reason, and the sweep goes on.
+Three sweeps over one set of models, declared as data (``sweeps``): depth (``depths`` layers at
+``seq_len`` tokens), prompt length (``prompt_lengths`` tokens at ``layers`` layers) and the decode
+step (one token against a ``StaticCache`` pre-filled with ``seq_len`` prompt tokens, at ``layers``
+layers). Every (point, executor) is built and measured right after its first call (``sweep.build``;
+the point the depth and prompt sweeps share is built once), then all of them are timed in the same
+interleaved rounds with the host reference, each decode build's greedy loop as a probe after its block
+(``probes``). From the rows: time against depth as least-squares lines with the slope's standard
+error, the first call against depth over cold compiles only, prefill against prompt length, decode,
+and findings that compare rows within rounds.
 """
 
 from __future__ import annotations
 
-import gc
-from dataclasses import replace
+import math
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
-from . import model as llama, timing
+from . import executor_timing, harness, model, sweep, timing
+from .harness import Rounds
+from .metrics import Stat
 from .tables import number
-from .executor_timing import build_and_measure, check_output
 
-METRICS = {"wall_ms": "wall", "host_ms": "host", "kernel_ms": "kernel"}  # fitted against depth
-GRAPH_VARIANTS = ("torch.compile:reduce-overhead", "thunder:cudagraphs", "thunder.compile:reduce-overhead")
-PAIRS = (("thunder", "torch.compile"), ("thunder:cudagraphs", "torch.compile:reduce-overhead"),
-         ("thunder.compile:reduce-overhead", "torch.compile:reduce-overhead"))  # compared in the cost paragraph
-
-
-def release(prepared: dict, device: str) -> None:
-    """Free the compiled objects of ``prepared`` before the next executor is built. Dynamo is not
-    reset (``executors.DYNAMO_RECOMPILE_LIMIT`` says why): its entries for a freed model stay, but
-    are never called again."""
-    for p in prepared.values():
-        p.fn = p.output = None
-    prepared.clear()
-    gc.collect()
-    if device.startswith("cuda"):
-        torch.cuda.empty_cache()
+METRICS = ("wall_ms", "host_ms", "kernel_ms")  # fitted against depth
+FIRST_CALL_FIT_DEPTHS = 3  # cold first calls at this many depths or more get a line
+# Compared within rounds at every depth and in decode: (a, b) reads "a / b".
+PAIRS = (
+    ("thunder", "torch.compile"),
+    ("thunder:cudagraphs", "torch.compile:reduce-overhead"),
+    ("thunder.compile:reduce-overhead", "torch.compile:reduce-overhead"),
+)
 
 
-def allocated_mib(device: str) -> float | None:
-    """CUDA memory still allocated (MiB), to show that freed executors leave nothing behind."""
-    return torch.cuda.memory_allocated(device) / 2**20 if device.startswith("cuda") else None
+@dataclass
+class DecodeCase(sweep.Case):
+    """A decode point's case: its pre-filled cache and step (``model.build_decode``) and the greedy loop's
+    length."""
+
+    decode: model.DecodeSetup | None = None
+    new_tokens: int = 0
 
 
-def step_methods(kwargs: dict, params, reference_logits) -> dict:
-    """Per executor, in order: its first call's logits against eager's (``check_output``: a mismatch
-    fails the row), wall (``event_timer``: warm-up, then ``repeats`` blocks of ``iters`` calls;
-    CUDA-graph recordings happen in its warm-up), kernels per step and kernel time
-    (``profile_kernels``), host submit time (``host_submit``), each in its own calls."""
-    device = params.device
+class Models:
+    """The models of one run's sweeps, one per depth, built when a point first needs it, and the
+    cases made on them: a prefill point (``layers``, ``tokens``) or a decode point."""
+
+    def __init__(self, params, bandwidth: float | None):
+        self.params, self.bandwidth, self.setups = params, bandwidth, {}
+
+    def setup(self, layers: int) -> model.Setup:
+        if layers not in self.setups:
+            self.setups[layers] = model.build(replace(self.params, layers=layers))
+        return self.setups[layers]
+
+    def floor_ms(self, setup: model.Setup, params) -> float | None:
+        """The point's memory-bandwidth floor (``model.bandwidth_floor`` with the run's bandwidth)."""
+        at = model.Setup(params, setup.config, setup.model, {})
+        return model.bandwidth_floor(at, self.bandwidth)["floor_ms_measured"]
+
+    def prefill(self, point: dict) -> sweep.Case:
+        """``tokens`` prompt tokens through ``layers`` layers in one call (``cache_mode``'s call)."""
+        setup = self.setup(point["layers"])
+        prm = replace(self.params, layers=point["layers"], seq_len=point["tokens"])
+        kwargs = model.make_kwargs(prm, setup.config, prm.device)
+        reference = model.logits_of(setup.model(**kwargs)).detach().clone()
+        return sweep.Case(
+            setup.model,
+            kwargs,
+            lambda p: harness.check_output(p, reference, prm.dtype, prm.layers),
+            self.floor_ms(setup, prm),
+        )
+
+    def decode(self, point: dict) -> DecodeCase:
+        """One token at ``cache_position=[prompt_tokens]`` against a ``StaticCache`` pre-filled by an
+        eager prefill; the executors share it (each call writes its own position before it attends
+        to it, so no call reads what another executor wrote). Its extra step runs the greedy loop once
+        and counts the tokens that equal eager's."""
+        setup, new = self.setup(point["layers"]), self.params.decode_tokens
+        decode = model.build_decode(setup, point["prompt_tokens"], new)
+        reference = model.logits_of(setup.model(**decode.kwargs)).detach().clone()  # re-writes the same slot
+        eager_tokens = generated_tokens(model.greedy_decode(setup.model, decode, new))
+        step = replace(self.params, layers=point["layers"], seq_len=1, cache_mode="static")  # one token, K/V written
+
+        def check(p) -> dict:
+            return harness.check_output(p, reference, step.dtype, step.layers)
+
+        def greedy_tokens(p) -> dict:
+            return {"match": agreement(generated_tokens(model.greedy_decode(p.fn, decode, new)), eager_tokens)}
+
+        return DecodeCase(
+            setup.model,
+            decode.kwargs,
+            check,
+            self.floor_ms(setup, step),
+            extra={"tokens": greedy_tokens},
+            decode=decode,
+            new_tokens=new,
+        )
+
+
+def sweeps(params, executors, bandwidth: float | None) -> dict[str, sweep.Sweep]:
+    """The run's three sweeps over one set of models (``Models``). The depth and prompt sweeps share
+    the point at ``layers`` layers and ``seq_len`` tokens (built once)."""
+    models = Models(params, bandwidth)
     return {
-        "output": lambda p: check_output(p, reference_logits, params.dtype, params.layers),
-        "wall": lambda p: timing.event_timer(p.fn, kwargs, device, params.warmup, params.iters, params.repeats),
-        "kernels": lambda p: timing.profile_kernels(p.fn, kwargs, device, max(3, min(params.iters, 10))),
-        "host": lambda p: timing.host_submit(p.fn, kwargs, device, params.iters),
+        "depth": sweep.Sweep(
+            "depth", {"layers": params.depths, "tokens": (params.seq_len,)}, executors, models.prefill
+        ),
+        "prompt": sweep.Sweep(
+            "prompt", {"layers": (params.layers,), "tokens": params.prompt_lengths}, executors, models.prefill
+        ),
+        "decode": sweep.Sweep(
+            "decode",
+            {"layers": (params.layers,), "tokens": (1,), "prompt_tokens": (params.seq_len,)},
+            executors,
+            models.decode,
+        ),
     }
 
 
-def point_row(p, measured: dict, sweep: str, layers: int, tokens: int, floor_ms: float | None) -> dict:
-    """One executor at one point: status and reason, first call, its logits' error against eager's,
-    wall / host / kernel time with their spread, kernels per step, the bandwidth floor and the wall's ratio to it."""
-    wall, kernels, host, output = (measured.get(k) or {} for k in ("wall", "kernels", "host", "output"))
-    wall_ms = wall.get("median")
-    row = p.row(sweep=sweep, layers=layers, tokens=tokens, first_call_s=p.first_call_s, rel_err=output.get("rel_err"),
-                wall_ms=wall_ms, wall_iqr_ms=wall.get("iqr"), blocks=wall.get("n"), wall_method=wall.get("method"),
-                host_ms=host.get("median"), host_iqr_ms=host.get("iqr"),
-                kernel_ms=kernels.get("kernel_ms_per_step"), kernels_per_step=kernels.get("kernels_per_step"),
-                floor_ms=floor_ms, floor_ratio=wall_ms / floor_ms if wall_ms and floor_ms else None,
-                allocated_after_mib=None)
-    if kernels.get("reason"):
-        row["notes"] = "; ".join(filter(None, (row["notes"], kernels["reason"])))
-    return row
+def probes(built: list[sweep.Built], params) -> dict[str, dict]:
+    """Per decode build: its greedy loop of ``decode_tokens`` tokens, timed once after its block in
+    every round (``timing.block`` of one loop: CUDA events on a GPU, one sync at its end)."""
+
+    def loop(b: sweep.Built):
+        d, new, fn = b.case.decode, b.case.new_tokens, b.prepared.fn
+        return lambda: timing.block(lambda: model.greedy_decode(fn, d, new), {}, params.device, 1)
+
+    return {b.key: {"loop": loop(b)} for b in built if isinstance(b.case, DecodeCase) and b.prepared.ok}
 
 
-def measure_point(executors, setup: llama.Setup, sweep: str, bandwidth: float | None) -> list[dict]:
-    """Every executor at one configuration (``setup``), one after another, each freed after."""
-    prm = setup.params
-    print(f"{sweep}: {prm.layers} layers, {prm.seq_len} tokens", flush=True)
-    floor = llama.bandwidth_floor(setup, bandwidth)["floor_ms_measured"]
-    reference = llama.logits_of(setup.model(**setup.kwargs)).detach().clone()
-    rows = []
-    for ex in executors:
-        prepared, measured = build_and_measure([ex], setup, step_methods(setup.kwargs, prm, reference), prm.device)
-        rows.append(point_row(prepared[ex.name], measured.get(ex.name, {}), sweep, prm.layers, prm.seq_len, floor))
-        release(prepared, prm.device)
-        rows[-1]["allocated_after_mib"] = allocated_mib(prm.device)
-    return rows
-
-
-def depth_sweep(params, executors, bandwidth: float | None) -> list[dict]:
-    """``params.depths`` layers at ``params.seq_len`` tokens; a new model per depth."""
-    rows = []
-    for layers in params.depths:
-        setup = llama.build(replace(params, layers=layers))
-        rows += measure_point(executors, setup, "depth", bandwidth)
-        del setup
-        release({}, params.device)
-    return rows
-
-
-def prompt_sweep(params, executors, bandwidth: float | None, depth_rows: list[dict]) -> list[dict]:
-    """``params.prompt_lengths`` tokens at ``params.layers`` layers, one model for all lengths. The
-    point the depth sweep already measured (same layers and tokens) is reused, not measured again."""
-    setup, rows = llama.build(params), []
-    for tokens in params.prompt_lengths:
-        same = [r for r in depth_rows if (r["layers"], r["tokens"]) == (params.layers, tokens)]
-        if same:
-            rows += [{**r, "sweep": "prompt", "notes": "; ".join(filter(None, (r["notes"], "measured once, in the depth sweep")))}
-                     for r in same]
-            continue
-        prm = replace(params, seq_len=tokens)
-        rows += measure_point(executors, llama.Setup(prm, setup.config, setup.model,
-                                                     llama.make_kwargs(prm, setup.config, prm.device)), "prompt", bandwidth)
-    del setup
-    release({}, params.device)
-    return rows
-
-
-def decode_sweep(params, executors, bandwidth: float | None) -> list[dict]:
-    """The decode step (one token at ``cache_position=[seq_len]`` against a ``StaticCache``
-    pre-filled with ``seq_len`` prompt tokens) per executor, then a greedy loop of
-    ``decode_tokens`` tokens: its time per output token, tokens per second, and how many of its
-    tokens agree with eager's greedy tokens from the first on. Every executor gets its own freshly
-    pre-filled cache."""
-    setup, prompt, new = llama.build(params), params.seq_len, params.decode_tokens
-    step_params = replace(params, seq_len=1, cache_mode="static")  # the floor: one token, cache written
-    floor = llama.bandwidth_floor(llama.Setup(step_params, setup.config, setup.model, {}), bandwidth)["floor_ms_measured"]
-    reference = _tokens(llama.greedy_decode(setup.model, llama.build_decode(setup, prompt, new), new))
-    print(f"decode: {params.layers} layers, prompt {prompt} tokens, {new} new tokens", flush=True)
-    rows = []
-    for ex in executors:
-        decode = llama.build_decode(setup, prompt, new)
-        step_reference = llama.logits_of(setup.model(**decode.kwargs)).detach().clone()  # re-writes the same slot
-        methods = step_methods(decode.kwargs, step_params, step_reference)
-        methods["decode loop"] = lambda p, d=decode: timing.event_timer(
-            lambda: llama.greedy_decode(p.fn, d, new), {}, params.device, 1, 1, params.repeats)
-        methods["tokens"] = lambda p, d=decode: {"generated": _tokens(llama.greedy_decode(p.fn, d, new))}
-        prepared, measured = build_and_measure(
-            [ex], llama.Setup(step_params, setup.config, setup.model, decode.kwargs), methods, params.device)
-        m = measured.get(ex.name, {})
-        row = point_row(prepared[ex.name], m, "decode", params.layers, 1, floor)
-        row.update(prompt_tokens=prompt, **decode_numbers(m.get("decode loop"), new, params.batch_size),
-                   tokens_match_eager=_agreement(m.get("tokens"), reference))
-        release(prepared, params.device)
-        row["allocated_after_mib"] = allocated_mib(params.device)
-        rows.append(row)
-    del setup
-    release({}, params.device)
-    return rows
-
-
-def _tokens(generated: list[torch.Tensor]) -> list[list[int]]:
+def generated_tokens(generated: list[torch.Tensor]) -> list[list[int]]:
     return torch.cat(generated, dim=1).tolist()
 
 
-def _agreement(measured: dict | None, reference: list[list[int]]) -> int | None:
+def agreement(generated: list[list[int]], reference: list[list[int]]) -> int:
     """How many generated tokens, from the first on, equal eager's (all sequences of the batch)."""
-    if not measured:
-        return None
     agree = 0
-    for got, ref in zip(zip(*measured["generated"]), zip(*reference)):
+    for got, ref in zip(zip(*generated), zip(*reference)):
         if got != ref:
             break
         agree += 1
     return agree
 
 
-def decode_numbers(loop: dict | None, tokens: int, batch_size: int) -> dict:
-    """Time per output token (loop median / tokens, and its IQR) and tokens per second
-    (batch x tokens / loop median) from the decode loop's timer record."""
-    if not loop:
-        return {"decode_tokens": tokens, "loop_ms": None, "tpot_ms": None, "tpot_iqr_ms": None, "tokens_per_s": None}
-    return {"decode_tokens": tokens, "loop_ms": loop["median"], "tpot_ms": loop["median"] / tokens,
-            "tpot_iqr_ms": loop["iqr"] / tokens, "tokens_per_s": batch_size * tokens / (loop["median"] / 1e3)}
+def decode_numbers(loops: list | None, tokens: int, batch_size: int) -> dict:
+    """From the greedy loop's blocks (one loop each): the loop's wall, time per output token (loop /
+    tokens) with their quartiles, and tokens per second (batch x tokens / loop median)."""
+    if not loops:
+        return {"decode_tokens": tokens, "loop_ms": None, "tpot_ms": None, "tokens_per_s": None}
+    loop = Stat.of(b.wall_ms for b in loops)
+    return {
+        "decode_tokens": tokens,
+        **loop.flat("loop_ms"),
+        **loop.scaled(1 / tokens).flat("tpot_ms"),
+        "tokens_per_s": batch_size * tokens / (loop.median / 1e3),
+    }
+
+
+def rows(sweeps_: dict[str, sweep.Sweep], built: list[sweep.Built], timed: Rounds, params) -> list[dict]:
+    """One row per build: ``sweep.row``'s columns, its key in the rounds, ``sweep`` (the sweeps its point
+    belongs to: ``depth, prompt`` for the shared one), and for a decode build its loop's numbers and
+    how many of its greedy tokens equal eager's."""
+    out = []
+    for b in built:
+        names = [name for name, s in sweeps_.items() if sweep.label(b.point) in map(sweep.label, s.points())]
+        r = {
+            "sweep": ", ".join(names),
+            "step": "decode" if isinstance(b.case, DecodeCase) else "prefill",
+            **sweep.row(b, timed),
+            "key": b.key,
+        }
+        if isinstance(b.case, DecodeCase):
+            t = timed.timed.get(b.key)
+            r.update(
+                decode_numbers(t.probes.get("loop") if t else None, b.case.new_tokens, params.batch_size),
+                tokens_match_eager=(b.measured.get("tokens") or {}).get("match"),
+            )
+        out.append(r)
+    return out
+
+
+def of(table: list[dict], name: str) -> list[dict]:
+    """The rows of sweep ``name``."""
+    return [r for r in table if name in r["sweep"].split(", ")]
 
 
 def fit_line(xs, ys) -> dict:
-    """Least-squares line ``y = intercept + slope * x``: its coefficients, the residual of each
-    point (y - fitted), their root mean square and the number of points."""
+    """Least-squares line ``y = intercept + slope * x``: its coefficients with their standard errors
+    (from the residuals; None with fewer than three points), the residual of each point (y - fitted),
+    their root mean square and the number of points."""
     x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
     if x.ndim != 1 or x.shape != y.shape or len(np.unique(x)) < 2:
-        raise ValueError(f"fit_line needs one y per x and at least two distinct x values, got xs={list(xs)} ys={list(ys)}")
+        raise ValueError(
+            f"fit_line needs one y per x and at least two distinct x values, got xs={list(xs)} ys={list(ys)}"
+        )
     (intercept, slope), *_ = np.linalg.lstsq(np.column_stack([np.ones_like(x), x]), y, rcond=None)
     residuals = y - (intercept + slope * x)
     residuals[np.abs(residuals) <= 1e-12 * np.abs(y).max()] = 0.0  # rounding noise of an exact fit
-    return {"intercept": float(intercept), "slope": float(slope), "residuals": residuals.tolist(),
-            "rms_residual": float(np.sqrt(np.mean(residuals ** 2))), "n": int(len(x))}
+    n, sxx = len(x), float(np.sum((x - x.mean()) ** 2))
+    s2 = float(np.sum(residuals**2)) / (n - 2) if n > 2 else None
+    return {
+        "intercept": float(intercept),
+        "slope": float(slope),
+        "intercept_se": math.sqrt(s2 * (1 / n + x.mean() ** 2 / sxx)) if s2 is not None else None,
+        "slope_se": math.sqrt(s2 / sxx) if s2 is not None else None,
+        "residuals": residuals.tolist(),
+        "rms_residual": float(np.sqrt(np.mean(residuals**2))),
+        "n": n,
+    }
 
 
-def depth_fits(rows: list[dict]) -> list[dict]:
-    """Per executor of the depth sweep, for wall, host and kernel time: fixed cost per call (ms at
-    0 layers) and cost per layer (ms), fitted over its ok points; a metric with fewer than two
-    depths gets no fit, and the row says why."""
+def depth_fits(depth_rows: list[dict]) -> list[dict]:
+    """Per executor of the depth sweep and per metric (``METRICS``): fixed cost per call (at 0 layers)
+    and cost per layer, fitted over its ok points; a metric with fewer than two depths gets no fit,
+    and the executor's ``reason`` says why."""
     fits = []
-    for name in dict.fromkeys(r["executor"] for r in rows):
-        mine = [r for r in rows if r["executor"] == name]
+    for name in dict.fromkeys(r["executor"] for r in depth_rows):
+        mine = [r for r in depth_rows if r["executor"] == name]
         ok = [r for r in mine if r["status"] == "ok"]
-        fit = {"executor": name, "label": mine[0]["label"], "depths": [r["layers"] for r in ok], "reason": None}
-        for key, metric in METRICS.items():
-            points = [(r["layers"], r[key]) for r in ok if r[key] is not None]
+        fit = {"executor": name, "label": mine[0]["label"], "reason": None}
+        for metric in METRICS:
+            points = [(r["layers"], r[metric]) for r in ok if r[metric] is not None]
             line = fit_line(*zip(*points)) if len({x for x, _ in points}) >= 2 else None
             fit[metric] = line and {**line, "layers": [x for x, _ in points]}
         if not ok:
             fit["reason"] = next((r["reason"] for r in mine if r["reason"]), "no ok point")
-        elif fit["wall"] is None:
+        elif fit["wall_ms"] is None:
             fit["reason"] = "fewer than two depths measured"
         fits.append(fit)
     return fits
 
 
+def negative_flag(what: str, line: dict, unit: str) -> str | None:
+    """The flag of a line whose cost per layer or fixed cost came out negative: not a result (a cost
+    cannot be negative; noise, drift or a cache made the points fall); None for a line without one."""
+    parts = [
+        f"{name} {_pm(line[key], line[f'{key}_se'], unit)}"
+        for name, key in (("per layer", "slope"), ("fixed", "intercept"))
+        if line[key] < 0
+    ]
+    return f"{what} came out negative ({', '.join(parts)}): flagged, not a result" if parts else None
+
+
 def fit_rows(fits: list[dict]) -> list[dict]:
-    """The fits as flat rows: fixed (ms), per layer (ms) and RMS residual (ms) per metric."""
-    rows = []
+    """The fits as rows, one per executor and metric: fixed and per-layer cost with standard errors, RMS
+    residual and depths; a negative cost is left out and flagged."""
+    out = []
     for f in fits:
-        row = {"executor": f["executor"], "label": f["label"]}
-        for metric in METRICS.values():
-            line = f[metric] or {}
-            row.update({f"{metric}_fixed_ms": line.get("intercept"), f"{metric}_per_layer_ms": line.get("slope"),
-                        f"{metric}_rms_residual_ms": line.get("rms_residual")})
-        rows.append({**row, "depths": ", ".join(map(str, f["depths"])), "reason": f["reason"]})
-    return rows
+        for metric in METRICS:
+            line = f[metric]
+            row = {"executor": f["executor"], "metric": metric.removesuffix("_ms")}
+            if line is None:
+                out.append({**row, "reason": f["reason"] or "fewer than two depths measured"})
+                continue
+            flag = negative_flag(row["metric"], line, "ms")
+            out.append(
+                {
+                    **row,
+                    "fixed_ms": line["intercept"] if line["intercept"] >= 0 else None,
+                    "fixed_se_ms": line["intercept_se"],
+                    "per_layer_ms": line["slope"] if line["slope"] >= 0 else None,
+                    "per_layer_se_ms": line["slope_se"],
+                    "rms_residual_ms": line["rms_residual"],
+                    "depths": ", ".join(map(str, line["layers"])),
+                    "flag": flag,
+                }
+            )
+    return out
 
 
-KEY_COLUMNS = ["executor", "wall fixed (ms)", "wall / layer (ms)", "host fixed (ms)", "host / layer (ms)",
-               "kernel fixed (ms)", "kernel / layer (ms)", "decode step (ms)", "per output token (ms)", "tokens / s", "reason"]
-
-
-def key_rows(fits: list[dict], decode_rows: list[dict]) -> list[dict]:
-    """The run index's table: per executor its fitted costs and its decode numbers."""
-    decode = {r["executor"]: r for r in decode_rows}
-    rows = []
-    for f in fit_rows(fits):
-        d = decode.get(f["executor"], {})
-        rows.append({"executor": f["executor"], **{f"{m} {part} (ms)": f[f"{m}_{key}_ms"] for m in METRICS.values()
-                                                   for part, key in (("fixed", "fixed"), ("/ layer", "per_layer"))},
-                     "decode step (ms)": d.get("wall_ms"), "per output token (ms)": d.get("tpot_ms"),
-                     "tokens / s": d.get("tokens_per_s"), "reason": f["reason"] or d.get("reason")})
-    return rows
-
-
-def fitted_curve(fits: list[dict], metric: str = "wall") -> list[dict]:
+def fitted_curve(fits: list[dict], metric: str = "wall_ms") -> list[dict]:
     """Points of each executor's fitted line at its measured depths (for charts beside the data)."""
-    return [{"executor": f["executor"], "layers": x, "ms": f[metric]["intercept"] + f[metric]["slope"] * x}
-            for f in fits if f[metric] for x in f[metric]["layers"]]
-
-
-def table(rows: list[dict], columns: dict[str, str]) -> list[dict]:
-    """Rows for ``display.frame``: ``columns`` maps a header (with its unit) to a row key; the values
-    stay numbers, which the frame shows to 3 significant figures, blanks for missing ones."""
-    return [{header: r.get(key) for header, key in columns.items()} for r in rows]
+    return [
+        {"executor": f["executor"], "layers": x, "ms": f[metric]["intercept"] + f[metric]["slope"] * x}
+        for f in fits
+        if f[metric]
+        for x in f[metric]["layers"]
+    ]
 
 
 def _ms(value) -> str:
     return f"{number(value)} ms"
 
 
-def _line(fit: dict) -> str:
-    """'fixed + per layer/layer ms' of a fitted line, with the slope's sign."""
-    sign = "-" if fit["slope"] < 0 else "+"
-    return f"{number(fit['intercept'])} {sign} {number(abs(fit['slope']))}/layer ms"
+def _pm(value: float, se: float | None, unit: str) -> str:
+    """``1.23 ± 0.04 ms``, or ``1.23 ms`` without a standard error."""
+    return f"{number(value)} ± {number(se)} {unit}" if se is not None else f"{number(value)} {unit}"
 
 
-def _versus(a: str, fa: dict, b: str, fb: dict) -> str:
-    """``a`` minus ``b`` as a line in layers, and whether the difference grows or shrinks with depth."""
-    diff = {"intercept": fa["intercept"] - fb["intercept"], "slope": fa["slope"] - fb["slope"]}
-    trend = "grows" if diff["slope"] * (diff["intercept"] + diff["slope"]) > 0 else "shrinks"
-    return (f"{a} - {b} = {_line(diff)}: fixed {_ms(fa['intercept'])} vs {_ms(fb['intercept'])}, per layer "
-            f"{_ms(fa['slope'])} vs {_ms(fb['slope'])}; by these fits the difference {trend} with depth.")
+def _layers(n: int) -> str:
+    return f"{n} layer{'s' if n != 1 else ''}"
 
 
-def cost_text(fits: list[dict]) -> str:
-    """Fixed and per-layer wall costs of every executor; Thunder against torch.compile, with and
-    without CUDA graphs (``PAIRS``)."""
-    by = {f["executor"]: f for f in fits}
-    fitted = [f for f in fits if f["wall"]]
+def _line(line: dict, unit: str = "ms") -> str:
+    return (
+        f"{_pm(line['intercept'], line['intercept_se'], unit)} + {_pm(line['slope'], line['slope_se'], unit)} per layer"
+    )
+
+
+def slope_difference(fa: dict, fb: dict) -> dict:
+    """``a`` minus ``b`` per layer, its standard error (independent fits: the errors add in quadrature;
+    None without both) and whether it is resolved (more than twice its error)."""
+    slope = fa["slope"] - fb["slope"]
+    se = (
+        math.hypot(fa["slope_se"], fb["slope_se"])
+        if fa["slope_se"] is not None and fb["slope_se"] is not None
+        else None
+    )
+    return {
+        "slope": slope,
+        "se": se,
+        "intercept": fa["intercept"] - fb["intercept"],
+        "resolved": None if se is None else abs(slope) > 2 * se,
+    }
+
+
+def versus_text(a: str, fa: dict, b: str, fb: dict, depths: list[int]) -> str:
+    """``a`` against ``b`` by their depth fits: the per-layer difference with its standard error, and
+    whether the difference grows or shrinks with depth, said only when it exceeds twice its error."""
+    d = slope_difference(fa, fb)
+    at_first = d["intercept"] + d["slope"] * min(depths)
+    text = f"{a} − {b}: {'+' if d['slope'] >= 0 else '−'}{_pm(abs(d['slope']), d['se'], 'ms')} per layer"
+    if d["resolved"] is None:
+        return text + " (not resolved: two depths give no standard error)."
+    if not d["resolved"]:
+        return text + " (not resolved: within twice its standard error)."
+    trend = "grows" if d["slope"] * at_first > 0 else "shrinks"
+    return text + f": the difference {trend} with depth (more than twice its standard error)."
+
+
+def cost_text(fits: list[dict], seq_len: int) -> str:
+    """Wall time = fixed + per layer x layers per executor, with standard errors and RMS residual; a
+    negative per-layer cost flagged; Thunder against torch.compile (``PAIRS``) by the fits."""
+    fitted = [f for f in fits if f["wall_ms"]]
     if not fitted:
-        return "No executor has a depth fit (fewer than two depths measured, or none ran)."
-    depths = ", ".join(map(str, sorted({x for f in fitted for x in f["wall"]["layers"]})))
-    parts = [f"{f['executor']} {_line(f['wall'])} (RMS residual {_ms(f['wall']['rms_residual'])})"
-             for f in fitted if f["executor"] not in GRAPH_VARIANTS]
-    graphs = [f"{f['executor']} {_line(f['wall'])}" for f in fitted if f["executor"] in GRAPH_VARIANTS]
-    text = f"Wall time per call = fixed + per layer x layers, least squares over depths {depths}: {'; '.join(parts)}."
-    if graphs:
-        text += f" With CUDA graphs: {'; '.join(graphs)}."
-    for a, b in PAIRS:
-        if by.get(a) and by.get(b) and by[a]["wall"] and by[b]["wall"]:
-            text += " " + _versus(a, by[a]["wall"], b, by[b]["wall"])
-    missing = [f"{f['executor']} ({f['reason']})" for f in fits if not f["wall"]]
-    if missing:
-        text += f" No fit: {'; '.join(missing)}."
-    return text
+        return (
+            f"No depth fit of the prefill ({seq_len} tokens): fewer than two depths measured per executor "
+            "(the measured points are in the key table and the sentences above)."
+        )
+    depths = sorted({x for f in fitted for x in f["wall_ms"]["layers"]})
+    parts = []
+    for f in fitted:
+        line = f["wall_ms"]
+        flag = negative_flag("wall", line, "ms")
+        fit = (
+            f"RMS residual {_ms(line['rms_residual'])}"
+            if line["slope_se"] is not None
+            else "two depths: an exact line, no standard error"
+        )
+        parts.append(f"{f['executor']}: {flag}" if flag else f"{f['executor']} {_line(line)} ({fit})")
+    text = (
+        f"Wall time of the prefill ({seq_len} tokens) = fixed + per layer × layers, least squares over "
+        f"{', '.join(map(str, depths))} layers: {'; '.join(parts)}."
+    )
+    by = {f["executor"]: f["wall_ms"] for f in fitted}
+    text += "".join(f" {versus_text(a, by[a], b, by[b], depths)}" for a, b in PAIRS if a in by and b in by)
+    missing = [f"{f['executor']} ({f['reason']})" for f in fits if not f["wall_ms"]]
+    return text + (f" No fit: {'; '.join(missing)}." if missing else "")
 
 
-def host_kernel_text(fits: list[dict]) -> str | None:
-    """Per-layer host and kernel costs where both were fitted (kernel time needs a GPU)."""
-    both = [f for f in fits if f["host"] and f["kernel"]]
+def host_kernel_text(fits: list[dict], seq_len: int) -> str | None:
+    """Per-layer host and kernel costs where both were fitted (kernel time needs a GPU); negatives flagged."""
+    both = [f for f in fits if f["host_ms"] and f["kernel_ms"]]
     if not both:
         return None
-    return "Per layer, host vs kernel time: " + "; ".join(
-        f"{f['executor']} {_ms(f['host']['slope'])} host, {_ms(f['kernel']['slope'])} kernel "
-        f"(fixed {_ms(f['host']['intercept'])} host, {_ms(f['kernel']['intercept'])} kernel)" for f in both) + "."
-
-
-def prefill_text(rows: list[dict]) -> str:
-    """Wall time at the shortest and longest prompt, per executor."""
     parts = []
-    for name in dict.fromkeys(r["executor"] for r in rows):
-        ok = sorted((r for r in rows if r["executor"] == name and r["status"] == "ok" and r["wall_ms"]), key=lambda r: r["tokens"])
+    for f in both:
+        flags = [
+            flag
+            for flag in (negative_flag("host", f["host_ms"], "ms"), negative_flag("kernel", f["kernel_ms"], "ms"))
+            if flag
+        ]
+        parts.append(
+            f"{f['executor']} "
+            + (
+                "; ".join(flags)
+                if flags
+                else f"{_pm(f['host_ms']['slope'], f['host_ms']['slope_se'], 'ms')} host, "
+                f"{_pm(f['kernel_ms']['slope'], f['kernel_ms']['slope_se'], 'ms')} kernel"
+            )
+        )
+    return f"Per layer of the prefill ({seq_len} tokens), host vs kernel time: {'; '.join(parts)}."
+
+
+def _ratio_text(timed: Rounds, a: dict, b: dict) -> str:
+    """``a / b x1.23 within rounds (q1-q3 ...)`` for two rows timed in the same rounds, with the note
+    when the host moved more than the difference; empty when the rounds hold no ratio."""
+    r = timed.ratio(a["key"], b["key"])
+    if r is None:
+        return ""
+    spread = f"q1–q3 x{number(r.q1)}–x{number(r.q3)}"
+    return f"{a['executor']} / {b['executor']} x{number(r.median)} within rounds ({spread})" + harness.host_moved_note(
+        timed, r.median - 1
+    )
+
+
+def _point_part(r: dict) -> str:
+    """An executor's point: wall, then host time (where it differs: on a CPU it is the wall), kernel time
+    and first call."""
+    extra = [
+        f"host {_ms(r['host_ms'])}" if r["host_ms"] not in (None, r["wall_ms"]) else None,
+        f"kernel {_ms(r['kernel_ms'])}" if r["kernel_ms"] is not None else None,
+        f"first call {number(r['first_call_s'])} s" if r["first_call_s"] is not None else None,
+    ]
+    extra = [e for e in extra if e]
+    return f"{r['executor']} {_ms(r['wall_ms'])} wall" + (f" ({', '.join(extra)})" if extra else "")
+
+
+def pairs_text(at: list[dict], timed: Rounds) -> str:
+    """The ``PAIRS`` among ``at`` (rows of one point), as within-round ratios."""
+    by = {r["executor"]: r for r in at if r["wall_ms"] is not None}
+    parts = [t for a, b in PAIRS if a in by and b in by if (t := _ratio_text(timed, by[a], by[b]))]
+    return f" {'; '.join(parts)}." if parts else ""
+
+
+def depth_text(depth_rows: list[dict], layers: int, timed: Rounds) -> str:
+    """Every executor at one depth of the prefill: wall, host, kernel time and first call, and the
+    ``PAIRS`` within rounds; the points that did not run, with their status."""
+    at = [r for r in depth_rows if r["layers"] == layers]
+    ran = sorted((r for r in at if r["wall_ms"] is not None), key=lambda r: r["wall_ms"])
+    head = f"At {_layers(layers)} (prefill, {at[0]['tokens']} tokens)" if at else f"At {_layers(layers)}"
+    if not ran:
+        return f"{head}: no executor measured."
+    missing = [f"{r['executor']} {r['status']}" for r in at if r["wall_ms"] is None]
+    return (
+        f"{head}: {'; '.join(_point_part(r) for r in ran)}."
+        + (f" Not measured: {', '.join(missing)}." if missing else "")
+        + pairs_text(at, timed)
+    )
+
+
+def prefill_text(prompt_rows: list[dict], timed: Rounds) -> str:
+    """Per executor: prefill wall at the shortest and the longest prompt, and their ratio within rounds."""
+    layers = prompt_rows[0]["layers"] if prompt_rows else 0
+    parts = []
+    for name in dict.fromkeys(r["executor"] for r in prompt_rows):
+        ok = sorted(
+            (r for r in prompt_rows if r["executor"] == name and r["wall_ms"] is not None), key=lambda r: r["tokens"]
+        )
         if len(ok) >= 2:
-            parts.append(f"{name} {_ms(ok[0]['wall_ms'])} at {ok[0]['tokens']} -> {_ms(ok[-1]['wall_ms'])} at {ok[-1]['tokens']} tokens "
-                         f"(x{number(ok[-1]['wall_ms'] / ok[0]['wall_ms'])})")
-    return "Prefill wall time by prompt length: " + ("; ".join(parts) if parts else "fewer than two lengths measured") + "."
+            r = timed.ratio(ok[-1]["key"], ok[0]["key"])
+            within = (
+                f"x{number(r.median)} within rounds{harness.host_moved_note(timed, r.median - 1)}" if r else "no ratio"
+            )
+            parts.append(
+                f"{name} {_ms(ok[0]['wall_ms'])} at {ok[0]['tokens']} → {_ms(ok[-1]['wall_ms'])} at "
+                f"{ok[-1]['tokens']} tokens ({within})"
+            )
+    return (
+        f"Prefill wall by prompt length at {_layers(layers)}: "
+        + ("; ".join(parts) if parts else "fewer than two lengths measured per executor")
+        + "."
+    )
 
 
-def decode_text(rows: list[dict]) -> str:
-    """Decode step latency, time per output token and tokens per second, per executor."""
-    ok = [r for r in rows if r["status"] == "ok" and r["wall_ms"] is not None]
+def decode_text(decode_rows: list[dict], timed: Rounds) -> str:
+    """Decode step, time per output token and tokens per second per executor; ``PAIRS`` within rounds."""
+    ok = [r for r in decode_rows if r["wall_ms"] is not None]
     if not ok:
         return "No executor completed the decode step here."
     r0 = ok[0]
-    parts = [f"{r['executor']} {_ms(r['wall_ms'])} per step, {_ms(r['tpot_ms'])} per output token, "
-             f"{number(r['tokens_per_s'])} tokens/s" for r in ok]
-    return (f"Decode ({r0['layers']} layer{'s' if r0['layers'] > 1 else ''}, prompt {r0['prompt_tokens']} tokens, StaticCache; loop of {r0['decode_tokens']} "
-            f"greedy tokens): {'; '.join(parts)}.")
+    parts = [
+        f"{r['executor']} {_ms(r['wall_ms'])} per step"
+        + (f", {_ms(r['tpot_ms'])} per output token, {number(r['tokens_per_s'])} tokens/s" if r["tpot_ms"] else "")
+        for r in ok
+    ]
+    return (
+        f"Decode at {_layers(r0['layers'])} (prompt {r0['prompt_tokens']} tokens, StaticCache; loop of "
+        f"{r0['decode_tokens']} greedy tokens): {'; '.join(parts)}." + pairs_text(decode_rows, timed)
+    )
 
 
-def first_call_text(rows: list[dict]) -> str:
-    """First call (trace + compile + run) against depth, per executor, with its least-squares line
-    (seconds at 0 layers and per layer, and the RMS residual) where three or more depths ran."""
+def first_call_text(depth_rows: list[dict]) -> str:
+    """First call against depth per executor, each marked when a compile cache was hit during it, with a
+    least-squares line over the cold ones where ``FIRST_CALL_FIT_DEPTHS`` or more depths were cold; a
+    negative slope is flagged, never printed as a result."""
     parts = []
-    for name in dict.fromkeys(r["executor"] for r in rows):
-        ok = [r for r in rows if r["executor"] == name and r["status"] == "ok" and number(r["first_call_s"])]
-        if ok:
-            text = f"{name} " + ", ".join(f"{number(r['first_call_s'])} s at {r['layers']}" for r in ok)
-            if len({r["layers"] for r in ok}) >= 3:
-                line = fit_line([r["layers"] for r in ok], [r["first_call_s"] for r in ok])
-                sign = "+" if line["slope"] >= 0 else "-"
-                text += (f" ({number(line['intercept'])} s {sign} {number(abs(line['slope']))} s per layer, "
-                         f"RMS residual {number(line['rms_residual'])} s)")
-            parts.append(text)
-    return "First call (trace + compile + run) by layers: " + ("; ".join(parts) if parts else "none ran") + "."
+    for name in dict.fromkeys(r["executor"] for r in depth_rows):
+        ran = [r for r in depth_rows if r["executor"] == name and r["first_call_s"] is not None]
+        if not ran:
+            continue
+        cold = [r for r in ran if r["first_call_cache_hits"] == 0]
+        text = f"{name} " + ", ".join(
+            f"{number(r['first_call_s'])} s at {r['layers']}" + ("" if r in cold else " (compile cache hit)")
+            for r in ran
+        )
+        if len({r["layers"] for r in cold}) >= FIRST_CALL_FIT_DEPTHS:
+            line = fit_line([r["layers"] for r in cold], [r["first_call_s"] for r in cold])
+            flag = negative_flag("the first call", line, "s")
+            text += (
+                f" ({flag})"
+                if flag
+                else (f" (cold compiles: {_line(line, 's')}, RMS residual {number(line['rms_residual'])} s)")
+            )
+        elif len(cold) < len(ran):
+            text += (
+                f" (no line: compile caches were hit, {len(cold)} cold of {len(ran)}, so a fit would be meaningless)"
+            )
+        parts.append(text)
+    tokens = depth_rows[0]["tokens"] if depth_rows else "?"
+    return (
+        f"First call (trace + compile + run) of the prefill ({tokens} tokens) by layers: "
+        + ("; ".join(parts) if parts else "none ran")
+        + "."
+    )
 
 
-def not_ok_text(rows: list[dict]) -> str | None:
-    """The points that did not run, with their reasons (each reason once)."""
-    bad = [r for r in rows if r["status"] != "ok"]
+def not_ok_text(table: list[dict]) -> str | None:
+    """The points that did not run fully, with their reasons (each reason once)."""
+    bad = [r for r in table if r["status"] != "ok"]
     if not bad:
         return None
-    reasons = dict.fromkeys(f"{r['executor']}: {r['status']} ({r['reason']})" for r in bad)
-    return f"{len(bad)} of {len(rows)} points did not run: " + "; ".join(reasons) + "."
+    reasons = dict.fromkeys(f"{r['executor']} at {_layers(r['layers'])}: {r['status']} ({r['reason']})" for r in bad)
+    return f"{len(bad)} of {len(table)} points did not run fully: " + "; ".join(reasons) + "."
+
+
+def findings(table: list[dict], fits: list[dict], timed: Rounds, params) -> list[str]:
+    """Every depth's measured points, the depth fits, host vs kernel per layer, prefill by prompt
+    length, decode, first calls, the host's drift and the points that did not run."""
+    depth_rows = of(table, "depth")
+    texts = [depth_text(depth_rows, n, timed) for n in params.depths]
+    texts += [
+        cost_text(fits, params.seq_len),
+        host_kernel_text(fits, params.seq_len),
+        prefill_text(of(table, "prompt"), timed),
+        decode_text(of(table, "decode"), timed),
+        first_call_text(depth_rows),
+        executor_timing.drift_text(timed),
+        not_ok_text(table),
+    ]
+    return [t for t in texts if t]
+
+
+KEY_COLUMNS = [
+    "executor",
+    "step",
+    "layers",
+    "tokens",
+    "prompt_tokens",
+    "wall_ms",
+    "host_ms",
+    "kernel_ms",
+    "kernels_per_step",
+    "first_call_s",
+    "tpot_ms",
+    "tokens_per_s",
+    "status",
+    "reason",
+]
+POINT_COLUMNS = [
+    "executor",
+    "layers",
+    "tokens",
+    "status",
+    "first_call_s",
+    "first_call_cache_hits",
+    "rel_err",
+    "wall_ms",
+    "wall_q1_ms",
+    "wall_q3_ms",
+    "host_ms",
+    "kernel_ms",
+    "kernels_per_step",
+    "floor_ms",
+    "floor_ratio_x",
+    "held_allocated_mib",
+    "held_reserved_mib",
+    "reason",
+    "notes",
+]
+DECODE_COLUMNS = [
+    "executor",
+    "layers",
+    "prompt_tokens",
+    "status",
+    "first_call_s",
+    "rel_err",
+    "wall_ms",
+    "wall_q1_ms",
+    "wall_q3_ms",
+    "host_ms",
+    "kernel_ms",
+    "kernels_per_step",
+    "floor_ratio_x",
+    "loop_ms",
+    "tpot_ms",
+    "tpot_q1_ms",
+    "tpot_q3_ms",
+    "tokens_per_s",
+    "tokens_match_eager",
+    "held_reserved_mib",
+    "reason",
+    "notes",
+]
+FIT_COLUMNS = [
+    "executor",
+    "metric",
+    "fixed_ms",
+    "fixed_se_ms",
+    "per_layer_ms",
+    "per_layer_se_ms",
+    "rms_residual_ms",
+    "depths",
+    "flag",
+    "reason",
+]
+
+
+def key_rows(table: list[dict]) -> list[dict]:
+    """The run index's table: every measured point (prefill at every depth and prompt length, decode),
+    per executor."""
+    return [{c: r.get(c) for c in KEY_COLUMNS} for r in table]
+
+
+def key_title(params) -> str:
+    return (
+        f"Prefill at {', '.join(map(str, params.depths))} layers ({params.seq_len} tokens) and at "
+        f"{', '.join(map(str, params.prompt_lengths))} tokens ({_layers(params.layers)}); decode at "
+        f"{_layers(params.layers)}: all timed in the same rounds"
+    )

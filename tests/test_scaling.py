@@ -1,33 +1,44 @@
-"""Notebook 06 and latency_lab.scaling: the least-squares fit on synthetic data, the decode builder
-against a recompute without cache, and an end-to-end tiny CPU run of the sweeps through runner.py."""
+"""Notebook 06 and latency_lab.scaling: fits with standard errors, the sentences' branches on fake rows
+and fake rounds, what a sweep's build records (compile-cache hits of the first call, GPU memory held),
+the decode builder against a recompute without cache, and the tiny run's 06 results."""
 
 from __future__ import annotations
-
-import re
 
 import numpy as np
 import pytest
 import torch
 
-from latency_lab import display, model as llama, parameters as P, results, scaling
-from conftest import run_runner
+from latency_lab import harness, model, parameters, registry, results, scaling, sweep
+from latency_lab.harness import Rounds, Timed
 
-CPU_EXECUTORS = ("eager", "torch.compile", "thunder:torch")  # must be ok on a CPU
+# --- fits ---------------------------------------------------------------------------------------
 
 
-def test_fit_line_recovers_known_intercept_and_slope():
+def test_fit_line_recovers_the_line_and_numpy_s_standard_errors():
     rng = np.random.default_rng(0)
     xs = np.array([1, 2, 4, 8, 16], dtype=float)
-    noise = rng.normal(0, 0.01, xs.size)
-    fit = scaling.fit_line(xs, 0.25 + 0.125 * xs + noise)
+    ys = 0.25 + 0.125 * xs + rng.normal(0, 0.01, xs.size)
+    fit = scaling.fit_line(xs, ys)
     assert fit["intercept"] == pytest.approx(0.25, abs=0.03) and fit["slope"] == pytest.approx(0.125, abs=0.005)
-    fitted = fit["intercept"] + fit["slope"] * xs
-    np.testing.assert_allclose(fit["residuals"], 0.25 + 0.125 * xs + noise - fitted, atol=1e-12)
-    assert fit["rms_residual"] == pytest.approx(np.sqrt(np.mean(np.square(fit["residuals"]))))
-    assert abs(sum(fit["residuals"])) < 1e-9 and fit["n"] == 5  # least squares with an intercept
+    (slope, intercept), cov = np.polyfit(xs, ys, 1, cov=True)  # an independent least squares
+    assert (fit["slope"], fit["intercept"]) == pytest.approx((slope, intercept))
+    assert (fit["slope_se"], fit["intercept_se"]) == pytest.approx(tuple(np.sqrt(np.diag(cov))))
+    np.testing.assert_allclose(fit["residuals"], ys - (intercept + slope * xs), atol=1e-12)
+    assert fit["rms_residual"] == pytest.approx(np.sqrt(np.mean(np.square(fit["residuals"])))) and fit["n"] == 5
 
-    exact = scaling.fit_line([1, 2, 4], [3.0, 5.0, 9.0])
-    assert (exact["intercept"], exact["slope"]) == pytest.approx((1.0, 2.0)) and exact["residuals"] == [0.0, 0.0, 0.0]
+
+def test_standard_error_is_the_spread_of_the_slope_over_repeated_noisy_sweeps():
+    rng = np.random.default_rng(1)
+    xs = np.array([1, 2, 4, 8], dtype=float)
+    fits = [scaling.fit_line(xs, 1.0 + 0.5 * xs + rng.normal(0, 0.2, xs.size)) for _ in range(4000)]
+    spread = np.std([f["slope"] for f in fits])
+    assert np.sqrt(np.mean([f["slope_se"] ** 2 for f in fits])) == pytest.approx(spread, rel=0.05)
+
+
+def test_two_points_give_an_exact_line_without_standard_errors():
+    fit = scaling.fit_line([1, 2], [3.0, 5.0])
+    assert (fit["intercept"], fit["slope"]) == pytest.approx((1.0, 2.0)) and fit["residuals"] == [0.0, 0.0]
+    assert fit["slope_se"] is None and fit["intercept_se"] is None
 
 
 @pytest.mark.parametrize("xs, ys", [([4], [1.0]), ([2, 2], [1.0, 2.0]), ([1, 2], [1.0])])
@@ -36,9 +47,34 @@ def test_fit_line_rejects_underdetermined_input(xs, ys):
         scaling.fit_line(xs, ys)
 
 
-def _row(executor, layers, status="ok", wall=None, host=None, kernel=None, reason=None):
-    return {"executor": executor, "label": executor, "status": status, "reason": reason, "layers": layers,
-            "wall_ms": wall, "host_ms": host, "kernel_ms": kernel}
+def _row(
+    executor,
+    layers,
+    status="ok",
+    wall=None,
+    host=None,
+    kernel=None,
+    reason=None,
+    tokens=6,
+    first=None,
+    hits=0,
+    key=None,
+):
+    return {
+        "executor": executor,
+        "label": executor,
+        "status": status,
+        "reason": reason,
+        "layers": layers,
+        "tokens": tokens,
+        "wall_ms": wall,
+        "host_ms": host,
+        "kernel_ms": kernel,
+        "first_call_s": first,
+        "first_call_cache_hits": hits,
+        "key": key or f"{executor} @ {layers}",
+        "sweep": "depth",
+    }
 
 
 def test_depth_fits_per_metric_and_reasons():
@@ -46,118 +82,361 @@ def test_depth_fits_per_metric_and_reasons():
     rows += [_row("b", 1, wall=1.0), _row("b", 2, status="failed", reason="first call: boom")]
     rows += [_row("c", n, status="unavailable", reason="needs a CUDA device") for n in (1, 2)]
     fits = {f["executor"]: f for f in scaling.depth_fits(rows)}
-    assert fits["a"]["wall"]["intercept"] == pytest.approx(0.5) and fits["a"]["wall"]["slope"] == pytest.approx(0.25)
-    assert fits["a"]["host"]["slope"] == pytest.approx(0.2) and fits["a"]["kernel"] is None
-    assert fits["b"]["wall"] is None and fits["b"]["reason"] == "fewer than two depths measured"
-    assert fits["c"]["wall"] is None and fits["c"]["reason"] == "needs a CUDA device"
-    flat = {r["executor"]: r for r in scaling.fit_rows(list(fits.values()))}
-    assert flat["a"]["wall_per_layer_ms"] == pytest.approx(0.25) and flat["a"]["depths"] == "1, 2, 4"
-    text = scaling.cost_text(list(fits.values()))
-    assert "a 0.500 + 0.250/layer ms (RMS residual 0 ms)" in text and "No fit: b (fewer than two depths measured)" in text
+    assert fits["a"]["wall_ms"]["slope"] == pytest.approx(0.25) and fits["a"]["wall_ms"]["slope_se"] == pytest.approx(0)
+    assert fits["a"]["host_ms"]["slope"] == pytest.approx(0.2) and fits["a"]["kernel_ms"] is None
+    assert fits["b"]["wall_ms"] is None and fits["b"]["reason"] == "fewer than two depths measured"
+    assert fits["c"]["wall_ms"] is None and fits["c"]["reason"] == "needs a CUDA device"
+    table = {(r["executor"], r["metric"]): r for r in scaling.fit_rows(list(fits.values()))}
+    assert table["a", "wall"]["per_layer_ms"] == pytest.approx(0.25) and table["a", "wall"]["depths"] == "1, 2, 4"
+    assert (
+        table["a", "kernel"]["reason"] == "fewer than two depths measured"
+        and "per_layer_ms" not in table["a", "kernel"]
+    )
+    assert table["c", "host"]["reason"] == "needs a CUDA device"
+    assert scaling.cost_text(list(fits.values()), 6).endswith(
+        "No fit: b (fewer than two depths measured); c (needs a CUDA device)."
+    )
 
 
-def test_first_call_text_fits_seconds_per_layer():
-    rows = [{"executor": "thunder", "status": "ok", "layers": n, "first_call_s": 3.0 + 2.0 * n} for n in (1, 2, 4)]
-    rows += [{"executor": "torch.compile", "status": "ok", "layers": n, "first_call_s": s} for n, s in ((1, 10.0), (2, 9.0), (4, 9.5))]
-    rows += [{"executor": "torch.compile", "status": "failed", "layers": 8, "first_call_s": 99.0},
-             {"executor": "eager", "status": "ok", "layers": 1, "first_call_s": 0.01},
-             {"executor": "eager", "status": "ok", "layers": 2, "first_call_s": float("nan")}]
-    assert scaling.first_call_text(rows) == (
-        "First call (trace + compile + run) by layers: thunder 5.00 s at 1, 7.00 s at 2, 11.0 s at 4 "
-        "(3.00 s + 2.00 s per layer, RMS residual 0 s); torch.compile 10.0 s at 1, 9.00 s at 2, 9.50 s at 4 "
-        "(9.75 s - 0.107 s per layer, RMS residual 0.386 s); eager 0.0100 s at 1.")
+def test_negative_costs_are_flagged_never_printed_as_results():
+    # the H200 reference's torch.compile:reduce-overhead host time fell with depth (-0.0375 ms per layer)
+    rows = [
+        _row("ro", n, wall=0.15 + 0.08 * n, host=0.39 - 0.0375 * n + e, kernel=0.136 + 0.073 * n)
+        for n, e in ((1, 0.001), (2, -0.002), (4, 0.001))
+    ]
+    rows += [_row("neg", n, wall=w, host=w, kernel=0.1 * n) for n, w in ((1, 2.0), (2, 1.9), (4, 1.5))]
+    fits = scaling.depth_fits(rows)
+    table = {(r["executor"], r["metric"]): r for r in scaling.fit_rows(fits)}
+    assert (
+        table["ro", "host"]["per_layer_ms"] is None
+        and "host came out negative (per layer -0.0" in table["ro", "host"]["flag"]
+    )
+    assert table["ro", "host"]["fixed_ms"] == pytest.approx(0.39, abs=0.01)  # the positive part stays
+    assert table["ro", "wall"]["flag"] is None and table["ro", "wall"]["per_layer_ms"] == pytest.approx(0.08)
+    text = scaling.host_kernel_text(fits, 6)
+    assert "ro host came out negative" in text and "flagged, not a result" in text
+    assert "neg: wall came out negative" in scaling.cost_text(fits, 6)
+    negative_fixed = scaling.fit_line([1, 2, 4], [1.0, 3.0, 7.0])  # -1 + 2 per layer
+    assert scaling.negative_flag("wall", negative_fixed, "ms") == (
+        "wall came out negative (fixed -1.00 ± 0 ms): flagged, not a result"
+    )
 
 
-def test_paper_table_three_significant_figures_and_blanks():
-    rows = scaling.table([{"x": 1234.5, "y": None, "z": 0.012345, "s": "ok", "n": float("nan")}],
-                         {"x (ms)": "x", "y (ms)": "y", "z (s)": "z", "status": "s", "n": "n"})
-    assert rows == [{"x (ms)": 1234.5, "y (ms)": None, "z (s)": 0.012345, "status": "ok", "n": rows[0]["n"]}]
-    cells = re.findall(r"<td[^>]*>([^<]*)</td>", display.frame(rows)._repr_html_())
-    assert cells == ["1,230", "", "0.0123", "ok", ""]  # as the notebook shows them: no NaN, units in the headers
+def _line(slope, se, intercept=1.0):
+    return {"slope": slope, "slope_se": se, "intercept": intercept, "intercept_se": se}
+
+
+@pytest.mark.parametrize(
+    "fa, fb, says",
+    [
+        (_line(0.6, 0.05), _line(0.3, 0.05), "+0.300 ± 0.0707 ms per layer: the difference grows with depth"),
+        (_line(0.3, 0.01, intercept=2.0), _line(0.5, 0.01), "shrinks with depth"),
+        (_line(0.6, 0.2), _line(0.3, 0.2), "(not resolved: within twice its standard error)"),
+        (_line(0.6, None), _line(0.3, None), "(not resolved: two depths give no standard error)"),
+    ],
+)
+def test_a_difference_grows_only_beyond_twice_its_standard_error(fa, fb, says):
+    assert says in scaling.versus_text("thunder", fa, "torch.compile", fb, [1, 2, 4])
+
+
+def test_cost_text_compares_thunder_with_torch_compile_from_the_fits():
+    rows = [
+        _row(name, n, wall=fixed + per_layer * n + e)
+        for name, fixed, per_layer in (("torch.compile", 0.4, 0.3), ("thunder", 1.5, 0.9))
+        for n, e in ((1, 0.01), (2, -0.02), (4, 0.01))
+    ]
+    text = scaling.cost_text(scaling.depth_fits(rows), 6)
+    assert text.startswith(
+        "Wall time of the prefill (6 tokens) = fixed + per layer × layers, least squares over 1, 2, 4 layers"
+    )
+    assert "thunder − torch.compile: +0.600 ± " in text and "the difference grows with depth" in text
+    two = scaling.cost_text(scaling.depth_fits([r for r in rows if r["layers"] < 4]), 6)
+    assert "two depths: an exact line, no standard error" in two and "two depths give no standard error" in two
+
+
+def _rounds(walls: dict[str, list[float]], reference: list[float]) -> Rounds:
+    timed = {k: Timed(k, wall_ms=list(v), host_ms=[0.8 * x for x in v]) for k, v in walls.items()}
+    return Rounds(timed, list(reference), "cuda-events", 10, 40, len(reference))
+
+
+def test_one_depth_asked_for_is_answered_in_the_key_table_and_the_findings():
+    """``depths=[16]``: no executor has a depth fit, and every number at 16 layers is still reported."""
+    params = parameters.Params(device="cuda", depths=(16,), prompt_lengths=(6,), layers=16, seq_len=6)
+    table = [
+        _row("torch.compile", 16, wall=7.33, host=5.1, kernel=1.29, first=22.0),
+        _row("thunder", 16, wall=19.2, host=18.3, kernel=1.37, first=135.0),
+    ]
+    for r in table:
+        r.update(sweep="depth, prompt", step="prefill")
+    timed = _rounds(
+        {"thunder @ 16": [19.0, 19.4, 19.2, 19.3], "torch.compile @ 16": [7.3, 7.4, 7.3, 7.35]}, [1.0, 1.01, 1.0, 1.02]
+    )
+    fits = scaling.depth_fits(scaling.of(table, "depth"))
+    findings = scaling.findings(table, fits, timed, params)
+    assert findings[0] == (
+        "At 16 layers (prefill, 6 tokens): "
+        "torch.compile 7.33 ms wall (host 5.10 ms, kernel 1.29 ms, first call 22.0 s); "
+        "thunder 19.2 ms wall (host 18.3 ms, kernel 1.37 ms, first call 135 s). thunder / torch.compile x2.62 within "
+        "rounds (q1–q3 x2.62–x2.63)."
+    )  # round by round: 2.60, 2.62, 2.63, 2.63
+    assert findings[1].startswith("No depth fit of the prefill (6 tokens)") and "key table" in findings[1]
+    key = {r["executor"]: r for r in scaling.key_rows(table)}
+    assert (
+        key["thunder"]["layers"],
+        key["thunder"]["wall_ms"],
+        key["thunder"]["host_ms"],
+        key["thunder"]["kernel_ms"],
+        key["thunder"]["first_call_s"],
+    ) == (16, 19.2, 18.3, 1.37, 135.0)
+    assert "16 layers" in scaling.key_title(params)
+    gone = [_row("thunder", 4, status="failed", reason="first call: boom"), _row("eager", 4, wall=3.0)]
+    assert (
+        scaling.depth_text(gone, 4, timed)
+        == "At 4 layers (prefill, 6 tokens): eager 3.00 ms wall. Not measured: thunder failed."
+    )
+    assert scaling.depth_text(gone[:1], 4, timed) == "At 4 layers (prefill, 6 tokens): no executor measured."
+
+
+def test_a_ratio_smaller_than_the_host_s_drift_says_so():
+    at = [_row("thunder", 1, wall=1.1), _row("torch.compile", 1, wall=1.0)]
+    steady = _rounds({"thunder @ 1": [1.1, 1.1, 1.1, 1.1], "torch.compile @ 1": [1.0] * 4}, [1.0, 1.01, 1.0, 1.02])
+    moved = _rounds({"thunder @ 1": [1.1, 1.1, 1.1, 1.1], "torch.compile @ 1": [1.0] * 4}, [1.0, 1.5, 1.0, 1.02])
+    assert "x1.10 within rounds" in scaling.pairs_text(at, steady) and "host reference moved" not in scaling.pairs_text(
+        at, steady
+    )
+    assert "the host reference moved by 50% during these rounds" in scaling.pairs_text(at, moved)
+
+
+def test_prefill_and_decode_sentences_name_their_depth():
+    prompt = [_row(n, 2, wall=w, tokens=t, key=f"{n}@{t}") for n, t, w in (("eager", 6, 2.0), ("eager", 512, 2.5))]
+    timed = _rounds({"eager@6": [1.0, 1.0, 3.0, 3.0], "eager@512": [2.0, 2.0, 6.0, 3.0]}, [1.0, 1.0, 1.0, 1.0])
+    assert scaling.prefill_text(prompt, timed) == (  # the medians' ratio would be x1.25; round by round: 2, 2, 2, 1
+        "Prefill wall by prompt length at 2 layers: eager 2.00 ms at 6 → 2.50 ms at 512 tokens (x2.00 within rounds)."
+    )
+    decode = [
+        {**_row("eager", 2, wall=1.5), "prompt_tokens": 6, "decode_tokens": 32, "tpot_ms": 1.9, "tokens_per_s": 526.0}
+    ]
+    assert scaling.decode_text(decode, timed).startswith(
+        "Decode at 2 layers (prompt 6 tokens, StaticCache; loop of 32 greedy tokens): eager 1.50 ms per step, 1.90 ms "
+        "per output token, 526 tokens/s."
+    )
+    assert (
+        scaling.decode_text([_row("eager", 2, status="failed")], timed) == "No executor completed the decode step here."
+    )
+
+
+def test_first_call_line_is_drawn_over_cold_compiles_only():
+    rows = [_row("thunder", n, first=3.0 + 2.0 * n + e) for n, e in ((1, 0.1), (2, -0.2), (4, 0.1))]
+    rows += [
+        _row("torch.compile", 1, first=0.6, hits=3),
+        _row("torch.compile", 2, first=3.1),
+        _row("torch.compile", 4, first=3.3),
+    ]
+    rows += [_row("shrinking", n, first=10.0 - n) for n in (1, 2, 4)]
+    rows += [_row("few", n, first=1.0 + n) for n in (1, 2)] + [_row("eager", 1, status="failed", first=None)]
+    text = scaling.first_call_text(rows)
+    assert text.startswith(
+        "First call (trace + compile + run) of the prefill (6 tokens) by layers: thunder 5.10 s at 1"
+    )
+    assert "11.1 s at 4 (cold compiles: 2.95 ± 0.295 s + 2.02 ± 0.111 s per layer, RMS residual 0.139 s)" in text
+    assert (
+        "torch.compile 0.600 s at 1 (compile cache hit), 3.10 s at 2, 3.30 s at 4 (no line: compile caches were "
+        "hit, 2 cold of 3, so a fit would be meaningless)"
+    ) in text
+    assert "shrinking 9.00 s at 1, 8.00 s at 2, 6.00 s at 4 (the first call came out negative (per layer -1.00" in text
+    assert text.endswith("; few 2.00 s at 1, 3.00 s at 2.")  # two cold depths: no line, nothing hidden
+    assert "eager" not in text
+    assert (
+        scaling.first_call_text([])
+        == "First call (trace + compile + run) of the prefill (? tokens) by layers: none ran."
+    )
+
+
+def test_decode_numbers_and_token_agreement():
+    loops = [timing_block(ms) for ms in (32.0, 30.0, 34.0, 31.0)]
+    numbers = scaling.decode_numbers(loops, tokens=16, batch_size=2)
+    assert numbers["loop_ms"] == 31.5 and numbers["tpot_ms"] == pytest.approx(31.5 / 16)
+    assert numbers["tpot_q1_ms"] == pytest.approx(numbers["loop_q1_ms"] / 16) and numbers["loop_q1_ms"] < 31.5
+    assert numbers["tokens_per_s"] == pytest.approx(2 * 16 / 0.0315)
+    assert scaling.decode_numbers(None, 16, 1)["tpot_ms"] is None
+    assert scaling.agreement([[1, 2, 3, 4], [5, 6, 7, 8]], [[1, 2, 9, 4], [5, 6, 7, 8]]) == 2
+    assert scaling.agreement([[1, 2]], [[1, 2]]) == 2 and scaling.agreement([[3]], [[1]]) == 0
+
+
+def timing_block(ms: float):
+    from latency_lab.timing import Block
+
+    return Block(ms, 0.9 * ms)
+
+
+def test_not_ok_text_lists_every_reason_once_with_its_depth():
+    rows = [_row("thunder", n, status="unavailable", reason="needs a CUDA device") for n in (1, 2)]
+    rows += [_row("eager", 1)]
+    assert scaling.not_ok_text(rows) == (
+        "2 of 3 points did not run fully: thunder at 1 layer: unavailable (needs a CUDA "
+        "device); thunder at 2 layers: unavailable (needs a CUDA device)."
+    )
+    assert scaling.not_ok_text(rows[2:]) is None
+
+
+# --- what a sweep's build records ---------------------------------------------------------------
+
+
+def test_memory_held_is_never_negative():
+    before = {"allocated_mib": 100.0, "reserved_mib": 200.0}
+    assert harness.memory_held(before, {"allocated_mib": 130.0, "reserved_mib": 260.0}) == {
+        "allocated_mib": 30.0,
+        "reserved_mib": 60.0,
+    }
+    fell = harness.memory_held(before, {"allocated_mib": 68.0, "reserved_mib": 1266.0})
+    assert fell["allocated_mib"] is None and fell["reserved_mib"] == 1066.0
+    assert (
+        fell["reason"] == "memory not attributed: allocated fell by 32 MiB during the build (something else was freed)"
+    )
+    assert harness.memory_held({}, {}) == {}  # a CPU has no allocator readings
+
+
+def _counting_executor(name: str):
+    """An executor whose every call counts one Inductor FX-graph cache hit, as a cache-hitting compile would."""
+    from torch._dynamo.utils import counters
+
+    def factory(fn, notes):
+        def call(**kw):
+            counters["inductor"]["fxgraph_cache_hit"] += 1
+            return fn(**kw)
+
+        return call
+
+    return registry.Executor(name, name, "counts a cache hit per call", factory)
+
+
+def test_a_build_records_its_first_call_s_cache_hits_and_the_memory_it_holds(monkeypatch):
+    ex = _counting_executor("counting")
+    readings = iter(
+        [
+            {"allocated_mib": 10.0, "reserved_mib": 20.0},
+            {"allocated_mib": 14.0, "reserved_mib": 20.0},  # eager, n=1
+            {"allocated_mib": 14.0, "reserved_mib": 20.0},
+            {"allocated_mib": 14.0, "reserved_mib": 20.0},  # eager, n=2
+            {"allocated_mib": 14.0, "reserved_mib": 20.0},
+            {"allocated_mib": 16.0, "reserved_mib": 22.0},  # counting, n=1
+            {"allocated_mib": 14.0, "reserved_mib": 52.0},
+            {"allocated_mib": 9.0, "reserved_mib": 60.0},
+        ]
+    )  # counting, n=2
+    monkeypatch.setattr(harness, "memory", lambda device, empty=False: next(readings))
+    x = torch.ones(3)
+    grid = sweep.Sweep(
+        "s",
+        {"n": (1, 2)},
+        [registry.REGISTRY["eager"], ex],
+        lambda point: sweep.Case(lambda x: x * point["n"], {"x": x}, lambda p: {"rel_err": 0.0}),
+    )
+    params = parameters.validate(preset="tiny", device="cpu", warmup=3, iters=2, repeats=2)
+    built = sweep.build(grid, params, progress=lambda text: None)
+    assert [(b.point["n"], b.prepared.name) for b in built] == [
+        (1, "eager"),
+        (1, "counting"),
+        (2, "eager"),
+        (2, "counting"),
+    ]
+    timed = sweep.time_all(built, params)
+    rows = {(r["n"], r["executor"]): r for r in (sweep.row(b, timed) for b in built)}
+    # built executor by executor (eager at n=1 and n=2, then counting), each between two readings
+    assert (rows[1, "eager"]["held_allocated_mib"], rows[1, "eager"]["held_reserved_mib"]) == (4.0, 0.0)
+    assert (rows[1, "counting"]["held_allocated_mib"], rows[1, "counting"]["held_reserved_mib"]) == (2.0, 2.0)
+    assert (
+        rows[2, "counting"]["held_allocated_mib"] is None and "allocated fell by 5 MiB" in rows[2, "counting"]["notes"]
+    )
+    assert rows[2, "counting"]["held_reserved_mib"] == 8.0
+    # the first call alone: 1 hit, though warm-up and rounds called it many times more
+    assert rows[1, "counting"]["first_call_cache_hits"] == 1 and rows[1, "eager"]["first_call_cache_hits"] == 0
+    assert all(r["wall_ms"] > 0 and r["status"] == "ok" for r in rows.values())
+    assert {len(t.wall_ms) for t in timed.timed.values()} == {2 * params.repeats}  # one block each per round
+
+
+# --- the decode step ----------------------------------------------------------------------------
 
 
 def test_decode_builder_and_greedy_loop_match_a_recompute_without_cache():
-    params = P.validate(preset="tiny", device="cpu", dtype="float32")
-    setup = llama.build(params)
-    decode = llama.build_decode(setup, prompt_len=5, new_tokens=4)
+    params = parameters.validate(preset="tiny", device="cpu", dtype="float32")
+    setup = model.build(params)
+    decode = model.build_decode(setup, prompt_len=5, new_tokens=4)
     kw = decode.kwargs
     assert kw["cache_position"].tolist() == [5] and tuple(kw["input_ids"].shape) == (1, 1)
     assert kw["past_key_values"] is decode.cache and kw["use_cache"] is True and decode.max_cache_len == 9
 
     seen = []  # each step's (input id, position, last logits), recorded by a wrapper of the model
 
-    def model(**kwargs):
+    def recording(**kwargs):
         out = setup.model(**kwargs)
         seen.append((kwargs["input_ids"].item(), kwargs["cache_position"].item(), out.logits[0, -1].clone()))
         return out
 
-    generated = torch.cat(llama.greedy_decode(model, decode, 4), dim=1)
+    generated = torch.cat(model.greedy_decode(recording, decode, 4), dim=1)
     assert [s[1] for s in seen] == [5, 6, 7, 8]  # one position per token
-    ids = torch.cat([llama.token_ids(P.validate(preset="tiny", seq_len=5), 1024), kw["input_ids"]], dim=1)
-    for step, (token, _, logits) in enumerate(seen):
+    ids = torch.cat([model.token_ids(parameters.validate(preset="tiny", seq_len=5), 1024), kw["input_ids"]], dim=1)
+    for token, _, logits in seen:
         assert token == ids[0, -1].item()
         full = setup.model(input_ids=ids, use_cache=False).logits[0, -1]
         torch.testing.assert_close(logits, full, rtol=1e-4, atol=1e-4)
         ids = torch.cat([ids, full.argmax().view(1, 1)], dim=1)
     assert generated[0].tolist() == ids[0, -4:].tolist()
     with pytest.raises(ValueError, match="free positions"):
-        llama.greedy_decode(setup.model, decode, 5)
+        model.greedy_decode(setup.model, decode, 5)
 
 
-def test_sweeps_end_to_end_on_cpu(tmp_path):
-    executors = (*CPU_EXECUTORS, "thunder")  # thunder (nvFuser) is unavailable on a CPU: a row with its reason
-    proc = run_runner("--preset", "tiny", "--device", "cpu", "--notebooks", "06", "--output-dir", str(tmp_path),
-                      "--run-id", "r", "-p", "depths=[1,2]", "-p", "prompt_lengths=[1,6]", "-p", "decode_tokens=3",
-                      "-p", f"executors={','.join(executors)}", timeout=1200)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    data = results.load(tmp_path / "r" / "06_scaling.results.json")
-    points = data["points"]
-    assert data["params"]["depths"] == [1, 2] and data["params"]["decode_tokens"] == 3
-    key = {(r["sweep"], r["layers"], r["tokens"], r["executor"]): r for r in points}
-    expected = [("depth", 1, 6), ("depth", 2, 6), ("prompt", 1, 1), ("prompt", 1, 6), ("decode", 1, 1)]
-    assert sorted(key) == sorted((*point, ex) for point in expected for ex in ["eager", "torch.compile", "thunder", "thunder:torch"])
-    for (sweep, _, _, name), r in key.items():
-        if name == "thunder":
-            assert r["status"] == "unavailable" and "CUDA" in r["reason"] and r["wall_ms"] is None
-            continue
-        assert r["status"] == "ok", r
-        assert r["wall_ms"] > 0 and r["wall_iqr_ms"] >= 0 and r["host_ms"] > 0 and r["first_call_s"] > 0
-        assert 0 <= r["rel_err"] <= llama.tolerance(data["params"]["dtype"], r["layers"])
-        assert r["blocks"] == data["params"]["repeats"] and r["wall_method"] == "perf_counter"
+# --- the tiny run -------------------------------------------------------------------------------
+
+
+def test_tiny_run_measures_every_point_in_the_same_rounds(tiny_run):
+    data = results.load(tiny_run / f"{results.SCALING}.results.json")
+    p = data["params"]
+    points = {(r["step"], r["layers"], r["tokens"], r["executor"]): r for r in data["points"]}
+    wanted = [("prefill", n, p["seq_len"]) for n in p["depths"]] + [
+        ("prefill", p["layers"], t) for t in p["prompt_lengths"]
+    ]
+    wanted = list(dict.fromkeys(wanted)) + [("decode", p["layers"], 1)]
+    assert sorted(points) == sorted((*w, ex) for w in wanted for ex in p["executors"])
+    assert len(data["points"]) == len(points)  # the shared point is built and timed once
+    shared = points["prefill", p["layers"], p["seq_len"], "eager"]
+    assert shared["sweep"] == "depth, prompt"
+    ok = [r for r in data["points"] if r["status"] == "ok"]
+    assert {"eager", "torch.compile"} <= {r["executor"] for r in ok}
+    for r in data["points"]:
+        if r["status"] != "ok":
+            assert r["status"] == "unavailable" and "CUDA" in r["reason"] and r["wall_ms"] is None, r
+    # every ok point timed in the same rounds: one block per round each, beside one host reference
+    rounds = data["rounds"]
+    assert {r["key"] for r in ok} == set(rounds)
+    assert (
+        {len(rec["wall_ms"]) for rec in rounds.values()}
+        == {2 * p["repeats"]}
+        == {len(data["host_reference"]["per_round_ms"])}
+    )
+    for r in ok:
+        assert r["wall_q1_ms"] <= r["wall_ms"] <= r["wall_q3_ms"] and r["first_call_s"] > 0
+        assert 0 <= r["rel_err"] <= model.tolerance(p["dtype"], r["layers"])
         assert r["kernel_ms"] is None and "no device kernels on CPU" in r["notes"]
-        if sweep == "decode":
-            assert r["prompt_tokens"] == 6 and r["decode_tokens"] == 3 and r["tokens_match_eager"] in range(4)
-            assert r["tpot_ms"] == pytest.approx(r["loop_ms"] / 3)
-            assert r["tokens_per_s"] == pytest.approx(3 / (r["loop_ms"] / 1e3))
-    assert key[("prompt", 1, 6, "eager")]["wall_ms"] == key[("depth", 1, 6, "eager")]["wall_ms"]  # measured once
-    assert key[("decode", 1, 1, "eager")]["tokens_match_eager"] == 3
+    deeper = points["prefill", max(p["depths"]), p["seq_len"], "torch.compile"]
+    assert deeper["first_call_cache_hits"] == 0  # a fresh per-run cache, and no earlier notebook compiles this graph
+    decode = [r for r in ok if r["step"] == "decode"]
+    assert decode and all(
+        r["prompt_tokens"] == p["seq_len"] and r["decode_tokens"] == p["decode_tokens"] for r in decode
+    )
+    assert points["decode", p["layers"], 1, "eager"]["tokens_match_eager"] == p["decode_tokens"]
+    assert all(r["loop_q1_ms"] <= r["loop_ms"] <= r["loop_q3_ms"] for r in decode)
 
     fits = {f["executor"]: f for f in data["fits"]}
-    for name in CPU_EXECUTORS:
-        wall = fits[name]["wall"]
-        rows = [key[("depth", n, 6, name)] for n in (1, 2)]
-        assert wall["layers"] == [1, 2] and wall["slope"] == pytest.approx(rows[1]["wall_ms"] - rows[0]["wall_ms"])
-        assert fits[name]["host"] and fits[name]["kernel"] is None
-    assert fits["thunder"]["wall"] is None and "CUDA" in fits["thunder"]["reason"]
-    findings = data["findings"]
-    assert findings[0].startswith("Wall time per call = fixed + per layer") and "thunder:torch" in findings[0]
-    assert any(f.startswith("Decode (1 layer, prompt 6 tokens") for f in findings)
-    assert any("did not run" in f and "thunder: unavailable" in f for f in findings)
+    assert fits["eager"]["wall_ms"]["layers"] == list(p["depths"])
     table = data["key_table"]
-    assert table["columns"] == scaling.KEY_COLUMNS
-    eager = dict(zip(table["columns"], next(r for r in table["rows"] if r[0] == "eager")))
-    assert eager["wall / layer (ms)"] == pytest.approx(fits["eager"]["wall"]["slope"])
-    assert eager["per output token (ms)"] == pytest.approx(key[("decode", 1, 1, "eager")]["tpot_ms"])
-    assert set(data["elapsed_s"]) == {"depth", "prompt", "decode", "total"}
-
-
-def test_cost_text_compares_thunder_with_torch_compile_from_the_fits():
-    rows = [_row(name, n, wall=fixed + per_layer * n)
-            for name, fixed, per_layer in (("torch.compile", 0.4, 0.3), ("thunder", 1.5, 0.9),
-                                           ("torch.compile:reduce-overhead", 0.1, 0.05), ("thunder:cudagraphs", 0.3, 0.04))
-            for n in (1, 2, 4)]
-    text = scaling.cost_text(scaling.depth_fits(rows))
-    assert "thunder - torch.compile = 1.10 + 0.600/layer ms" in text and "difference grows with depth" in text
-    assert "With CUDA graphs: torch.compile:reduce-overhead 0.100 + 0.0500/layer ms" in text
-    assert "thunder:cudagraphs - torch.compile:reduce-overhead = 0.200 - 0.0100/layer ms" in text
-    assert "difference shrinks with depth" in text
+    assert table["columns"] == scaling.KEY_COLUMNS and len(table["rows"]) == len(data["points"])
+    findings = data["findings"]
+    for n in p["depths"]:
+        assert any(f.startswith(f"At {n} layer") for f in findings), n
+    assert any(f.startswith(f"Decode at {p['layers']} layer") for f in findings)
+    assert any(f.startswith(f"Prefill wall by prompt length at {p['layers']} layer") for f in findings)
+    hit = any(r["first_call_cache_hits"] for r in ok if "depth" in r["sweep"])
+    assert hit == any("(compile cache hit)" in f for f in findings)
+    assert any("did not run fully" in f and "thunder at 1 layer: unavailable" in f for f in findings)
+    assert set(data["elapsed_s"]) == {"builds", "rounds", "total"}
