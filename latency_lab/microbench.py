@@ -312,8 +312,14 @@ KEY_COLUMNS = [
 
 
 def seed_comparable(params: Params) -> bool:
-    """Whether the seed's DGX H100 numbers belong beside this run's: a GPU run of the seed's shapes."""
-    return params.is_cuda and params.preset == "seed"
+    """Whether the seed's DGX H100 numbers belong beside this run's: a GPU run of the seed's add (the seed
+    preset's shapes for one sequence of its 6 tokens at the first size)."""
+    return (
+        params.is_cuda
+        and params.preset == "seed"
+        and params.sizes[0] == "seed"
+        and (params.seq_len, params.batch_size) == (6, 1)
+    )
 
 
 def key_columns(params: Params) -> list[str]:

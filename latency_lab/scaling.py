@@ -1,9 +1,8 @@
 """Notebook 06, scaling: rows (one per point and executor), key table, findings.
 
-Three sweeps over one set of models, declared as data (``sweeps``): depth (``depths`` layers at
-``seq_len`` tokens), prompt length (``prompt_lengths`` tokens at ``layers`` layers) and the decode
-step (one token against a ``StaticCache`` pre-filled with ``seq_len`` prompt tokens, at ``layers``
-layers). Every (point, executor) is built and measured right after its first call (``sweep.build``;
+Three sweeps, declared as data (``sweeps``): depth (``depths`` layers at ``seq_len`` tokens), prompt
+length (``prompt_lengths`` tokens at ``layers`` layers) and the decode step (one token against a
+``StaticCache`` pre-filled with ``seq_len`` prompt tokens, at ``layers`` layers). Every (point, executor) is built and measured right after its first call (``sweep.build``;
 the point the depth and prompt sweeps share is built once), then all of them are timed in the same
 interleaved rounds with the host reference, each decode build's greedy loop as a probe after its block
 (``probes``). From the rows: time against depth as least-squares lines with the slope's standard
@@ -43,80 +42,51 @@ class DecodeCase(sweep.Case):
     new_tokens: int = 0
 
 
-class Models:
-    """The models of one run's sweeps, one per depth, built when a point first needs it, and the
-    cases made on them: a prefill point (``layers``, ``tokens``) or a decode point."""
+def decode_case(params, prompt_tokens: int, bandwidth: float | None) -> DecodeCase:
+    """One token at ``cache_position=[prompt_tokens]`` against a ``StaticCache`` pre-filled by an eager
+    prefill, at ``params.layers`` layers; the executors share the cache (each call writes its own
+    position before it attends to it, so no call reads what another executor wrote). Its output check
+    is the step's logits against eager's; its extra step runs the greedy loop once and counts the
+    tokens that equal eager's. The floor counts one token's weights, logits and K/V written."""
+    setup, new = model.build(params), params.decode_tokens
+    decode = model.build_decode(setup, prompt_tokens, new)
+    reference = model.logits_of(setup.model(**decode.kwargs)).detach().clone()  # re-writes the same slot
+    eager_tokens = generated_tokens(model.greedy_decode(setup.model, decode, new))
+    step = replace(params, seq_len=1, cache_mode="static")
+    floor = model.bandwidth_floor(model.Setup(step, setup.config, setup.model, {}), bandwidth)["floor_ms_measured"]
 
-    def __init__(self, params, bandwidth: float | None):
-        self.params, self.bandwidth, self.setups = params, bandwidth, {}
+    def check(p) -> dict:
+        return harness.check_output(p, reference, params.dtype, params.layers)
 
-    def setup(self, layers: int) -> model.Setup:
-        if layers not in self.setups:
-            self.setups[layers] = model.build(replace(self.params, layers=layers))
-        return self.setups[layers]
+    def greedy_tokens(p) -> dict:
+        return {"match": agreement(generated_tokens(model.greedy_decode(p.fn, decode, new)), eager_tokens)}
 
-    def floor_ms(self, setup: model.Setup, params) -> float | None:
-        """The point's memory-bandwidth floor (``model.bandwidth_floor`` with the run's bandwidth)."""
-        at = model.Setup(params, setup.config, setup.model, {})
-        return model.bandwidth_floor(at, self.bandwidth)["floor_ms_measured"]
-
-    def prefill(self, point: dict) -> sweep.Case:
-        """``tokens`` prompt tokens through ``layers`` layers in one call (``cache_mode``'s call)."""
-        setup = self.setup(point["layers"])
-        prm = replace(self.params, layers=point["layers"], seq_len=point["tokens"])
-        kwargs = model.make_kwargs(prm, setup.config, prm.device)
-        reference = model.logits_of(setup.model(**kwargs)).detach().clone()
-        return sweep.Case(
-            setup.model,
-            kwargs,
-            lambda p: harness.check_output(p, reference, prm.dtype, prm.layers),
-            self.floor_ms(setup, prm),
-        )
-
-    def decode(self, point: dict) -> DecodeCase:
-        """One token at ``cache_position=[prompt_tokens]`` against a ``StaticCache`` pre-filled by an
-        eager prefill; the executors share it (each call writes its own position before it attends
-        to it, so no call reads what another executor wrote). Its extra step runs the greedy loop once
-        and counts the tokens that equal eager's."""
-        setup, new = self.setup(point["layers"]), self.params.decode_tokens
-        decode = model.build_decode(setup, point["prompt_tokens"], new)
-        reference = model.logits_of(setup.model(**decode.kwargs)).detach().clone()  # re-writes the same slot
-        eager_tokens = generated_tokens(model.greedy_decode(setup.model, decode, new))
-        step = replace(self.params, layers=point["layers"], seq_len=1, cache_mode="static")  # one token, K/V written
-
-        def check(p) -> dict:
-            return harness.check_output(p, reference, step.dtype, step.layers)
-
-        def greedy_tokens(p) -> dict:
-            return {"match": agreement(generated_tokens(model.greedy_decode(p.fn, decode, new)), eager_tokens)}
-
-        return DecodeCase(
-            setup.model,
-            decode.kwargs,
-            check,
-            self.floor_ms(setup, step),
-            extra={"tokens": greedy_tokens},
-            decode=decode,
-            new_tokens=new,
-        )
+    return DecodeCase(
+        setup.model, decode.kwargs, check, floor, extra={"tokens": greedy_tokens}, decode=decode, new_tokens=new
+    )
 
 
 def sweeps(params, executors, bandwidth: float | None) -> dict[str, sweep.Sweep]:
-    """The run's three sweeps over one set of models (``Models``). The depth and prompt sweeps share
-    the point at ``layers`` layers and ``seq_len`` tokens (built once)."""
-    models = Models(params, bandwidth)
+    """The run's three sweeps: prefill points are ``sweep.model_case`` at their layers and tokens, the
+    decode point a ``decode_case``. The depth and prompt sweeps share the point at ``layers`` layers
+    and ``seq_len`` tokens (built once)."""
+
+    def prefill(point: dict) -> sweep.Case:
+        return sweep.model_case(replace(params, layers=point["layers"], seq_len=point["tokens"]), bandwidth)
+
+    def decode(point: dict) -> DecodeCase:
+        return decode_case(replace(params, layers=point["layers"]), point["prompt_tokens"], bandwidth)
+
     return {
-        "depth": sweep.Sweep(
-            "depth", {"layers": params.depths, "tokens": (params.seq_len,)}, executors, models.prefill
-        ),
+        "depth": sweep.Sweep("depth", {"layers": params.depths, "tokens": (params.seq_len,)}, executors, prefill),
         "prompt": sweep.Sweep(
-            "prompt", {"layers": (params.layers,), "tokens": params.prompt_lengths}, executors, models.prefill
+            "prompt", {"layers": (params.layers,), "tokens": params.prompt_lengths}, executors, prefill
         ),
         "decode": sweep.Sweep(
             "decode",
             {"layers": (params.layers,), "tokens": (1,), "prompt_tokens": (params.seq_len,)},
             executors,
-            models.decode,
+            decode,
         ),
     }
 
@@ -386,16 +356,18 @@ def host_kernel_text(fits: list[dict], seq_len: int) -> str | None:
     return f"Per layer of the prefill ({seq_len} tokens), host vs kernel time: {'; '.join(parts)}."
 
 
-def _ratio_text(timed: Rounds, a: dict, b: dict) -> str:
-    """``a / b x1.23 within rounds (q1-q3 ...)`` for two rows timed in the same rounds, with the note
-    when the host moved more than the difference; empty when the rounds hold no ratio."""
+def _ratio(timed: Rounds, a: dict, b: dict) -> tuple[str, Stat] | None:
+    """``x1.23 within rounds, q1–q3 x1.20–x1.26``: row ``a`` over row ``b``, both timed in the same
+    rounds, and the ratio; None when the rounds hold no ratio."""
     r = timed.ratio(a["key"], b["key"])
     if r is None:
-        return ""
-    spread = f"q1–q3 x{number(r.q1)}–x{number(r.q3)}"
-    return f"{a['executor']} / {b['executor']} x{number(r.median)} within rounds ({spread})" + harness.host_moved_note(
-        timed, r.median - 1
-    )
+        return None
+    return f"x{number(r.median)} within rounds, q1–q3 x{number(r.q1)}–x{number(r.q3)}", r
+
+
+def _moved(timed: Rounds, ratios: list[Stat]) -> str:
+    """``harness.host_moved_note`` for the smallest difference a sentence reports (said once)."""
+    return harness.host_moved_note(timed, min(abs(r.median - 1) for r in ratios)) if ratios else ""
 
 
 def _point_part(r: dict) -> str:
@@ -413,8 +385,10 @@ def _point_part(r: dict) -> str:
 def pairs_text(at: list[dict], timed: Rounds) -> str:
     """The ``PAIRS`` among ``at`` (rows of one point), as within-round ratios."""
     by = {r["executor"]: r for r in at if r["wall_ms"] is not None}
-    parts = [t for a, b in PAIRS if a in by and b in by if (t := _ratio_text(timed, by[a], by[b]))]
-    return f" {'; '.join(parts)}." if parts else ""
+    found = [
+        (f"{a} / {b} ({x[0]})", x[1]) for a, b in PAIRS if a in by and b in by if (x := _ratio(timed, by[a], by[b]))
+    ]
+    return f" {'; '.join(t for t, _ in found)}{_moved(timed, [r for _, r in found])}." if found else ""
 
 
 def depth_text(depth_rows: list[dict], layers: int, timed: Rounds) -> str:
@@ -436,25 +410,19 @@ def depth_text(depth_rows: list[dict], layers: int, timed: Rounds) -> str:
 def prefill_text(prompt_rows: list[dict], timed: Rounds) -> str:
     """Per executor: prefill wall at the shortest and the longest prompt, and their ratio within rounds."""
     layers = prompt_rows[0]["layers"] if prompt_rows else 0
-    parts = []
+    parts, ratios = [], []
     for name in dict.fromkeys(r["executor"] for r in prompt_rows):
         ok = sorted(
             (r for r in prompt_rows if r["executor"] == name and r["wall_ms"] is not None), key=lambda r: r["tokens"]
         )
-        if len(ok) >= 2:
-            r = timed.ratio(ok[-1]["key"], ok[0]["key"])
-            within = (
-                f"x{number(r.median)} within rounds{harness.host_moved_note(timed, r.median - 1)}" if r else "no ratio"
-            )
+        if len(ok) >= 2 and (found := _ratio(timed, ok[-1], ok[0])):
+            ratios.append(found[1])
             parts.append(
                 f"{name} {_ms(ok[0]['wall_ms'])} at {ok[0]['tokens']} → {_ms(ok[-1]['wall_ms'])} at "
-                f"{ok[-1]['tokens']} tokens ({within})"
+                f"{ok[-1]['tokens']} tokens ({found[0]})"
             )
-    return (
-        f"Prefill wall by prompt length at {_layers(layers)}: "
-        + ("; ".join(parts) if parts else "fewer than two lengths measured per executor")
-        + "."
-    )
+    text = "; ".join(parts) if parts else "fewer than two lengths measured per executor"
+    return f"Prefill wall by prompt length at {_layers(layers)}: {text}{_moved(timed, ratios)}."
 
 
 def decode_text(decode_rows: list[dict], timed: Rounds) -> str:

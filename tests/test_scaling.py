@@ -176,8 +176,8 @@ def test_one_depth_asked_for_is_answered_in_the_key_table_and_the_findings():
     assert findings[0] == (
         "At 16 layers (prefill, 6 tokens): "
         "torch.compile 7.33 ms wall (host 5.10 ms, kernel 1.29 ms, first call 22.0 s); "
-        "thunder 19.2 ms wall (host 18.3 ms, kernel 1.37 ms, first call 135 s). thunder / torch.compile x2.62 within "
-        "rounds (q1–q3 x2.62–x2.63)."
+        "thunder 19.2 ms wall (host 18.3 ms, kernel 1.37 ms, first call 135 s). thunder / torch.compile "
+        "(x2.62 within rounds, q1–q3 x2.62–x2.63)."
     )  # round by round: 2.60, 2.62, 2.63, 2.63
     assert findings[1].startswith("No depth fit of the prefill (6 tokens)") and "key table" in findings[1]
     key = {r["executor"]: r for r in scaling.key_rows(table)}
@@ -201,9 +201,9 @@ def test_a_ratio_smaller_than_the_host_s_drift_says_so():
     at = [_row("thunder", 1, wall=1.1), _row("torch.compile", 1, wall=1.0)]
     steady = _rounds({"thunder @ 1": [1.1, 1.1, 1.1, 1.1], "torch.compile @ 1": [1.0] * 4}, [1.0, 1.01, 1.0, 1.02])
     moved = _rounds({"thunder @ 1": [1.1, 1.1, 1.1, 1.1], "torch.compile @ 1": [1.0] * 4}, [1.0, 1.5, 1.0, 1.02])
-    assert "x1.10 within rounds" in scaling.pairs_text(at, steady) and "host reference moved" not in scaling.pairs_text(
+    assert "(x1.10 within rounds, q1–q3 x1.10–x1.10)" in scaling.pairs_text(
         at, steady
-    )
+    ) and "host reference moved" not in scaling.pairs_text(at, steady)
     assert "the host reference moved by 50% during these rounds" in scaling.pairs_text(at, moved)
 
 
@@ -211,7 +211,8 @@ def test_prefill_and_decode_sentences_name_their_depth():
     prompt = [_row(n, 2, wall=w, tokens=t, key=f"{n}@{t}") for n, t, w in (("eager", 6, 2.0), ("eager", 512, 2.5))]
     timed = _rounds({"eager@6": [1.0, 1.0, 3.0, 3.0], "eager@512": [2.0, 2.0, 6.0, 3.0]}, [1.0, 1.0, 1.0, 1.0])
     assert scaling.prefill_text(prompt, timed) == (  # the medians' ratio would be x1.25; round by round: 2, 2, 2, 1
-        "Prefill wall by prompt length at 2 layers: eager 2.00 ms at 6 → 2.50 ms at 512 tokens (x2.00 within rounds)."
+        "Prefill wall by prompt length at 2 layers: eager 2.00 ms at 6 → 2.50 ms at 512 tokens "
+        "(x2.00 within rounds, q1–q3 x1.75–x2.00)."
     )
     decode = [
         {**_row("eager", 2, wall=1.5), "prompt_tokens": 6, "decode_tokens": 32, "tpot_ms": 1.9, "tokens_per_s": 526.0}
