@@ -291,6 +291,9 @@ def test_findings_claim_only_what_the_rows_show():
         microbench.findings([], steady, parameters.Params(device="cpu"))[0]
         == "No executor produced a time for add here."
     )
+    assert microbench.overhead_text(rows[1:], steady) is None  # no eager: no overhead against it
+    assert microbench.overhead_text(rows[:1], steady) is None  # eager alone
+    assert microbench.not_ok_text(rows[:3]) is None
 
 
 def test_charts_carry_the_rows(rows):

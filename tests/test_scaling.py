@@ -195,6 +195,7 @@ def test_one_depth_asked_for_is_answered_in_the_key_table_and_the_findings():
         == "At 4 layers (prefill, 6 tokens): eager 3.00 ms wall. Not measured: thunder failed."
     )
     assert scaling.depth_text(gone[:1], 4, timed) == "At 4 layers (prefill, 6 tokens): no executor measured."
+    assert scaling.depth_text([], 8, timed) == "At 8 layers: no executor measured."
 
 
 def test_a_ratio_smaller_than_the_host_s_drift_says_so():
@@ -224,6 +225,20 @@ def test_prefill_and_decode_sentences_name_their_depth():
     assert (
         scaling.decode_text([_row("eager", 2, status="failed")], timed) == "No executor completed the decode step here."
     )
+    no_loop = [{**decode[0], "tpot_ms": None, "tokens_per_s": None}]
+    assert scaling.decode_text(no_loop, timed).endswith(": eager 1.50 ms per step.")
+    assert scaling.prefill_text(prompt[:1], timed) == (
+        "Prefill wall by prompt length at 2 layers: fewer than two lengths measured per executor."
+    )
+
+
+def test_host_and_kernel_cost_per_layer_side_by_side():
+    rows = [_row("thunder", n, wall=1.8 + 0.6 * n, host=1.0 + 1.0 * n, kernel=0.14 + 0.075 * n) for n in (1, 2, 4)]
+    fits = scaling.depth_fits(rows)
+    assert scaling.host_kernel_text(fits, 6) == (
+        "Per layer of the prefill (6 tokens), host vs kernel time: thunder 1.00 ± 0 ms host, 0.0750 ± 0 ms kernel."
+    )
+    assert scaling.host_kernel_text(scaling.depth_fits([{**r, "kernel_ms": None} for r in rows]), 6) is None  # a CPU
 
 
 def test_first_call_line_is_drawn_over_cold_compiles_only():
