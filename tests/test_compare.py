@@ -170,7 +170,7 @@ def test_published_reference_against_a_fresh_tiny_run(tiny_run, tmp_path, capsys
 
 def test_publish_keeps_what_compare_and_the_index_need(tiny_run, tmp_path):
     from latency_lab import report
-    files = {p.name for p in report.publish(tiny_run, tmp_path / "pub")}
+    files = {p.name for p in report.publish(tiny_run, tmp_path / "pub")[1]}
     assert {"summary.json", "environment.json", "index.html", "plotly.packed.js"} <= files
     assert {p.name for p in tiny_run.glob("*.results.json")} <= files and not any(f.endswith((".ipynb", ".html")) and f != "index.html" for f in files)
     page = (tmp_path / "pub" / "index.html").read_text()
