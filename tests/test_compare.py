@@ -99,10 +99,108 @@ def test_status_change_is_a_row(runs):
     data = json.loads(path.read_text())
     data["rows"][1].update({"status": "failed", "Wall Clock Time (ms)": None, "reason": "boom"})
     path.write_text(json.dumps(data))
-    got = entries(C.compare(C.load_run(runs / "a"), C.load_run(runs / "b")))
+    report = C.compare(C.load_run(runs / "a"), C.load_run(runs / "b"))
+    got = entries(report)
     assert got[("02_executor_timing", "torch.compile", "status")]["b"] == "failed"
     wall = got[("02_executor_timing", "torch.compile", "Wall Clock Time (ms)")]
     assert wall["b"] is None and wall["ratio"] is None and wall["beyond_spread"] is None
+    numbers = [e for e in report["rows"] if e["metric"] != "status"]
+    assert C.tally(report).startswith(f"{len(numbers)} numbers compared") and len(numbers) == len(report["rows"]) - 1
+    assert C.tally(report).endswith("; 1 rows changed status.")
+
+
+def test_lists_print_as_lists_and_only_spreads_as_ranges(runs, tmp_path):
+    c = tmp_path / "c"
+    timing_notebook(c, {"eager": (10, 9, 11), "torch.compile": (5, 4, 6)}, {"eager": 12})
+    path = c / "02_executor_timing.results.json"
+    data = json.loads(path.read_text())
+    data["params"]["depths"] = [1, 2]
+    path.write_text(json.dumps(data))
+    a = runs / "a" / "02_executor_timing.results.json"
+    data = json.loads(a.read_text())
+    data["params"]["depths"] = [1, 2, 4]
+    a.write_text(json.dumps(data))
+    out = C.text(C.compare(C.load_run(runs / "a"), C.load_run(c)))
+    assert "depths: [1, 2, 4] -> [1, 2]" in out, out
+    eager = next(line for line in out.splitlines() if line.startswith("02_executor_timing") and "eager" in line
+                 and "Wall" in line)
+    assert eager.split()[-5:-2] == ["9-11", "10", "9-11"]  # the q1-q3 spreads, as ranges
+
+
+WRONG_SHAPES = {
+    "a number": "5",
+    "a list": "[1, 2]",
+    "key_table null": None,
+    "params a list": None,
+    "rows of the wrong length": None,
+    "column names not text": None,
+    "measured a list": None,
+    "truncated": None,
+    "nested too deep": "[" * 100_000 + "]" * 100_000,
+    "not UTF-8": None,
+}
+
+
+@pytest.mark.parametrize("shape", WRONG_SHAPES)
+def test_results_of_the_wrong_shape_are_unreadable_not_a_traceback(runs, shape, capsys):
+    """A hand-edited or truncated results file: skipped as unreadable (saying why) while the other
+    notebooks compare; when it was the only notebook in common, a one-line error that says so."""
+    path = runs / "b" / "02_executor_timing.results.json"
+    data = json.loads(path.read_text())
+    if shape == "key_table null":
+        data["key_table"] = None
+    elif shape == "params a list":
+        data["params"] = [1]
+    elif shape == "rows of the wrong length":
+        data["key_table"]["rows"][0] = data["key_table"]["rows"][0][:2]
+    elif shape == "column names not text":
+        data["key_table"]["columns"][0] = 5
+    elif shape == "measured a list":
+        data["measured"] = [1, 2]
+    text = WRONG_SHAPES[shape] or json.dumps(data)
+    if shape == "truncated":
+        text = text[: len(text) // 2]
+    path.write_bytes(b"\xff\xfe" + text.encode() if shape == "not UTF-8" else text.encode())
+    assert C.main(["a", "b", "--output-dir", str(runs)]) == 0
+    out = capsys.readouterr().out
+    if shape == "measured a list":  # extra sections may hold anything: no spread from it, numbers still compared
+        assert "02_executor_timing" in out and "host submit (ms)" in out
+        return
+    assert "unreadable in B: 02_executor_timing.results.json: " in out and "04_op_microbenchmarks" in out
+    (runs / "a" / "04_op_microbenchmarks.results.json").unlink()
+    assert C.main(["a", "b", "--output-dir", str(runs)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "have no notebook in common; unreadable in b: 02_executor_timing.results.json" in err
+    if shape == "truncated":
+        assert "not a readable JSON file (truncated?)" in err
+
+
+def test_a_run_of_unreadable_files_only_is_named_so(runs, capsys):
+    (runs / "b" / "02_executor_timing.results.json").write_text("{")
+    (runs / "b" / "04_op_microbenchmarks.results.json").write_text("5")
+    assert C.main(["a", "b", "--output-dir", str(runs)]) == 2
+    err = capsys.readouterr().err
+    assert "no readable results file: 02_executor_timing.results.json: not a readable JSON file" in err
+    assert "04_op_microbenchmarks.results.json: a results file is a JSON object, this holds a int" in err
+
+
+def test_nothing_is_written_into_a_published_copy(runs, tmp_path, capsys):
+    """``compare X outputs/reference-h200``: the report goes to X's folder, never into the committed
+    reference; with two published copies it needs --out, and --out cannot be one either."""
+    reference = ROOT / "outputs" / "reference-h200"
+    before = sorted(p.name for p in reference.iterdir())
+    timing_notebook(tmp_path / "x", {"eager": (10, 9, 11)}, {"eager": 12})
+    assert C.main([str(tmp_path / "x"), str(reference)]) == 0
+    assert (tmp_path / "x" / "compare-x-vs-reference-h200.json").is_file()
+    assert C.main([str(reference), str(tmp_path / "x")]) == 0
+    assert (tmp_path / "x" / "compare-reference-h200-vs-x.json").is_file()
+    capsys.readouterr()
+    assert C.main([str(reference), str(reference)]) == 2
+    assert "both runs are published copies" in capsys.readouterr().err
+    assert C.main([str(tmp_path / "x"), str(tmp_path / "x"), "--out", str(reference)]) == 2
+    assert "is a published copy of a run; nothing writes into one" in capsys.readouterr().err
+    assert sorted(p.name for p in reference.iterdir()) == before
 
 
 def test_cli_prints_and_writes_the_report_into_run_b(runs):
