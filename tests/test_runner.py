@@ -602,9 +602,17 @@ def test_signals_to_tasks_py_run_reach_the_runner_which_marks_the_run(tmp_path, 
     _assert_marked(tmp_path, signum)
 
 
+def _wait_status(pid: int, stopped: bool, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while (psutil.Process(pid).status() == psutil.STATUS_STOPPED) != stopped and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (psutil.Process(pid).status() == psutil.STATUS_STOPPED) == stopped, psutil.Process(pid).status()
+
+
 def test_ctrl_c_in_a_terminal_stops_tasks_py_run_cleanly(tmp_path):
     """Ctrl-C typed on the terminal ``python3 tasks.py run`` runs in (a pseudo-terminal here): exit
-    130, a marked run folder, ``latest`` moved, no cache folder, no traceback."""
+    130, a marked run folder, ``latest`` moved, no cache folder, no traceback. Before it, Ctrl-Z
+    stops tasks.py and the runner, and a SIGCONT to tasks.py (the shell's ``fg``) resumes both."""
     import fcntl
     import termios
     import threading
@@ -626,6 +634,12 @@ def test_ctrl_c_in_a_terminal_stops_tasks_py_run_cleanly(tmp_path):
     reader.start()
     try:
         _wait_for(pid_file, proc)
+        runner = psutil.Process(proc.pid).children()[0]
+        os.write(master, b"\x1a")  # Ctrl-Z
+        _wait_status(runner.pid, stopped=True)
+        _wait_status(proc.pid, stopped=True)
+        os.kill(proc.pid, signal.SIGCONT)  # fg
+        _wait_status(runner.pid, stopped=False)
         time.sleep(1)
         os.write(master, b"\x03")  # Ctrl-C
         assert proc.wait(timeout=60) == 130, shown.decode(errors="replace")
