@@ -33,8 +33,8 @@ if __name__ == "__main__":  # a Python without the suite's packages hands over t
     for _s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # until main's own: stop quietly, nothing made yet
         signal.signal(_s, lambda signum, frame: sys.exit(128 + signum))
 
-from latency_lab import compile_cache, environment, interrupts, notebook_run, report, results, run_folder
-from latency_lab.params import MAX_VALUE_CHARS, SCHEMA, ParameterError, clip, parse_value, short, validate
+from latency_lab import compile_cache, environment, interrupts, notebook_run, report, results, run_folder, scheduler
+from latency_lab.parameters import MAX_VALUE_CHARS, SCHEMA, ParameterError, clip, parse_value, short, validate
 from latency_lab.run_folder import SetupError
 
 
@@ -54,6 +54,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--compile-cache", choices=("run", "default"), default="run",
                     help="run (default): Inductor's cache and nvFuser's kernel DB fresh per run, shared by its "
                          "notebooks; default: the tools' own (Inductor's machine-wide cache, no kernel DB)")
+    ap.add_argument("--gpus", metavar="0,1,2,3|all",
+                    help="run the notebooks side by side, one GPU each: each kernel sees only its GPU and is pinned "
+                         "to its share of the CPU cores; a notebook that reads another's results starts after it. "
+                         "One GPU chosen: one after another on it. On a CPU (--device cpu, or no GPU) or a machine "
+                         "with one GPU it changes nothing (default: one after another on --device)")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds a single cell may run, > 0 (default: 1800)")
     ap.add_argument("--notebook-dir", default=str(notebook_run.NOTEBOOK_DIR), help=argparse.SUPPRESS)
     ap.add_argument("--list", action="store_true", help="list notebooks and their parameters, then exit")
@@ -162,6 +167,7 @@ def run(args: argparse.Namespace, argv, stop: interrupts.Stop) -> int:
             list_notebooks(notebook_run.select(notebook_run.discover(Path(args.notebook_dir)), args.notebooks))
             return 0
         notebooks, values, declared, params, root = prepare_run(args)
+        slots = scheduler.plan(args.gpus, params.device)
         stop.hold()  # the run folder and its cache folder are made whole; a signal meanwhile waits for arm()
         run_dir = run_folder.new_run_dir(root, args.run_id, params.preset, params.device)
         cache_root = cache_folder(args.compile_cache, run_dir)
@@ -186,7 +192,7 @@ def run(args: argparse.Namespace, argv, stop: interrupts.Stop) -> int:
                                             declared).items():
                 print(f"note: -p {name} is not a parameter of {', '.join(skipped)}, which run without it", flush=True)
             with notebook_run.kernel_environment(kernels):
-                run_notebooks(notebooks, values, declared, params, run_dir, args, meta, outcomes)
+                run_notebooks(notebooks, values, declared, params, run_dir, args, meta, outcomes, slots)
         except Exception as e:  # a write that failed (a full disk), or a bug: the run is finished all the same
             meta["stopped"] = f"{type(e).__name__}: {e}"
             if not isinstance(e, OSError):
@@ -195,7 +201,7 @@ def run(args: argparse.Namespace, argv, stop: interrupts.Stop) -> int:
             stop.hold()
     except interrupts.Interrupted:
         pass  # stop.received says which signal
-    outcomes += [notebook_run.Outcome(name, status="not run") for name in list(notebooks)[len(outcomes):]]
+    outcomes = scheduler.in_order(list(notebooks), outcomes)
     meta["seconds"] = round(time.perf_counter() - t0, 1)
     return finish(stop, root, run_dir, cache_root, meta, outcomes)
 
@@ -242,18 +248,27 @@ def _say(text: str, file=None) -> None:
         pass
 
 
-def run_notebooks(notebooks, values, declared, params, run_dir, args, meta, outcomes) -> None:
-    """Each selected notebook in turn, its outcome appended to ``outcomes`` as soon as it starts."""
+def run_notebooks(notebooks, values, declared, params, run_dir, args, meta, outcomes, slots) -> None:
+    """Each selected notebook in turn (or side by side on several GPUs: ``scheduler``), its outcome
+    appended to ``outcomes`` as soon as it starts."""
     meta["environment"] = environment.collect(params.device)
     results.write_atomic(run_dir / "environment.json", json.dumps(meta["environment"], indent=1))
     kernel = notebook_run.kernel_name()
-    print(f"run {run_dir} · {len(notebooks)} notebooks · device {params.device} · kernel {kernel}", flush=True)
+    where = f"GPUs {', '.join(s.gpu for s in slots)} side by side" if len(slots) > 1 else f"device {params.device}"
+    print(f"run {run_dir} · {len(notebooks)} notebooks · {where} · kernel {kernel}", flush=True)
+    parameters = {name: {**{k: v for k, v in values.items() if k in declared[name]},
+                         "output_dir": str(run_dir.resolve())} for name in notebooks}
+    if len(slots) > 1:
+        scheduler.run_side_by_side(notebooks, parameters, slots, run_dir, kernel, args.timeout, outcomes)
+        return
     for i, (name, path) in enumerate(notebooks.items(), 1):
         print(f"[{i}/{len(notebooks)}] {name} ...", flush=True)
-        given = {k: v for k, v in values.items() if k in declared[name]}
-        outcomes.append(notebook_run.Outcome(name, status="interrupted", started=time.perf_counter()))
-        outcomes[-1] = notebook_run.execute(path, run_dir, {**given, "output_dir": str(run_dir.resolve())},
-                                            kernel, args.timeout, progress=sys.stderr.isatty())
+        outcomes.append(notebook_run.Outcome(name, status="interrupted", gpu=slots[0].gpu,
+                                             started=time.perf_counter()))
+        with notebook_run.kernel_environment(slots[0].env):
+            outcomes[-1] = notebook_run.execute(path, run_dir, parameters[name], kernel, args.timeout,
+                                                progress=sys.stderr.isatty())
+        outcomes[-1].gpu = slots[0].gpu
         o = outcomes[-1]
         detail = "" if o.status == "ok" else f": {notebook_run.error_line(o.error)}"
         print(f"[{i}/{len(notebooks)}] {name} {o.status} in {o.seconds:.1f} s{detail}", flush=True)

@@ -1,10 +1,13 @@
 """Compare two runs: ``python runner.py compare RUN_A RUN_B``.
 
 A run is a folder of ``<notebook>.results.json`` files (``environment.json`` and ``summary.json``
-beside them are used when present), named by its id under ``--output-dir``, by a path, or ``latest``.
+beside them are used when present: the environment, and where each notebook ran), named by its id
+under ``--output-dir``, by a path, or ``latest``.
 Per notebook both runs hold, per row (executor; op, size and executor in the op benchmarks) and
-metric: both values, B / A, and whether the difference is larger than the spread each run measured
-(their q1-q3 ranges do not overlap). The parameters and environments that differ come first. Rows,
+metric (the vocabulary's names: ``metrics.is_metric``): both values, B / A, and whether the difference
+is larger than the spread: the two q1-q3 ranges do not overlap, and for a host-bound time the ratio
+also exceeds how far the hosts moved (each run's host-reference range, and the two runs' reference
+levels against each other). The parameters and environments that differ come first. Rows,
 metrics and notebooks found in one run only, and files that cannot be read, are listed as skipped.
 The report is printed and written as ``compare-<A>-vs-<B>.html`` and ``.json`` into RUN_B's folder
 (RUN_A's when B is a published copy, which nothing writes into), or into ``--out``.
@@ -18,13 +21,11 @@ import json
 import sys
 from pathlib import Path
 
-from . import results, run_folder, tables
+from . import metrics, results, run_folder, scheduler, tables
 
-KEY_COLUMNS = ("op", "size", "executor")  # a row's identity, where a notebook's rows have them
-# Quartile columns kept in a row beside the median they belong to.
-QUARTILES = {"ms_per_call": ("q1_ms", "q3_ms"), "wall (ms)": ("q1 (ms)", "q3 (ms)")}
-UNIT_MARKS = ("(ms)", "(s)", "(us)", "_ms", "_s")  # columns of a rows section compared besides the key table's
-NOT_METRICS = ("iqr", "q1", "q3", "pass", "seed", "tokens", "threads")  # spreads, repeatability, references, shapes
+KEY_COLUMNS = ("op", "size", "layers", "tokens", "executor")  # a row's identity, where a notebook's rows have them
+# Times that do not move with the host's speed: device time, measured by the profiler.
+HOST_FREE = ("kernel_", "copy_")
 IGNORED_PARAMS = ("output_dir",)
 IGNORED_ENV = ("collected",)
 
@@ -65,7 +66,20 @@ def load_run(path: Path) -> dict:
             env = found_env
         except (ValueError, OSError) as e:
             unreadable.append(f"environment.json: {e}")
-    return {"name": path.name, "path": str(path), "notebooks": notebooks, "environment": env, "unreadable": unreadable}
+    return {"name": path.name, "path": str(path), "notebooks": notebooks, "environment": env,
+            "ran_on": ran_on(path, unreadable), "unreadable": unreadable}
+
+
+def ran_on(path: Path, unreadable: list[str]) -> dict[str, str]:
+    """Where each notebook of a run ran ("cpu", "GPU 2", ...), from its ``summary.json``; {} without one."""
+    if not (path / "summary.json").is_file():
+        return {}
+    try:
+        summary = json.loads((path / "summary.json").read_text())
+        return {n["name"]: scheduler.ran_on(n.get("gpu")) for n in summary["notebooks"]}
+    except (ValueError, KeyError, TypeError, AttributeError) as e:  # truncated, or not a summary
+        unreadable.append(f"summary.json: {type(e).__name__}: {e}")
+        return {}
 
 
 def flatten(d: dict, prefix: str = "") -> dict:
@@ -110,10 +124,9 @@ def table_rows(data: dict) -> list[dict]:
 
 
 def metric_names(data: dict, rows: list[dict]) -> list[str]:
-    """Numeric columns of the key table, plus timed columns (with a unit) of the rows section."""
-    candidates = list(data["key_table"]["columns"]) + [c for r in rows for c in r if c.endswith(UNIT_MARKS)]
-    names = [c for c in dict.fromkeys(candidates)
-             if c not in KEY_COLUMNS and not any(m in c.lower() for m in NOT_METRICS)]
+    """The measured quantities of the rows (the vocabulary's metrics), spreads and shapes left out."""
+    names = [c for c in dict.fromkeys(c for r in rows for c in r)
+             if c not in KEY_COLUMNS and (metrics.spread_names(c) is not None or c.endswith(metrics.COUNTS))]
     return [c for c in names if any(_number(r.get(c)) for r in rows)]
 
 
@@ -129,32 +142,36 @@ def by_key(rows: list[dict]) -> tuple[dict[str, dict], list[str]]:
     return {k: r for k, r in zip(keys, rows) if k not in twice}, twice
 
 
-def _stats_dicts(data: dict, executor: str | None):
-    """Statistics records ({median, q1, q3, ...}) the notebook kept for ``executor``."""
-    if not executor:
-        return
-    for section in ("walls", "measured"):
-        entry = data[section].get(executor) if isinstance(data.get(section), dict) else None
-        if not isinstance(entry, dict):
-            continue
-        for v in [entry, *entry.values()]:
-            if isinstance(v, dict) and {"median", "q1", "q3"} <= set(v):
-                yield v
-
-
-def spread(data: dict, row: dict, metric: str) -> tuple[float, float] | None:
-    """The q1-q3 range measured for ``metric`` of ``row``: quartile columns beside it, or the
-    statistics record whose median is the value; None where the notebook measured no spread."""
-    value = row.get(metric)
-    if metric in QUARTILES and all(_number(row.get(q)) for q in QUARTILES[metric]):
-        return row[QUARTILES[metric][0]], row[QUARTILES[metric][1]]
-    for s in _stats_dicts(data, row.get("executor")):
-        if s["median"] == value and _number(s["q1"]) and _number(s["q3"]):
-            return s["q1"], s["q3"]
+def spread(row: dict, metric: str) -> tuple[float, float] | None:
+    """The q1-q3 range measured for ``metric`` of ``row`` (its ``_q1``/``_q3`` columns); None where
+    the notebook measured no spread (counts, first calls)."""
+    names = metrics.spread_names(metric)
+    if names and all(_number(row.get(n)) for n in names):
+        return row[names[0]], row[names[1]]
     return None
 
 
-def compare_notebook(name: str, a: dict, b: dict) -> tuple[list[dict], list[str]]:
+def host_moved(run: dict) -> tuple[float | None, float | None]:
+    """How far a run's host moved (the largest host-reference range over its notebooks, as a
+    fraction) and its host reference's level (ms, the median of the timing notebook's, else any)."""
+    refs = [d["host_reference"] for d in run["notebooks"].values() if isinstance(d.get("host_reference"), dict)]
+    drifts = [r["drift_pct"] / 100 for r in refs if _number(r.get("drift_pct"))]
+    timing = (run["notebooks"].get(results.EXECUTOR_TIMING) or {}).get("host_reference")
+    level = next((r["stat"]["median"] for r in [timing, *refs] if isinstance(r, dict) and isinstance(r.get("stat"), dict)), None)
+    return (max(drifts) if drifts else None), level
+
+
+def between_runs(a: dict, b: dict) -> float | None:
+    """How far apart the two hosts can be: the larger of each run's own host-reference range and the
+    ratio of their reference levels (as a fraction); None where neither run timed a host reference."""
+    (drift_a, level_a), (drift_b, level_b) = host_moved(a), host_moved(b)
+    parts = [d for d in (drift_a, drift_b) if d is not None]
+    if level_a and level_b:
+        parts.append(abs(level_b / level_a - 1))
+    return max(parts) if parts else None
+
+
+def compare_notebook(name: str, a: dict, b: dict, host: float | None = None) -> tuple[list[dict], list[str]]:
     """Rows of the comparison for one notebook, and what was skipped in it."""
     rows_a, rows_b = table_rows(a), table_rows(b)
     (by_a, twice_a), (by_b, twice_b) = by_key(rows_a), by_key(rows_b)
@@ -173,15 +190,17 @@ def compare_notebook(name: str, a: dict, b: dict) -> tuple[list[dict], list[str]
         for m in metrics:
             va, vb = ra.get(m), rb.get(m)
             if _number(va) or _number(vb):
-                out.append(_entry(name, key, m, va, vb, spread(a, ra, m), spread(b, rb, m)))
+                out.append(_entry(name, key, m, va, vb, spread(ra, m), spread(rb, m), host))
     return out, skipped
 
 
-def _entry(notebook, key, metric, a, b, spread_a, spread_b) -> dict:
+def _entry(notebook, key, metric, a, b, spread_a, spread_b, host: float | None = None) -> dict:
     both = _number(a) and _number(b)
     beyond = None
     if both and spread_a and spread_b:
         beyond = spread_a[1] < spread_b[0] or spread_b[1] < spread_a[0]
+        if beyond and host is not None and a and not metric.startswith(HOST_FREE):
+            beyond = abs(b / a - 1) > host
     return {"notebook": notebook, "row": key, "metric": metric, "a": a, "b": b,
             "ratio": b / a if both and a else None, "a_q1_q3": spread_a, "b_q1_q3": spread_b,
             "beyond_spread": beyond}
@@ -198,15 +217,17 @@ def compare(a: dict, b: dict) -> dict:
     skipped = [f"{n}: only in A ({a['name']})" for n in a["notebooks"] if n not in b["notebooks"]]
     skipped += [f"{n}: only in B ({b['name']})" for n in b["notebooks"] if n not in a["notebooks"]]
     skipped += [f"unreadable in {side}: {u}" for side, run in (("A", a), ("B", b)) for u in run["unreadable"]]
-    rows = []
+    rows, host = [], between_runs(a, b)
     for n in common:
-        got, missed = compare_notebook(n, a["notebooks"][n], b["notebooks"][n])
+        got, missed = compare_notebook(n, a["notebooks"][n], b["notebooks"][n], host)
         rows += got
         skipped += missed
     return {"a": {"name": a["name"], "path": a["path"]}, "b": {"name": b["name"], "path": b["path"]},
             "notebooks": common, "parameters": parameter_differences(a, b, common),
+            "ran_on": [{"name": n, "a": a["ran_on"].get(n) or "not recorded", "b": b["ran_on"].get(n) or "not recorded"}
+                       for n in common],
             "environment": differences(a["environment"], b["environment"], IGNORED_ENV),
-            "skipped": skipped, "rows": rows}
+            "skipped": skipped, "rows": rows, "hosts_apart": host}
 
 
 def fmt(v) -> str:
@@ -243,14 +264,19 @@ def tally(report: dict) -> str:
     higher = sum(e["b"] > e["a"] for e in beyond)
     spread = sum(e["beyond_spread"] is not None for e in numbers)
     changed = len(report["rows"]) - len(numbers)
+    hosts = report.get("hosts_apart")
+    apart = "" if hosts is None else (f" The two hosts were up to {hosts:.0%} apart (host reference); a host-bound time "
+                                      "counts as beyond spread only when it moved further.")
     return (f"{len(numbers)} numbers compared, {spread} with a spread in both runs; {len(beyond)} differ by more "
             f"than that spread ({higher} higher in B, {len(beyond) - higher} lower)"
-            f"{f'; {changed} rows changed status' if changed else ''}.")
+            f"{f'; {changed} rows changed status' if changed else ''}.{apart}")
 
 
 def text(report: dict) -> str:
     """The report as plain text: differences, skipped items, then the table."""
     lines = [f"A: {report['a']['path']}", f"B: {report['b']['path']}"]
+    lines.append("ran on:")
+    lines += [f"  {d['name']}: {d['a']} -> {d['b']}" for d in report["ran_on"]]
     for title, items in (("parameters that differ", report["parameters"]), ("environment that differs", report["environment"])):
         lines.append(f"{title}:" + ("" if items else " none"))
         lines += [f"  {d['name']}: {fmt(d['a'])} -> {fmt(d['b'])}" + (f"  ({', '.join(d['notebooks'])})" if "notebooks" in d else "")
@@ -290,6 +316,7 @@ td:nth-child(-n+2){{text-align:left}}</style>
 </head><body><h1>{e(title)}</h1><p>A: <code>{e(report['a']['path'])}</code><br>B: <code>{e(report['b']['path'])}</code></p>
 <p>B / A is B's value over A's. "beyond spread": the two runs' q1-q3 ranges do not overlap (yes), overlap (no), or
 a run measured no spread for that number (blank). {e(tally(report))}</p>
+<h2>Ran on</h2>{diff_list(report['ran_on'])}
 <h2>Parameters that differ</h2>{diff_list(report['parameters'])}
 <h2>Environment that differs</h2>{diff_list(report['environment'])}
 <h2>Skipped</h2><ul>{skipped}</ul>{"".join(tables)}</body></html>"""

@@ -42,7 +42,7 @@ def close(root: Path) -> dict:
     then the folder removed."""
     inductor = root / "inductor"
     left = {"inductor_files": sum(1 for f in inductor.rglob("*") if f.is_file()) if inductor.is_dir() else 0,
-            "nvfuser_kernels": len(list((root / "tmp" / "nvfuser_kernel_db").glob("*.cubin")))}
+            "nvfuser_kernels": len(list((root / "tmp").glob("**/nvfuser_kernel_db/*.cubin")))}  # one DB per GPU too
     shutil.rmtree(root, ignore_errors=True)
     return left
 

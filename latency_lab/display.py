@@ -24,10 +24,10 @@ def setup_notebook() -> None:
 
 class Table(pd.DataFrame):
     """A DataFrame that keeps raw numbers and column names, and shows itself as a paper's table:
-    headers with units (``units``: column -> unit; ``first_call_s`` reads ``first call (s)``), numbers
-    to 3 significant figures (``tables.number``), blanks for missing, no index."""
+    headers with units from the vocabulary (``first_call_s`` reads ``first call (s)``), numbers to 3
+    significant figures (``tables.number``), blanks for missing, no index."""
 
-    _metadata = ["units", "caption"]
+    _metadata = ["caption"]
 
     @property
     def _constructor(self):
@@ -35,8 +35,7 @@ class Table(pd.DataFrame):
 
     def styled(self):
         """The table as a pandas ``Styler``, formatted for display."""
-        units = getattr(self, "units", None) or {}
-        plain = pd.DataFrame(self).set_axis([tables.header(str(c), units.get(c)) for c in self.columns], axis=1)
+        plain = pd.DataFrame(self).set_axis([tables.header(str(c)) for c in self.columns], axis=1)
         numeric = [h for h, c in zip(plain.columns, self.columns) if any(tables.is_number(v) and v == v for v in self[c])]
         styler = plain.style.format(tables.number).hide(axis="index")
         styler = styler.set_table_styles([{"selector": "td, th", "props": "text-align: left; vertical-align: top;"},
@@ -49,24 +48,21 @@ class Table(pd.DataFrame):
         return self.styled().to_html()
 
 
-def frame(rows: list[dict], columns: list[str] | None = None, units: dict[str, str] | None = None,
-          caption: str | None = None) -> Table:
-    """``rows`` as a ``Table``: ``columns`` first, in order, values as given (no NaN casting)."""
+def frame(rows: list[dict], columns: list[str] | None = None, caption: str | None = None,
+          only: bool = False) -> Table:
+    """``rows`` as a ``Table``: ``columns`` first, in order (``only``: no others), values as given (no
+    NaN casting); columns without a single value are dropped."""
     table = Table(pd.DataFrame(rows, dtype=object))
+    table = table[[c for c in table.columns if table[c].notna().any()]]
     if columns:
-        table = table[[c for c in columns if c in table.columns] + [c for c in table.columns if c not in columns]]
-    table.units, table.caption = dict(units or {}), caption
+        rest = [] if only else [c for c in table.columns if c not in columns]
+        table = table[[c for c in columns if c in table.columns] + rest]
+    table.caption = caption
     return table
 
 
-def seed_tables(rows: list[dict], measured: dict[str, dict]):
-    """The timing notebook's seed-vs-here tables (``tables.seed_tables``), one per metric, as one
-    HTML output; metrics without a number measured here are named below instead of shown."""
-    from IPython.display import HTML
+def show(obj) -> None:
+    """Display ``obj`` in the notebook's output now (inside a loop, where a bare expression shows nothing)."""
+    from IPython.display import display
 
-    built = tables.seed_tables(rows, measured)
-    shown = [frame([dict(zip(t["columns"], line)) for line in t["rows"]], caption=t["title"])._repr_html_()
-             for t in built if tables.has_here(t)]
-    missing = [t["title"].split(":")[0] for t in built if not tables.has_here(t)]
-    note = f"<p>No number measured here for: {'; '.join(missing)}.</p>" if missing else ""
-    return HTML("".join(shown) + note)
+    display(obj)

@@ -17,8 +17,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from . import executor_timing, executors as registry, model as llama, tables, timing
-from .params import CACHE_MODES, ParameterError, Params, validate
+from . import harness, model as llama, registry, tables, timing
+from .parameters import CACHE_MODES, ParameterError, Params, validate
 
 STEPS = ("prefill", "decode")
 # Settings the widgets change; the rest (preset, dtype, device, batch size, seed) come from the
@@ -26,8 +26,8 @@ STEPS = ("prefill", "decode")
 SETTINGS = ("executors", "layers", "seq_len", "step", "cache_mode", "warmup", "iters", "repeats")
 BASE = ("preset", "dtype", "device", "batch_size", "seed")
 PROFILE_STEPS = 3
-COLUMNS = ["run", "executor", "label", "status", "wall (ms)", "q1 (ms)", "q3 (ms)", "host submit (ms)",
-           "kernels / step", "kernel time (ms)", "first call (s)", "reason"]
+COLUMNS = ["run", "executor", "label", "status", "wall_ms", "wall_q1_ms", "wall_q3_ms", "host_ms",
+           "kernels_per_step", "kernel_ms", "first_call_s", "reason"]
 
 
 def settings_from(params: Params, step: str = "prefill") -> dict:
@@ -63,23 +63,24 @@ def step_setup(params: Params, step: str) -> llama.Setup:
 
 
 def _methods(kwargs: dict, params: Params) -> dict:
-    """What each executor is measured with, in order (``executor_timing.build_and_measure``)."""
+    """What each executor is measured with, in order (``harness.build_and_measure``): the seed's timer
+    (wall and steady-state host time of the same blocks), then kernels per step."""
     device = params.device
     return {
         "wall": lambda p: timing.event_timer(p.fn, kwargs, device, params.warmup, params.iters, params.repeats),
-        "host": lambda p: timing.host_submit(p.fn, kwargs, device, params.iters),
         "kernels": lambda p: timing.profile_kernels(p.fn, kwargs, device, PROFILE_STEPS),
     }
 
 
-def row_of(p: registry.Prepared, measured: dict | None) -> dict:
-    """One executor's row: wall median and quartiles, host submit, kernels, first call, reason."""
+def measured_row(p: harness.Prepared, measured: dict | None) -> dict:
+    """One executor's row: wall median and quartiles, host time, kernels, first call, reason."""
     m = measured or {}
-    wall, host, kernels = m.get("wall") or {}, m.get("host") or {}, m.get("kernels") or {}
-    return p.row(**{"wall (ms)": wall.get("median"), "q1 (ms)": wall.get("q1"), "q3 (ms)": wall.get("q3"),
-                    "host submit (ms)": host.get("median"), "kernels / step": kernels.get("kernels_per_step"),
-                    "kernel time (ms)": kernels.get("kernel_ms_per_step"), "first call (s)": p.first_call_s,
-                    "method": wall.get("method"), "blocks_ms": wall.get("blocks_ms")})
+    timed, kernels = m.get("wall") or {}, m.get("kernels") or {}
+    wall, host = timed.get("wall"), timed.get("host")
+    return p.row(**(wall.flat("wall_ms") if wall else {"wall_ms": None}), host_ms=host and host.median,
+                 kernels_per_step=kernels.get("kernels_per_step"), kernel_ms=kernels.get("kernel_ms"),
+                 first_call_s=p.first_call_s, method=timed.get("method"),
+                 blocks_ms=[w for w, _ in timed.get("blocks", [])] or None)
 
 
 def measure(settings: dict, progress: Callable[[int, int, str], None] | None = None) -> dict:
@@ -97,8 +98,9 @@ def measure(settings: dict, progress: Callable[[int, int, str], None] | None = N
     rows = []
     for i, ex in enumerate(chosen, 1):
         tell(i, total, f"measuring {ex.name}")
-        prepared, measured = executor_timing.build_and_measure([ex], setup, methods, params.device)
-        rows.append(row_of(prepared[ex.name], measured.get(ex.name)))
+        prepared, measured = harness.build_and_measure([ex], setup.model, setup.kwargs, methods, params.device,
+                                                       progress=lambda text: None)
+        rows.append(measured_row(prepared[ex.name], measured.get(ex.name)))
         del prepared, measured
         gc.collect()
     tell(total, total, "done")
@@ -129,7 +131,7 @@ class Explorer:
         except ParameterError as e:
             record["error"] = str(e)
         except Exception as e:  # the session goes on; the run says what went wrong
-            record["error"] = registry.describe(e) + "\n" + traceback.format_exc(limit=3)
+            record["error"] = harness.describe(e) + "\n" + traceback.format_exc(limit=3)
         record["seconds"] = round(time.perf_counter() - t0, 2)
         shown = {**record["params"], "step": record["step"]} if record["params"] else settings
         record["label"] = f"run {record['id']}: {describe_settings(shown)}"
@@ -152,15 +154,15 @@ def findings(run: dict) -> list[str]:
     """Sentences about one run, generated from its rows."""
     if run["error"]:
         return [f"The explorer's default run failed: {run['error'].splitlines()[0]}"]
-    ok = sorted((r for r in run["rows"] if r["wall (ms)"] is not None), key=lambda r: r["wall (ms)"])
-    out = [f"{run['label']}: " + (", ".join(f"{r['label']} {r['wall (ms)']:.3g} ms (q1-q3 {r['q1 (ms)']:.3g}-{r['q3 (ms)']:.3g})"
+    ok = sorted((r for r in run["rows"] if r["wall_ms"] is not None), key=lambda r: r["wall_ms"])
+    out = [f"{run['label']}: " + (", ".join(f"{r['label']} {r['wall_ms']:.3g} ms (q1-q3 {r['wall_q1_ms']:.3g}-{r['wall_q3_ms']:.3g})"
                                             for r in ok) if ok else "no executor produced a wall time") + "."]
     if len(ok) >= 2:
         fast, slow = ok[0], ok[-1]
-        overlap = slow["q1 (ms)"] <= fast["q3 (ms)"]
-        out.append(f"{fast['label']} is the fastest; {slow['label']} takes {slow['wall (ms)'] / fast['wall (ms)']:.3g}x as long"
+        overlap = slow["wall_q1_ms"] <= fast["wall_q3_ms"]
+        out.append(f"{fast['label']} is the fastest; {slow['label']} takes {slow['wall_ms'] / fast['wall_ms']:.3g}x as long"
                    + (" (their quartiles overlap: this run cannot order them)." if overlap else "."))
-    skipped = [f"{r['executor']} ({r['status']})" for r in run["rows"] if r["wall (ms)"] is None]
+    skipped = [f"{r['executor']} ({r['status']})" for r in run["rows"] if r["wall_ms"] is None]
     if skipped:
         out.append("Without a wall time: " + ", ".join(skipped) + ".")
     return out
@@ -183,17 +185,17 @@ def figure(runs: list[dict], widget: bool = True):
 def bar_of(run: dict):
     import plotly.graph_objects as go
 
-    ok = [r for r in run["rows"] if r["wall (ms)"] is not None]
-    return go.Bar(name=run["label"], x=[r["label"] for r in ok], y=[r["wall (ms)"] for r in ok],
-                  error_y=dict(type="data", symmetric=False, array=[r["q3 (ms)"] - r["wall (ms)"] for r in ok],
-                               arrayminus=[r["wall (ms)"] - r["q1 (ms)"] for r in ok]))
+    ok = [r for r in run["rows"] if r["wall_ms"] is not None]
+    return go.Bar(name=run["label"], x=[r["label"] for r in ok], y=[r["wall_ms"] for r in ok],
+                  error_y=dict(type="data", symmetric=False, array=[r["wall_q3_ms"] - r["wall_ms"] for r in ok],
+                               arrayminus=[r["wall_ms"] - r["wall_q1_ms"] for r in ok]))
 
 
 def table_html(rows: list[dict]) -> str:
     """The runs' rows as an HTML table, cells as ``tables.number`` prints them."""
     def cell(v):
         return html.escape(tables.number(v))
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS)
+    head = "".join(f"<th>{html.escape(tables.header(c))}</th>" for c in COLUMNS)
     body = "".join("<tr>" + "".join(f"<td>{cell(r.get(c))}</td>" for c in COLUMNS) + "</tr>" for r in rows)
     return f"<table class='latency-lab'><tr>{head}</tr>{body}</table>"
 
@@ -281,7 +283,7 @@ class ExplorerUI:
             self.table.value = table_html(self.explorer.rows())
             return run
         except Exception as e:  # a widget callback must never take the kernel's session down
-            self.status.value = f"<b style='color:#c22'>{html_escape(registry.describe(e))}</b>"
+            self.status.value = f"<b style='color:#c22'>{html_escape(harness.describe(e))}</b>"
             return None
         finally:
             self.run_button.disabled = False
@@ -301,7 +303,7 @@ class ExplorerUI:
             self.status.value = f"saved {len(self.explorer.runs)} run(s) to {html_escape(str(path))}"
             return path
         except Exception as e:
-            self.status.value = f"<b style='color:#c22'>save failed: {html_escape(registry.describe(e))}</b>"
+            self.status.value = f"<b style='color:#c22'>save failed: {html_escape(harness.describe(e))}</b>"
             return None
 
 

@@ -1,358 +1,337 @@
-"""The host-overhead notebook's measurements per executor and the tables built from them: one step's
-timeline (``profiler_timeline``), Thunder's phases and regions run alone (``thunder_breakdown``), the
-closure of the measured parts against the step's host time, CUDA graphs with and without, and the
-generated conclusion.
+"""Notebook 05, where the host time goes: rows, key table, findings.
 
-Per executor, right after its first call: warm-up, GPU memory, host time and wall time of the step,
-the profiled step, Thunder's phases and regions; then it is released, so the next one's memory counts
-from where this one left it. Each executor's work is bounded (a few profiled steps, ``iters`` calls
-per host time) so that every registry entry fits in the notebook's budget.
+Per executor, right after its first call (``plan``): its output against eager's, the warm-up, the GPU
+memory it holds (from an emptied allocator cache before it was built to an emptied cache after its
+warm-up), one profiled step's timeline, and for a Thunder configuration its regions run alone (the
+cross-check). Then all executors run in the same interleaved rounds (``harness.rounds``): wall and
+steady-state host time, and for each Thunder configuration an instrumented block of the same step
+right after its plain block (``thunder_breakdown.InSitu``), which gives the in-place breakdown and
+closes it on the plain step's host time of the same round.
+
+The seed's hypotheses are graded two-sided against the seed's numbers: ``holds`` inside the seed's
+range, ``higher`` or ``lower`` outside it, always with the measured spread.
 """
 
 from __future__ import annotations
 
-import gc
 import re
 import statistics
 from pathlib import Path
 
-from . import profiler_timeline as pt
-from . import thunder_breakdown as tb
-from . import timing
-from .executors import describe
+from . import harness, profiler_timeline, thunder_breakdown, timing
+from .harness import Prepared, Rounds, describe
+from .metrics import Stat
+from .tables import number
 
-NOTEBOOK = "05_host_overhead"
 STEP_PROFILES = 3  # profiled steps per executor; the median one (by host time) is drawn and saved
 GRAPH_PAIRS = (("torch.compile:reduce-overhead", "torch.compile"), ("thunder:cudagraphs", "thunder"),
                ("thunder.compile:reduce-overhead", "thunder.compile"))
-REGION_KINDS = ("nvFusion", "TorchCompile", "CUDAGraph")
-# The seed's hypotheses and the thresholds at which this notebook calls them confirmed here.
-SEED_STARTUP_US = 250.0       # Thunder's extra time before its first kernel; holds at >= half of it
-SEED_NVFUSER_US_PER_KERNEL = (20.0, 30.0)  # holds when the median is >= the lower bound
-GRAPHS_CURE = 0.8             # graphs "cure" when the wall time with them is <= 80% of without
-REMAINDER = "remainder (not in any measured part)"
+# The seed's hypotheses as ranges: a measured median inside holds, outside is higher or lower.
+SEED_STARTUP_US = (200.0, 300.0)  # "~250 µs of start-up time" per step
+SEED_NVFUSER_US_PER_KERNEL = (20.0, 30.0)  # "around 20 to 30 us per kernel"
+GRAPHS_CURE = 0.8  # graphs "cure" when the wall with them is <= 80% of without, within rounds
+CLOSES = 10.0  # % of the plain step's host time the in-place parts may leave unexplained
+STEP_COLUMNS = ["executor", "wall_ms", "host_ms", "kernel_ms", "kernels_per_step", "gpu_busy_pct", "host_bound",
+                "allocated_mib", "reserved_mib", "status", "reason"]
 
 
-# Column names of the raw rows -> table headers with units.
-UNITS = {"us": "µs", "iqr_us": "IQR (µs)", "host_us": "host (µs)", "host_iqr_us": "host IQR (µs)",
-         "kernel_us": "kernel time (µs)", "host_us_per_kernel": "host µs per kernel"}
-
-
-def frame(rows: list[dict], columns: list[str] | None = None):
-    """``display.frame`` with unit-bearing headers."""
-    from .display import frame as plain
-
-    return plain(rows, columns).rename(columns=UNITS)
-
-
-def safe_name(name: str) -> str:
-    """A file-name-safe form of an executor name: torch.compile:reduce-overhead -> torch.compile_reduce-overhead."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
-
-
-def trace_file(output_dir: str, executor: str) -> Path:
-    return Path(output_dir) / f"{NOTEBOOK}.{safe_name(executor)}.trace.json.gz"
-
-
-class MemoryLedger:
-    """GPU memory (MiB, allocated and reserved) after each executor's warm-up, and its increase from
-    just before that executor was built (the previous one released). None on a CPU."""
-
-    def __init__(self, device: str):
-        self.device = device
-        self.before = self.read()
-
-    def read(self) -> dict | None:
-        if not self.device.startswith("cuda"):
-            return None
-        import torch
-
-        return {"allocated_MiB": torch.cuda.memory_allocated(self.device) / 2**20,
-                "reserved_MiB": torch.cuda.memory_reserved(self.device) / 2**20}
-
-    def after_warm_up(self) -> dict:
-        now = self.read()
-        if now is None:
-            return {"reason": "GPU memory needs a CUDA device"}
-        return {**now, **{f"{k} increase": now[k] - self.before[k] for k in now}}
-
-    def release(self, p) -> dict:
-        """Drop the executor's callable and output; what the allocator holds afterwards."""
-        p.fn = p.output = None
-        gc.collect()
-        self.before = self.read()
-        return self.before or {}
-
-
-def _guarded(measure):
-    """A Thunder-only measurement that cannot take the executor's row down: an error is its reason."""
-    def run(p):
-        try:
-            return measure(p)
-        except Exception as e:  # an API the installed thunder lacks is a reason in this part's rows
-            return {"error": describe(e)}
-    return run
+def trace_file(output_dir: str, notebook: str, executor: str) -> Path:
+    """Where a profiled step's Chrome trace is saved: ``<notebook>.<executor>.chrome-trace.json.gz``."""
+    return Path(output_dir) / f"{notebook}.{re.sub(r'[^A-Za-z0-9_.-]+', '_', executor)}.chrome-trace.json.gz"
 
 
 def step_timeline(fn, kwargs: dict, device: str, path: Path) -> dict:
     """``STEP_PROFILES`` steps under the profiler; metrics of each, the median step (by host time)
-    drawn and saved to ``path`` as a Chrome trace."""
-    trace = pt.profile_calls([("step", lambda: fn(**kwargs))], device, STEP_PROFILES)
-    steps = [w for w in pt.windows(pt.spans_from_chrome(trace)) if w.label == "step"]
-    metrics = [pt.window_metrics(w) for w in steps]
+    drawn and saved to ``path`` as a Chrome trace. Profiled numbers: the profiler adds its own host
+    cost, so they are compared with each other, never with the unprofiled host time."""
+    trace = profiler_timeline.profile_calls([("step", lambda: fn(**kwargs))], device, STEP_PROFILES)
+    steps = [w for w in profiler_timeline.windows(profiler_timeline.spans_from_chrome(trace)) if w.label == "step"]
+    metrics = [profiler_timeline.window_metrics(w) for w in steps]
     median = sorted(range(len(steps)), key=lambda i: metrics[i]["host_us"])[len(steps) // 2]
     path.parent.mkdir(parents=True, exist_ok=True)
-    pt.write_trace(trace, steps[median], path)
-    return {"trace": path.name, "steps": metrics, "step": metrics[median], "rows": pt.timeline_rows(steps[median]),
-            "host_us": timing.stats([m["host_us"] for m in metrics])}
+    profiler_timeline.write_chrome_trace(trace, steps[median], path)
+    return {"file": path.name, "steps": metrics, "step": metrics[median],
+            "rows": profiler_timeline.timeline_rows(steps[median])}
 
 
-def regions(fn, kwargs: dict, device: str, calls: int) -> list[dict]:
-    """Every call of the computation function run alone (``thunder_breakdown``), and for each nvFuser
-    region also its ``FusionDefinition.execute`` alone."""
-    recorded = tb.record_calls(fn, kwargs)
-    return tb.measure_calls(recorded + [x for c in recorded if (x := tb.execute_only(c))], device, calls)
+def memory_held(before: dict, after: dict) -> dict:
+    """MiB an executor holds (after its warm-up, less before it was built, both from an emptied
+    allocator cache); a negative difference is no measurement (something else was freed meanwhile)."""
+    if not before or not after:
+        return {"reason": "GPU memory needs a CUDA device"}
+    held = {k: after[k] - before[k] for k in after}
+    if any(v < 0 for v in held.values()):
+        return {"reason": "not measurable: memory was released while this executor was built "
+                          f"({', '.join(f'{k} {number(v)}' for k, v in held.items())})"}
+    return held
 
 
-def methods(kwargs: dict, params, ledger: MemoryLedger) -> dict:
-    """The per-executor methods for ``executor_timing.build_and_measure``, in the order they run."""
-    device, calls = params.device, params.iters
+def plan(kwargs: dict, params, reference_logits, notebook: str) -> harness.Plan:
+    """The per-executor measurements, in order, right after its first call (module docstring)."""
+    device = params.device
+    before = {"reading": harness.memory(device, empty=True)}  # the first executor's memory counts from here
 
-    def thunder_only(measure, applies, part):
-        return _guarded(lambda p: measure(p) if applies(p.fn) else {"reason": tb.not_jit_reason(p.executor.name, part)})
+    def thunder_alone(p: Prepared):
+        if thunder_breakdown.jit_parts(p.fn) is None:
+            return {"reason": thunder_breakdown.not_jit_reason(p.name, "regions")}
+        try:
+            return {"rows": thunder_breakdown.alone(p.fn, kwargs, device, params.iters)}
+        except Exception as e:  # an API the installed thunder lacks is a reason in this part's rows
+            return {"reason": describe(e)}
+
+    def memory_after(p: Prepared):
+        return memory_held(before.get("reading", {}), harness.memory(device, empty=True))
 
     return {
+        "output": lambda p: harness.check_output(p, reference_logits, params.dtype, params.layers),
         "warm-up": lambda p: timing.warm_up(p.fn, kwargs, params.warmup),
-        "memory": lambda p: ledger.after_warm_up(),
-        "host": lambda p: timing.host_submit(p.fn, kwargs, device, calls),
-        "wall": lambda p: timing.event_timer(p.fn, kwargs, device, 0, calls, params.repeats),
-        "timeline": lambda p: step_timeline(p.fn, kwargs, device, trace_file(params.output_dir, p.executor.name)),
-        "phases": thunder_only(lambda p: {"rows": tb.phases(p.fn, kwargs, device, calls)}, tb.thunder_functions, "phases"),
-        "regions": thunder_only(lambda p: {"rows": regions(p.fn, kwargs, device, calls)}, tb.jit_parts,
-                                "regions (thunderfx: each Dynamo graph's inputs are not recorded)"),
-        "release": ledger.release,
+        "memory": memory_after,
+        "timeline": lambda p: step_timeline(p.fn, kwargs, device, trace_file(params.output_dir, notebook, p.name)),
+        "alone": lambda p: thunder_alone(p) if p.executor.needs_thunder else None,
+        "memory baseline of the next executor": lambda p: before.update(reading=harness.memory(device, empty=True)),
     }
 
 
-def closure(total_us: float, parts: list[tuple[str, float, str]]) -> list[dict]:
-    """Parts (name, µs, method) against the total, and the remainder as its own part: the parts and
-    the remainder add up to the total (negative remainder: the parts alone took longer than in the step)."""
-    rows = [{"part": name, "us": us, "method": method} for name, us, method in parts]
-    rows.append({"part": REMAINDER, "us": total_us - sum(us for _, us, _ in parts),
-                 "method": "the step's host time minus the sum of the parts"})
-    for r in rows:
-        r["share of host time (%)"] = 100 * r["us"] / total_us if total_us else None
-    return rows
-
-
-def closure_parts(m: dict) -> tuple[float, str, list[tuple[str, float, str]]] | None:
-    """Total and parts of one executor's closure. Thunder (phases and regions measured): total = host
-    time of the step; parts = cache lookup + prologue, regions by kind, ops outside fusions, bookkeeping
-    calls and the epilogue, each run alone, and the computation function's own Python (the function
-    alone less its calls alone; only when every call ran alone). Others: total = the profiled step's host
-    time; parts = the top-level profiler events inside it (torch ops, annotated regions, CUDA runtime calls)."""
-    phases, calls = (m.get("phases") or {}).get("rows"), (m.get("regions") or {}).get("rows")
-    if phases and calls is not None:
-        alone = {r["phase"]: r["us"] for r in phases if r["method"].startswith("alone")}
-        method = "run alone on recorded inputs, perf_counter"
-        parts = [("cache lookup + prologue", alone["cache lookup + prologue"], method)]
-        for kind in (*REGION_KINDS, "op", "bookkeeping"):
-            us = [r["host_us"] for r in calls if r["kind"] == kind and "host_us" in r]
-            if us:
-                label = f"{kind} regions" if kind in REGION_KINDS else {"op": "ops outside fusions", "bookkeeping": "bookkeeping calls"}[kind]
-                parts.append((f"{label} ({len(us)} calls)", sum(us), method))
-        if "computation function" in alone and all("host_us" in r for r in calls if not r["kind"].startswith("nvFuser execute")):
-            inside = sum(us for name, us, _ in parts[1:])
-            parts.append(("computation function's own Python (dels, unpacking, returns)", alone["computation function"] - inside,
-                          "derived: computation function alone - its calls alone"))
-        if "epilogue" in alone:
-            parts.append(("epilogue", alone["epilogue"], method))
-        return m["host"]["median"] * 1e3, "host time of the step (median, perf_counter)", parts
-    step = (m.get("timeline") or {}).get("step")
-    if not step:
-        return None
-    method = "torch.profiler: top-level events inside the profiled step"
-    return step["host_us"], "host time of the profiled step (torch.profiler)", [("torch ops", step["host_in_ops_us"], method),
-                             ("annotated regions", step["host_in_annotations_us"], method),
-                             ("CUDA runtime calls", step["host_in_runtime_us"], method)]
-
-
-def closures(measured: dict[str, dict]) -> dict[str, dict]:
-    """Per executor with a closure: its total (µs), what the total is, and the closure's rows."""
-    return {name: {"total_us": cp[0], "total": cp[1], "rows": closure(cp[0], cp[2])}
-            for name, m in measured.items() if (cp := closure_parts(m))}
-
-
-def closure_long(closed: dict[str, dict]) -> list[dict]:
-    return [{"executor": name, "total (µs)": c["total_us"], "total": c["total"], **r}
-            for name, c in closed.items() for r in c["rows"]]
-
-
-def nvfusion_us_per_kernel(m: dict) -> float | None:
-    """Median host µs per kernel over the nvFusion regions run alone."""
-    xs = [r["host_us_per_kernel"] for r in (m.get("regions") or {}).get("rows") or []
-          if r["kind"] == "nvFusion" and r.get("host_us_per_kernel")]
-    return statistics.median(xs) if xs else None
-
-
-def summary_rows(prepared: dict, measured: dict[str, dict], closed: dict[str, dict], device: str) -> list[dict]:
-    """One row per executor: host and wall time, the profiled step's timeline metrics, the largest part
-    of its closure and the remainder; partial when a Thunder part could not be measured."""
-    rows = []
+def probes(prepared: dict[str, Prepared], kwargs: dict, calls: int) -> tuple[dict, dict, dict]:
+    """For every Thunder configuration that can be instrumented: its ``InSitu`` and a probe for the
+    rounds; for the others, the reason. Returns (probes by executor, InSitu by executor, reasons)."""
+    out, insitu, reasons = {}, {}, {}
     for name, p in prepared.items():
-        m = measured.get(name) or {}
-        step = (m.get("timeline") or {}).get("step") or {}
-        wall, host = m.get("wall"), m.get("host")
-        parts = (closed.get(name) or {}).get("rows") or []
-        named = [r for r in parts if r["part"] != REMAINDER]
-        largest = max(named, key=lambda r: r["us"]) if named else None
-        remainder = parts[-1] if parts else None
-        errors = [f"{k}: {m[k]['error']}" for k in ("phases", "regions") if (m.get(k) or {}).get("error")]
-        no_kernels = bool(step) and step.get("first_kernel_us") is None
-        reasons = [p.reason] + errors + ([("kernel metrics need CUDA" if not device.startswith("cuda")
-                                           else "no kernels in the profiled step")] if no_kernels else [])
-        rows.append({
-            "executor": name, "label": p.executor.label,
-            "status": "partial" if p.ok and errors else p.status,
-            "host (µs/step)": host["median"] * 1e3 if host else None,
-            "wall (µs/step)": wall["median"] * 1e3 if wall else None,
-            "wall IQR (%)": wall["rel_spread"] * 100 if wall else None,
-            "kernels/step": step.get("kernels") if step.get("first_kernel_us") is not None else None,
-            "kernel time (µs/step)": step.get("kernel_us") if step.get("first_kernel_us") is not None else None,
-            "call to first kernel (µs)": step.get("first_kernel_us"),
-            "GPU idle in step (µs)": step.get("gpu_idle_us"),
-            "host after last launch (µs)": step.get("host_tail_us"),
-            "largest part": f"{largest['part']} ({largest['us']:.3g} µs)" if largest else None,
-            "remainder (µs)": remainder["us"] if remainder else None,
-            "remainder (% of host)": remainder["share of host time (%)"] if remainder else None,
-            "nvFusion host µs/kernel (median)": nvfusion_us_per_kernel(m),
-            "trace": (m.get("timeline") or {}).get("trace"),
-            "reason": "; ".join(r for r in reasons if r) or None,
-        })
+        if not (p.ok and p.executor.needs_thunder):
+            continue
+        ins, why = thunder_breakdown.insitu_probe(p, kwargs, calls)
+        if ins is None:
+            reasons[name] = why
+            continue
+        insitu[name] = ins
+        out[name] = {"insitu": lambda ins=ins: ins.block(calls)}
+    return out, insitu, reasons
+
+
+def breakdowns(insitu: dict, timed: Rounds) -> dict[str, dict]:
+    """Per instrumented configuration, the in-place breakdown over the rounds (``summarize``)."""
+    return {n: thunder_breakdown.summarize(ins, timed.timed[n].probes.get("insitu") or [], timed.timed[n].host_ms)
+            for n, ins in insitu.items() if n in timed.timed}
+
+
+def step_row(p: Prepared, measured: dict, timed: Rounds) -> dict:
+    """One executor's steady-state step: wall and host time (same rounds), kernels and kernel time
+    (the profiled step), GPU busy and host-bound, the memory it holds."""
+    t = timed.timed.get(p.name)
+    wall, host = (t.wall, t.host) if t else (None, None)
+    step = ((measured.get("timeline") or {}).get("step") or {})
+    kernel_ms = step["kernel_us"] / 1e3 if step.get("kernels") else None
+    memory = measured.get("memory") or {}
+    out = p.row(**(wall.flat("wall_ms") if wall else {"wall_ms": None}),
+                **(host.flat("host_ms") if host else {"host_ms": None}),
+                kernel_ms=kernel_ms, kernels_per_step=step.get("kernels") or None,
+                allocated_mib=memory.get("allocated_mib"), reserved_mib=memory.get("reserved_mib"))
+    busy = 100 * kernel_ms / out["wall_ms"] if kernel_ms is not None and out["wall_ms"] else None
+    out.update(gpu_busy_pct=busy, host_bound=None if busy is None else busy < 50.0)
+    if memory.get("reason") and p.ok:
+        out["notes"] = "; ".join(filter(None, (out["notes"], f"memory: {memory['reason']}")))
+    return out
+
+
+def timeline_row(name: str, measured: dict) -> dict | None:
+    """The profiled step's metrics: host time under the profiler, its top-level host split, call to
+    first kernel, GPU idle, host after the last launch."""
+    t = measured.get("timeline")
+    if not t:
+        return None
+    s = t["step"]
+    return {"executor": name, "profiled_host_us": s["host_us"], "in_torch_ops_us": s["host_in_ops_us"],
+            "in_annotated_regions_us": s["host_in_annotations_us"], "in_cuda_runtime_us": s["host_in_runtime_us"],
+            "call_to_first_kernel_us": s["first_kernel_us"], "gpu_idle_us": s["gpu_idle_us"],
+            "host_after_last_launch_us": s["host_tail_us"], "chrome_trace": t["file"]}
+
+
+def phase_rows(broken: dict[str, dict]) -> list[dict]:
+    """Per configuration and phase of the call: in-place µs (median and quartiles over the rounds)."""
+    return [{"executor": n, "phase": phase, **Stat(**{k: v[k] for k in Stat.__dataclass_fields__}).flat("us")}
+            for n, b in broken.items() if "phases" in b for phase, v in b["phases"].items()]
+
+
+def kind_label(kind: str) -> str:
+    return {"op": "ops outside fusions", "glue": "glue (dels, unpacking, return)", "bookkeeping": "bookkeeping calls"
+            }.get(kind, f"{kind} regions")
+
+
+def closure_rows(broken: dict[str, dict]) -> list[dict]:
+    """Per configuration: the in-place parts of one call (phases around the computation, and the
+    computation's statements by kind), the corrected instrumented call, the plain step's host time
+    of the same rounds, and the remainder (plain - instrumented, % of plain; median over rounds)."""
+    rows = []
+    for n, b in broken.items():
+        if "phases" not in b:
+            continue
+        for phase, v in b["phases"].items():
+            if phase != "statements":
+                rows.append({"executor": n, "part": phase, "us": v["median"]})
+        for kind, v in b["kinds"].items():
+            rows.append({"executor": n, "part": kind_label(kind), "us": v["median"]})
+        rem = b["remainder_pct"] or {}
+        rows.append({"executor": n, "part": "remainder (plain step - instrumented call)",
+                     "us": b["plain_host_us"]["median"] - b["call_us"]["median"], "remainder_pct": rem.get("median")})
     return rows
 
 
-def thunder_rows(measured: dict[str, dict], key: str) -> list[dict]:
-    """The phases (``key="phases"``) or region calls (``"regions"``) of every Thunder configuration, one
-    table; a configuration whose part failed or does not apply is one row with its reason."""
+def region_rows(broken: dict[str, dict], measured: dict[str, dict]) -> list[dict]:
+    """Every region and op of each configuration: in place (µs per call, quartiles over rounds), alone
+    from an idle GPU (the cross-check), kernels it launches (profiled alone) and in-place µs per kernel."""
     out = []
-    for name, m in measured.items():
-        part = m.get(key) or {}
-        if "rows" in part:
-            out += [{"executor": name, **r} for r in part["rows"]]
-        elif part:
-            out.append({"executor": name, "reason": part.get("error") or part.get("reason")})
+    for n, b in broken.items():
+        alone = [r for r in ((measured.get(n) or {}).get("alone") or {}).get("rows") or [] if r["kind"] != "nvFuser execute"]
+        matched = iter(alone)
+        pending = next(matched, None)
+        for s in b.get("statements", []):
+            if s["kind"] == "glue":
+                continue
+            a = pending if pending and pending["call"] == s["name"] else None
+            if a is not None:
+                pending = next(matched, None)
+            kernels = (a or {}).get("kernels")
+            out.append({"executor": n, "statement": s["index"], "call": s["name"], "kind": s["kind"],
+                        "in_place_us": s["median"], "in_place_q1_us": s["q1"], "in_place_q3_us": s["q3"],
+                        "alone_us": (a or {}).get("alone_us"), "kernels": kernels,
+                        "in_place_us_per_kernel": s["median"] / kernels if kernels else None,
+                        "alone_us_per_kernel": a["alone_us"] / kernels if kernels and a.get("alone_us") is not None else None})
     return out
 
 
-def region_summary(measured: dict[str, dict]) -> list[dict]:
-    """Per Thunder configuration and kind of call: calls, host µs, kernels, device µs, host µs per kernel."""
-    out = []
-    for name, m in measured.items():
-        calls = [r for r in (m.get("regions") or {}).get("rows") or [] if "host_us" in r]
-        for kind in dict.fromkeys(r["kind"] for r in calls):
-            rs = [r for r in calls if r["kind"] == kind]
-            kernels = sum(r.get("kernels") or 0 for r in rs) if any("kernels" in r for r in rs) else None
-            host = sum(r["host_us"] for r in rs)
-            out.append({"executor": name, "kind": kind, "calls": len(rs), "host (µs)": host, "kernels": kernels,
-                        "kernel time (µs)": sum(r.get("kernel_us") or 0 for r in rs) if kernels is not None else None,
-                        "host µs per kernel": host / kernels if kernels else None})
-    return out
+def nvfusion_per_kernel(broken: dict[str, dict], regions: list[dict], name: str) -> Stat | None:
+    """In-place host µs per kernel over all nvFusion regions of ``name``, per round (total nvFusion µs
+    over total nvFusion kernels), as a statistic over the rounds."""
+    kernels = sum(r["kernels"] or 0 for r in regions if r["executor"] == name and r["kind"] == "nvFusion")
+    per_block = (broken.get(name) or {}).get("kinds_per_block", {}).get("nvFusion")
+    return Stat.of(us / kernels for us in per_block) if kernels and per_block else None
 
 
-def graph_rows(prepared: dict, measured: dict[str, dict], summary: list[dict]) -> list[dict]:
-    """Each CUDA-graph variant against the same executor without graphs: host and wall time per step,
-    what the graphs remove, and the GPU memory each holds after warm-up."""
-    by_name = {r["executor"]: r for r in summary}
+def grade(value: float, band: tuple[float, float]) -> str:
+    """``holds`` inside the seed's range, ``higher`` or ``lower`` outside it."""
+    return "lower" if value < band[0] else "higher" if value > band[1] else "holds"
+
+
+def graph_rows(step: list[dict], timed: Rounds) -> list[dict]:
+    """Each CUDA-graph variant against the same executor without graphs, in the same rounds: wall and
+    host time, the within-round ratio of the walls, and the memory each holds."""
+    by = {r["executor"]: r for r in step}
     rows = []
     for graphs, plain in GRAPH_PAIRS:
-        row = {"with graphs": graphs, "without": plain}
-        missing = [n for n in (graphs, plain) if n not in prepared]
-        if missing:
-            rows.append({**row, "reason": f"not in this run's executors: {', '.join(missing)}"})
+        if graphs not in by or plain not in by:
             continue
-        g, b = by_name[graphs], by_name[plain]
-        for col, key in (("host", "host (µs/step)"), ("wall", "wall (µs/step)")):
-            row[f"{col} with (µs)"], row[f"{col} without (µs)"] = g[key], b[key]
-            row[f"{col} removed (%)"] = 100 * (1 - g[key] / b[key]) if g[key] and b[key] else None
-        for n, side in ((graphs, "with"), (plain, "without")):
-            mem = (measured.get(n) or {}).get("memory") or {}
-            row[f"allocated {side} (MiB)"] = mem.get("allocated_MiB increase")
-            row[f"reserved {side} (MiB)"] = mem.get("reserved_MiB increase")
-        reasons = [f"{n}: {by_name[n]['reason']}" for n in (graphs, plain) if by_name[n]["status"] != "ok" and by_name[n]["reason"]]
-        rows.append({**row, "reason": "; ".join(reasons) or None})
+        g, b = by[graphs], by[plain]
+        ratio = timed.ratio(graphs, plain)
+        host_ratio = timed.ratio(graphs, plain, "host_ms")
+        reason = "; ".join(f"{r['executor']}: {r['reason']}" for r in (g, b) if r["status"] != "ok" and r["reason"])
+        rows.append({"with_graphs": graphs, "without": plain, "wall_with_ms": g["wall_ms"], "wall_without_ms": b["wall_ms"],
+                     "wall_ratio_x": ratio and ratio.median, "wall_ratio_q1_x": ratio and ratio.q1,
+                     "wall_ratio_q3_x": ratio and ratio.q3, "host_with_ms": g["host_ms"], "host_without_ms": b["host_ms"],
+                     "host_removed_pct": 100 * (1 - host_ratio.median) if host_ratio else None,
+                     "allocated_with_mib": g["allocated_mib"], "allocated_without_mib": b["allocated_mib"],
+                     "reserved_with_mib": g["reserved_mib"], "reserved_without_mib": b["reserved_mib"],
+                     "reason": reason or None})
     return rows
 
 
-def _fmt(us: float | None) -> str:
-    if us is None:
-        return "n/a"
-    return f"{us / 1e3:.3g} ms" if abs(us) >= 1e3 else f"{us:.3g} µs"
+def _us(value: float | None) -> str:
+    return "n/a" if value is None else f"{number(value / 1e3)} ms" if abs(value) >= 1e3 else f"{number(value)} µs"
 
 
-def conclusion(summary: list[dict], closed: dict[str, dict], graphs: list[dict], device: str) -> list[str]:
-    """Generated sentences: the largest contributors per executor, then each seed hypothesis with the
-    numbers that decide it here (or why this run cannot)."""
-    ok = {r["executor"]: r for r in summary if r["status"] in ("ok", "partial") and r["host (µs/step)"] is not None}
+def _spread(s: Stat | dict) -> str:
+    q1, q3 = (s.q1, s.q3) if isinstance(s, Stat) else (s["q1"], s["q3"])
+    return f"IQR {_us(q1)}-{_us(q3)}"
+
+
+def closure_text(broken: dict[str, dict]) -> list[str]:
+    """Per instrumented configuration: its largest in-place parts and whether they close on the step."""
     out = []
-    for name in ok:
-        if name in closed:
-            c = closed[name]
-            parts = sorted(c["rows"], key=lambda x: -x["us"])[:2]
-            remainder = c["rows"][-1]["share of host time (%)"]
-            caveat = (f" The parts alone add up to more than the step (remainder {remainder:.0f}%): timed alone they do not "
-                      "repeat their times inside the step on this machine." if remainder is not None and remainder < -20 else "")
-            out.append(f"{name}: {c['total']} {_fmt(c['total_us'])}; largest: "
-                       + ", ".join(f"{x['part']} {_fmt(x['us'])} ({x['share of host time (%)']:.0f}%)" for x in parts) + "." + caveat)
-    cuda = device.startswith("cuda")
-    thunders = [n for n in ok if n.startswith("thunder") and ok[n]["call to first kernel (µs)"] is not None]
-    if not cuda:
-        out.append("Fixed start-up before the first kernel (seed: ~250 µs): needs CUDA (no kernels on a CPU).")
-    elif "eager" in ok and ok["eager"]["call to first kernel (µs)"] is not None and thunders:
-        base = ok["eager"]["call to first kernel (µs)"]
-        extra = {n: ok[n]["call to first kernel (µs)"] - base for n in thunders}
-        decider = "thunder" if "thunder" in extra else max(extra, key=extra.get)  # the seed's configuration first
-        verdict = "holds" if extra[decider] >= SEED_STARTUP_US / 2 else "does not hold"
-        out.append(f"Fixed start-up (seed: ~{SEED_STARTUP_US:.0f} µs before the first kernel) {verdict} here: "
-                   f"eager's first kernel starts {_fmt(base)} after the call; Thunder configurations start later by "
-                   + ", ".join(f"{n} {_fmt(v)}" for n, v in extra.items()) + f" (decided on {decider}: holds at >= half the seed's value).")
-    else:
-        out.append("Fixed start-up: not decided (needs eager and a Thunder configuration with kernels).")
-    per_kernel = {n: r["nvFusion host µs/kernel (median)"] for n, r in ok.items() if r["nvFusion host µs/kernel (median)"]}
-    if per_kernel:
-        med = statistics.median(per_kernel.values())
-        verdict = "holds" if med >= SEED_NVFUSER_US_PER_KERNEL[0] else "does not hold (lower here)"
-        out.append(f"nvFuser host latency per kernel (seed: 20-30 µs) {verdict}: {_fmt(med)} of host time per kernel, "
-                   "the median over the configurations with nvFusion regions of each one's median over its regions "
-                   "run alone (" + ", ".join(f"{n} {_fmt(v)}" for n, v in per_kernel.items()) + ").")
-    else:
-        out.append("nvFuser host latency per kernel (seed: 20-30 µs): " + ("needs CUDA and nvFuser." if not cuda
-                                                                           else "no nvFusion region was measured."))
-    cures = [g for g in graphs if g.get("wall removed (%)") is not None]
-    if cures:
-        out.append("CUDA graphs as the cure: " + "; ".join(
-            f"{g['with graphs']} removes {g['host removed (%)']:.0f}% of the host time and {g['wall removed (%)']:.0f}% of the wall time of {g['without']} "
-            f"({'holds' if g['wall with (µs)'] <= GRAPHS_CURE * g['wall without (µs)'] else 'does not hold'})" for g in cures)
-            + f" (holds at a wall time <= {GRAPHS_CURE:.0%} of without).")
-    else:
-        out.append("CUDA graphs as the cure: " + ("needs CUDA." if not cuda else "no graph variant ran beside its baseline."))
+    for n, b in broken.items():
+        if "phases" not in b:
+            out.append(f"{n}: no in-place breakdown ({b.get('reason')}).")
+            continue
+        parts = {**{k: v["median"] for k, v in b["phases"].items() if k != "statements"},
+                 **{kind_label(k): v["median"] for k, v in b["kinds"].items()}}
+        top = sorted(parts.items(), key=lambda kv: -kv[1])[:3]
+        rem = (b["remainder_pct"] or {}).get("median")
+        verdict = ("close" if rem is not None and abs(rem) <= CLOSES else "do not close")
+        out.append(f"{n}: host {_us(b['plain_host_us']['median'])} per step; largest in-place parts "
+                   + ", ".join(f"{k} {_us(v)}" for k, v in top)
+                   + f". The in-place parts {verdict} on the plain step of the same rounds "
+                   f"(remainder {number(rem)}% of it, median over {b['blocks']} rounds; within ±{CLOSES:.0f}% closes).")
     return out
 
 
-def closure_figure(closed: dict[str, dict]):
-    """Stacked bars: each executor's host time split into its measured parts and the remainder."""
+def startup_text(broken: dict[str, dict], timelines: dict[str, dict], device: str) -> str:
+    """The seed's ~250 µs start-up per step, graded on Thunder's in-place time before its computation's
+    first statement, with the profiled call-to-first-kernel against eager's as a cross-check."""
+    name = "thunder" if "thunder" in broken and "startup_us" in broken["thunder"] else \
+        next((n for n, b in broken.items() if "startup_us" in b), None)
+    if name is None:
+        return "Start-up per step (seed: ~250 µs): no Thunder configuration was taken apart in place here."
+    s = broken[name]["startup_us"]
+    lo, hi = SEED_STARTUP_US
+    text = (f"Start-up per step (seed: ~250 µs, read as {lo:.0f}-{hi:.0f} µs): {grade(s['median'], SEED_STARTUP_US)} "
+            f"for {name}: {_us(s['median'])} in place before the computation's first statement ({_spread(s)}; "
+            "call entry, cache info, cache search, prologue, bookkeeping).")
+    eager, here = ((timelines.get(n) or {}).get("call_to_first_kernel_us") for n in ("eager", name))
+    if device.startswith("cuda") and eager is not None and here is not None:
+        text += (f" Profiled cross-check: its first kernel starts {_us(here)} after the call, eager's {_us(eager)} "
+                 "(under the profiler, which adds its own host cost).")
+    return text
+
+
+def per_kernel_text(broken: dict[str, dict], regions: list[dict], device: str) -> str:
+    """The seed's 20-30 µs of nvFuser host time per kernel, graded on nvFusion regions in place, with
+    the same regions run alone beside it."""
+    lo, hi = SEED_NVFUSER_US_PER_KERNEL
+    parts = []
+    for n in broken:
+        s = nvfusion_per_kernel(broken, regions, n)
+        if s is None:
+            continue
+        alone = [r["alone_us_per_kernel"] for r in regions if r["executor"] == n and r["kind"] == "nvFusion"
+                 and r["alone_us_per_kernel"] is not None]
+        parts.append(f"{n} {grade(s.median, SEED_NVFUSER_US_PER_KERNEL)}: {_us(s.median)} per kernel in place "
+                     f"({_spread(s)} over rounds)" + (f", {_us(statistics.median(alone))} run alone from an idle GPU "
+                                                      "(median over regions)" if alone else ""))
+    if not parts:
+        return (f"nvFuser host time per kernel (seed: {lo:.0f}-{hi:.0f} µs): "
+                + ("needs CUDA and nvFuser." if not device.startswith("cuda") else "no nvFusion region was measured."))
+    return f"nvFuser host time per kernel (seed: {lo:.0f}-{hi:.0f} µs): " + "; ".join(parts) + "."
+
+
+def graphs_text(graphs: list[dict], timed: Rounds, device: str) -> str:
+    cures = [g for g in graphs if g["wall_ratio_x"] is not None]
+    if not cures:
+        return "CUDA graphs as the cure: " + ("needs CUDA." if not device.startswith("cuda")
+                                               else "no graph variant ran beside its baseline.")
+    parts = [f"{g['with_graphs']} runs at x{number(g['wall_ratio_x'])} the wall of {g['without']} "
+             f"(within rounds, IQR x{number(g['wall_ratio_q1_x'])}-x{number(g['wall_ratio_q3_x'])}; removes "
+             f"{number(g['host_removed_pct'])}% of its host time): "
+             f"{'holds' if g['wall_ratio_x'] <= GRAPHS_CURE else 'does not hold'}"
+             + harness.host_moved_note(timed, 1 - g["wall_ratio_x"]) for g in cures]
+    return "CUDA graphs as the cure (holds at a wall <= " + f"{GRAPHS_CURE:.0%} of without): " + "; ".join(parts) + "."
+
+
+def findings(broken, timelines, regions, graphs, timed: Rounds, device: str) -> list[str]:
+    return [*closure_text(broken), startup_text(broken, timelines, device), per_kernel_text(broken, regions, device),
+            graphs_text(graphs, timed, device)]
+
+
+def closure_figure(rows: list[dict]):
+    """Stacked bars: each configuration's in-place host time per step, by part, and the remainder."""
     import plotly.express as px
 
-    fig = px.bar(closure_long(closed), x="executor", y="us", color="part", hover_data=["method", "share of host time (%)"],
-                 title="Host time per step: measured parts and the remainder", labels={"us": "µs per step"})
+    fig = px.bar(rows, x="executor", y="us", color="part", title="Host time per step, taken apart in place",
+                 labels={"us": "µs per step"})
     fig.update_layout(barmode="relative")
     return fig
 
 
-def trace_href(trace: str, output_dir_given: bool, output_dir: str) -> str:
-    """Relative link to a saved trace: under the runner (``output_dir`` given) the executed notebook and
-    its HTML sit in the output folder beside the trace; in JupyterLab (``output_dir`` left empty) the
-    notebook sits in the working directory."""
+def trace_href(file: str, output_dir_given: bool, output_dir: str) -> str:
+    """Relative link to a saved Chrome trace: under the runner (``output_dir`` given) the executed
+    notebook sits beside it; in JupyterLab (``output_dir`` left empty) in the working directory."""
     import os
 
-    return trace if output_dir_given else os.path.relpath(Path(output_dir) / trace, Path.cwd())
+    return file if output_dir_given else os.path.relpath(Path(output_dir) / file, Path.cwd())

@@ -17,9 +17,9 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from . import executors as registry, timing
+from . import registry, timing
 from .model import compare_to_eager
-from .params import Params
+from .parameters import Params
 from .reference import SEED_SINGLE_ADD_H100
 
 PROFILE_STEPS = 5  # profiled calls per row: kernels per call is exact, so a few suffice

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from . import timing
-from .params import Params
+from .parameters import Params
 
 # Verbatim from the seed (test_networks::testhf_llama in lightning-thunder).
 LLAMA_3_2_1B_CFG = {

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 from . import results
-from .params import REPO_ROOT, short
+from .parameters import REPO_ROOT, short
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 
@@ -25,6 +25,8 @@ class Outcome:
     seconds: float = 0.0
     error: dict | None = None
     files: dict = field(default_factory=dict)
+    gpu: str | None = None  # "cpu", or the GPU as CUDA_VISIBLE_DEVICES names it (runner.py --gpus)
+    cpus: list[int] | None = None  # the CPU cores its kernel was pinned to, side by side
     started: float | None = None  # time.perf_counter() when it started, for the seconds of a cut one
 
 
@@ -185,17 +187,33 @@ def to_html(executed: Path) -> Path:
     """nbconvert's HTML (lab template) beside the executed notebook; its plotly figures are drawn by
     the run folder's shared ``plotly.packed.js`` and it links the shared ``notebook.css`` (both written
     there if missing)."""
-    import jinja2
     import nbformat
-    from nbconvert import HTMLExporter
 
     from . import html_assets
 
     nb = nbformat.read(executed, as_version=4)
     html_assets.plotly_outputs_to_html(nb)
-    exporter = HTMLExporter(template_name="lab", template_file="latency_lab.html.j2",
-                            extra_loaders=[jinja2.DictLoader({"latency_lab.html.j2": html_assets.NOTEBOOK_TEMPLATE})])
+    exporter = html_exporter()
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": executed.stem}})
-    html_assets.ensure_plotly_js(executed.parent)
-    html_assets.ensure_notebook_css(executed.parent, exporter.environment)
+    write_shared_assets(executed.parent, exporter)
     return results.write_atomic(executed.with_suffix(".html"), body)
+
+
+def html_exporter():
+    """nbconvert's HTML exporter, lab template, with the suite's template over it."""
+    import jinja2
+    from nbconvert import HTMLExporter
+
+    from . import html_assets
+
+    return HTMLExporter(template_name="lab", template_file="latency_lab.html.j2",
+                        extra_loaders=[jinja2.DictLoader({"latency_lab.html.j2": html_assets.NOTEBOOK_TEMPLATE})])
+
+
+def write_shared_assets(folder: Path, exporter=None) -> None:
+    """The run folder's ``plotly.packed.js`` and ``notebook.css``, written if missing (before
+    notebooks run side by side, so that no two of them write one at the same time)."""
+    from . import html_assets
+
+    html_assets.ensure_plotly_js(folder)
+    html_assets.ensure_notebook_css(folder, (exporter or html_exporter()).environment)

@@ -92,7 +92,7 @@ def profile_calls(calls: list[tuple[str, Callable]], device: str, repeat: int) -
         os.unlink(path)
 
 
-def write_trace(trace: dict, w: "Window", path) -> None:
+def write_chrome_trace(trace: dict, w: "Window", path) -> None:
     """Save the part of ``trace`` that covers window ``w`` (its call and its kernels) as a gzipped
     Chrome trace that Perfetto and chrome://tracing open; metadata events are kept."""
     end = max([w.call.end_us] + [s.end_us for s in w.device])

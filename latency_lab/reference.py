@@ -14,7 +14,7 @@ SEED_TIMEIT_L40S = {
 
 SEED_NSIGHT_DGX_H100 = {
     "gpu": "DGX H100", "method": "Nsight Systems",
-    "columns": ("wall_ms", "cpu_overhead_ms", "kernel_ms", "kernels", "overhead_per_kernel_us"),
+    "columns": ("wall_ms", "cpu_overhead_ms", "kernel_ms", "kernels_per_step", "overhead_per_kernel_us"),
     "rows": {"thunder": (1.281, 0.984, 0.297, 32, 30.7),
              "thunder:torch": (1.232, 0.814, 0.413, 77, 10.5),
              "torch.compile": (0.455, 0.163, 0.292, 24, 6.8),

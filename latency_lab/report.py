@@ -13,20 +13,22 @@ import tempfile
 from datetime import datetime
 from pathlib import Path
 
-from . import html_assets, results, run_folder, tables
+from . import executor_timing, html_assets, results, run_folder, scheduler, tables
 
-TIMING_NOTEBOOK = "02_executor_timing"  # its results give the headline chart and the seed tables
+TIMING_NOTEBOOK = results.EXECUTOR_TIMING  # its results give the headline chart and the seed tables
 HOST, KERNEL, UNSPLIT = "host: CPU overhead (wall - kernel time)", "kernel time", "wall (no kernel time on a CPU)"
 COLORS = {HOST: "#e4872d", KERNEL: "#3b6fb6", UNSPLIT: "#9a9a9a"}
 
 
 def summarize(run_dir: Path, meta: dict, outcomes: list) -> dict:
-    """Summary of a run: its metadata and, per notebook, status, error, files, key table, the
-    parameters it ran with, its failed rows and its findings."""
+    """Summary of a run: its metadata and, per notebook, status, error, where it ran (``gpu``: "cpu"
+    or the GPU, and the CPU cores it was pinned to side by side), files, key table, the parameters it
+    ran with, its failed rows and its findings."""
     notebooks = []
     for o in outcomes:
         entry = {"name": o.name, "status": o.status, "seconds": round(o.seconds, 1), "error": o.error,
-                 "files": dict(o.files), "key_table": None, "params": None, "failed_rows": [], "findings": []}
+                 "gpu": o.gpu, "cpus": o.cpus, "files": dict(o.files), "key_table": None, "params": None,
+                 "failed_rows": [], "findings": []}
         path = results.path_for(run_dir, o.name)
         if path.exists():
             try:
@@ -158,37 +160,44 @@ def _timing(run_dir: Path, summary: dict) -> dict | None:
         return None
 
 
+def _seed_step(timing: dict) -> bool:
+    """Whether a timing run measured the seed's step on a GPU (the only runs shown beside the seed's)."""
+    p = timing.get("params") or {}
+    return str(p.get("device", "")).startswith("cuda") and p.get("preset") == "seed"
+
+
 def device_label(environment: dict | None) -> str:
     env = environment or {}
     return (env.get("gpu") or {}).get("name") or f"CPU ({env.get('cpu') or 'unknown'})"
 
 
 def headline_figure(timing: dict, device: str) -> dict:
-    """Wall time per step per executor, split into host (CPU overhead) and kernel time: the seed's
-    DGX H100 table beside this run's measurements, one panel each (one scale when within 10x)."""
+    """Wall time per step per executor, split into host (CPU overhead = wall - kernel time) and kernel
+    time; on a GPU run of the seed preset the seed's DGX H100 table beside it, one panel each (one
+    scale when within 10x). Other runs' steps are not the seed's: they get their own panel alone."""
     from plotly.subplots import make_subplots
     import plotly.graph_objects as go
 
-    from .executors import REGISTRY
+    from .registry import REGISTRY
     from .reference import SEED_NSIGHT_DGX_H100 as seed
 
-    here = sorted((r for r in timing.get("rows", []) if r.get("Wall Clock Time (ms)") is not None),
-                  key=lambda r: r["Wall Clock Time (ms)"])
-    order = list(dict.fromkeys([*(r["executor"] for r in here), *seed["rows"]]))
-    labels = {**{n: REGISTRY[n].label for n in order if n in REGISTRY}, **{r["executor"]: r["Execution Type"] for r in here}}
+    here = sorted((r for r in timing.get("rows", []) if r.get("wall_ms") is not None), key=lambda r: r["wall_ms"])
+    beside = _seed_step(timing)
+    order = list(dict.fromkeys([*(r["executor"] for r in here), *(seed["rows"] if beside else ())]))
+    labels = {**{n: REGISTRY[n].label for n in order if n in REGISTRY}, **{r["executor"]: r["label"] for r in here}}
     cols = seed["columns"]
-    seed_parts = {n: {HOST: v[cols.index("cpu_overhead_ms")], KERNEL: v[cols.index("kernel_ms")]} for n, v in seed["rows"].items()}
-    here_parts = {r["executor"]: ({HOST: r["Wall Clock Time (ms)"] - r["Kernel Time (ms)"], KERNEL: r["Kernel Time (ms)"]}
-                                  if r.get("Kernel Time (ms)") is not None else {UNSPLIT: r["Wall Clock Time (ms)"]})
-                  for r in here}
-    seed_top = max(sum(p.values()) for p in seed_parts.values())
-    here_top = max((sum(p.values()) for p in here_parts.values()), default=0)
-    shared = here_top > 0 and max(seed_top, here_top) / min(seed_top, here_top) < 10
-    fig = make_subplots(rows=1, cols=2, shared_yaxes=shared, horizontal_spacing=0.08,
-                        subplot_titles=[f"seed: {seed['gpu']}, {seed['method']}",
-                                        f"here: {device}, preset {timing.get('params', {}).get('preset', '?')}"])
+    panels = [({r["executor"]: ({HOST: r["wall_ms"] - r["kernel_ms"], KERNEL: r["kernel_ms"]}
+                                if r.get("kernel_ms") is not None else {UNSPLIT: r["wall_ms"]}) for r in here},
+               f"here: {device}, preset {timing.get('params', {}).get('preset', '?')}")]
+    if beside:
+        panels.insert(0, ({n: {HOST: v[cols.index("cpu_overhead_ms")], KERNEL: v[cols.index("kernel_ms")]}
+                           for n, v in seed["rows"].items()}, f"seed: {seed['gpu']}, {seed['method']}"))
+    tops = [max((sum(p.values()) for p in parts.values()), default=0) for parts, _ in panels]
+    shared = min(tops) > 0 and max(tops) / min(tops) < 10
+    fig = make_subplots(rows=1, cols=len(panels), shared_yaxes=shared, horizontal_spacing=0.08,
+                        subplot_titles=[title for _, title in panels])
     shown = set()
-    for col, parts in ((1, seed_parts), (2, here_parts)):
+    for col, (parts, _) in enumerate(panels, 1):
         for part in (KERNEL, HOST, UNSPLIT):
             names = [n for n in order if part in parts.get(n, {})]
             if not names:
@@ -201,7 +210,6 @@ def headline_figure(timing: dict, device: str) -> dict:
         totals = [sum(parts[n].values()) for n in names]
         fig.add_trace(go.Scatter(x=[labels[n] for n in names], y=totals, text=[tables.number(t) for t in totals],
                                  mode="text", textposition="top center", showlegend=False, hoverinfo="skip"), row=1, col=col)
-    for col, parts in ((1, seed_parts), (2, here_parts)):
         fig.update_xaxes(categoryorder="array", categoryarray=[labels[n] for n in order if n in parts], row=1, col=col)
     fig.update_yaxes(title_text="ms per step")
     fig.update_layout(barmode="stack", height=460, margin={"t": 80, "b": 40},
@@ -306,10 +314,12 @@ def _parameters_table(summary: dict) -> str:
 
 def _status_table(summary: dict) -> str:
     rows = "".join(f'<tr class="{_status(n)}"><td>{html.escape(n["name"])}</td>'
-                   f'<td class="status">{html.escape(n["status"])}</td>'
-                   f'<td class="num">{tables.number(n["seconds"])}</td><td>{_links(n)}</td></tr>' for n in summary["notebooks"])
-    total = f'<tr><td>run</td><td></td><td class="num">{tables.number(summary.get("seconds"))}</td><td></td></tr>'
-    return f"<table class=\"notebooks\"><tr><th>notebook</th><th>status</th><th>time (s)</th><th>files</th></tr>{rows}{total}</table>"
+                   f'<td class="status">{html.escape(n["status"])}</td><td class="num">{tables.number(n["seconds"])}</td>'
+                   f'<td>{html.escape(scheduler.ran_on(n.get("gpu"), n.get("cpus")))}</td><td>{_links(n)}</td></tr>'
+                   for n in summary["notebooks"])
+    total = f'<tr><td>run</td><td></td><td class="num">{tables.number(summary.get("seconds"))}</td><td></td><td></td></tr>'
+    head = "".join(f"<th>{h}</th>" for h in ("notebook", "status", "time (s)", "ran on", "files"))
+    return f'<table class="notebooks"><tr>{head}</tr>{rows}{total}</table>'
 
 
 def _environment_line(summary: dict) -> str:
@@ -355,9 +365,8 @@ def index_html(summary: dict, run_dir: Path | None = None, standalone: bool = Fa
             section.append(f'<p class="note">Ran with, unlike the run: {html.escape(differs)}</p>')
         if n["key_table"]:
             section.append(_table(n["key_table"]))
-        if n["name"] == TIMING_NOTEBOOK and timing:
-            seed = [t for t in tables.seed_tables(timing.get("rows", []), timing.get("measured") or {}) if tables.has_here(t)]
-            section += [_table(t) for t in seed]
+        if n["name"] == TIMING_NOTEBOOK and timing and _seed_step(timing):
+            section += [_table(t) for t in executor_timing.seed_tables(timing.get("rows", []))]
         if standalone and run_dir:
             figures = notebook_figures(run_dir, n["files"])
             section += [_chart(f, "fig-" + n["name"][:2] + f"-{i}") for i, f in enumerate(figures)]

@@ -10,8 +10,18 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .metrics import SCHEMA_VERSION
+
 SUFFIX = ".results.json"
 REQUIRED = ("notebook", "created", "params", "environment", "key_table")
+
+# The suite's notebooks, in order: the one table of their names.
+EXPLORER, MODEL_SETUP, EXECUTOR_TIMING, TRACE_COUNTERS = "00_explorer", "01_model_setup", "02_executor_timing", "03_trace_counters"
+OP_MICROBENCHMARKS, HOST_OVERHEAD, SCALING, LEVERS = "04_op_microbenchmarks", "05_host_overhead", "06_scaling", "07_levers"
+NOTEBOOKS = (EXPLORER, MODEL_SETUP, EXECUTOR_TIMING, TRACE_COUNTERS, OP_MICROBENCHMARKS, HOST_OVERHEAD, SCALING, LEVERS)
+# What a notebook reads from another one's results in the same run (it runs after it): 03 reads the
+# Thunder trace rows 02 took right after each first call.
+READS_FROM = {TRACE_COUNTERS: (EXECUTOR_TIMING,)}
 
 
 RUN_DIR = "LATENCY_LAB_RUN_DIR"  # set by runner.py for its notebooks' kernels: the run's folder
@@ -60,7 +70,7 @@ def save(output_dir: str | Path, notebook: str, params, environment: dict, table
     """Write the notebook's results atomically and return the file's path."""
     path = path_for(output_dir, notebook)
     path.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"notebook": notebook, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    payload = {"schema": SCHEMA_VERSION, "notebook": notebook, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                "params": params.to_dict(), "environment": environment, "key_table": table, **sections}
     return write_atomic(path, json.dumps(_clean(payload), indent=1))
 
@@ -112,3 +122,15 @@ def load(path: str | Path) -> dict:
     if wrong:
         raise ValueError(f"{path.name}: results file has the wrong shape: {', '.join(wrong)}")
     return data
+
+
+def of_this_run(output_dir: str | Path, notebook: str) -> dict | None:
+    """The results of ``notebook`` written earlier in the runner run this kernel belongs to, or None:
+    outside a runner run (JupyterLab, papermill alone), before that notebook ran, or unreadable. A
+    results file left in a folder by other code is never read."""
+    if not in_run(output_dir):
+        return None
+    try:
+        return load(path_for(output_dir, notebook))
+    except (OSError, ValueError):
+        return None

@@ -9,7 +9,7 @@ import uuid
 from datetime import datetime
 from pathlib import Path
 
-from .params import short
+from .parameters import short
 from .results import SUFFIX
 
 LATEST = "latest"

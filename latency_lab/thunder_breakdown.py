@@ -1,29 +1,52 @@
-"""A Thunder call taken apart: its phases (cache lookup + prologue, computation, epilogue) timed alone
-and inside the call, and every call the computation function makes (fusion regions, ops outside them)
-recorded with its inputs and run alone: host time, kernels launched and their device time.
+"""A Thunder step taken apart where it runs, and its regions run alone as a cross-check.
 
-Works for any ``thunder.jit``-like callable (``thunder.jit``, ``thunder.compile``): those carry
-``thunder.compile_data`` / ``compile_stats`` with the cache entries (prologue, computation and
-epilogue functions) of thunder 0.2.6. ``thunderfx`` hands each Dynamo graph to a thunder function of
-its own: its phases in the call are summed over them; its regions are not recorded. Anything else gets
-a reason instead of numbers.
+In place (``InSitu``): the cache entry's computation function is swapped for a copy of itself,
+compiled from its own trace, with a timestamp before every statement; thunder's own per-call stamps
+(``compile_stats``: the call, the cache check, the prologue, the computation) frame it. Steady-state
+calls of the real step then give, per call, every phase and every statement of the computation: each
+fusion region, each op outside fusions, each bookkeeping call and the glue between them (dels,
+unpacking, the return), measured, not inferred. The timestamps' own cost is calibrated in every block
+and subtracted, and the corrected total is closed against the plain step's host time measured in the
+same rounds: the remainder tests the instrumentation, not a sum that holds by definition.
+
+Alone (``record_calls``, ``measure_calls``): every call the computation makes is recorded with its
+inputs and run by itself from an idle GPU, the way NVIDIA/Fuser issues 3469 and 3507 measured host
+latency per fusion; nvFuser regions also as ``FusionDefinition.execute`` alone. These numbers are
+compared with the in-place ones, never summed into the closure; one profile of them gives each
+region's kernels.
+
+Works for ``thunder.jit``-like callables (``thunder.jit``, ``thunder.compile``), whose
+``compile_data``/``compile_stats`` hold the cache entries of thunder 0.2.6; anything else (eager,
+torch.compile, ``thunderfx``'s several functions) gets a reason instead of numbers.
 """
 
 from __future__ import annotations
 
+import ast
 import inspect
+import statistics
 import time
 import types
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
-from . import profiler_timeline as pt
-from . import timing, traces
-from .executors import describe
+from . import profiler_timeline
+from . import timing, thunder_traces
+from .harness import describe
+from .metrics import Stat
 
 PROFILE_REPEATS = 2  # profiled runs of each recorded call (kernels and device time are their mean)
+CALIBRATION_STAMPS = 200  # empty statements timed per block to price one timestamp
 NVFUSER_INPUTS = "nvFuser wrapper's own store_inputs -> last_inputs (thunder option nv_store_fusion_inputs)"
 RECORDED_INPUTS = "recorded by wrapping the computation function's callables"
+REGION_KINDS = ("nvFusion", "TorchCompile", "CUDAGraph")
+# The phases of one call, in order, from thunder's stamps (``compile_stats``) and the call's own span:
+# call entry/exit are nn.Module.__call__ and ThunderModule.forward around thunder's own span.
+PHASES = ("call entry", "cache info", "cache search", "prologue", "cache hit bookkeeping",
+          "computation entry", "statements", "epilogue and statistics", "call exit")
+# What runs before the computation's first statement: the per-step start-up the seed points at.
+STARTUP = PHASES[:6]
 
 
 def jit_parts(fn):
@@ -37,113 +60,226 @@ def jit_parts(fn):
 
 
 def not_jit_reason(executor_name: str, part: str) -> str:
-    return (f"{executor_name} is not a thunder.jit callable (no thunder.compile_data with a cache entry): "
+    return (f"{executor_name} is not a single thunder.jit callable (no thunder.compile_data with a cache entry): "
             f"its {part} are not taken apart here")
 
 
-def host_us(fn: Callable, device: str, calls: int) -> dict:
-    """µs for ``fn()`` to return, device drained between calls (``timing.host_submit``)."""
-    s = timing.host_submit(lambda: fn(), {}, device, calls)
-    return {"us": s["median"] * 1e3, "iqr_us": s["iqr"] * 1e3, "n": s["n"]}
-
-
 def cached_call(fn, kwargs: dict):
-    """Thunder's own cache lookup + prologue for ``kwargs``: the cache entry it picks (undecorated), the
-    computation's inputs and what the prologue passes to the epilogue."""
+    """Thunder's own cache lookup + prologue for ``kwargs``: the cache entry it picks (undecorated), its
+    index in the cache, the computation's inputs and what the prologue passes to the epilogue."""
     cd, cs = jit_parts(fn)
     picked, inps, pro_to_epi = cd.get_computation_and_inputs(**kwargs)
-    entry = next(e for e in cs.interpreter_cache if e.prologue_fn is picked.prologue_fn)
-    return entry, inps, pro_to_epi
+    index = next(i for i, e in enumerate(cs.interpreter_cache) if e.prologue_fn is picked.prologue_fn)
+    return cs.interpreter_cache[index], index, inps, pro_to_epi
 
 
-def thunder_functions(fn) -> list:
-    """The thunder.jit-like functions behind ``fn`` that have run: itself, or thunderfx's (one per Dynamo graph)."""
-    return [f for f in traces.thunder_functions(fn) if jit_parts(f)]
+# --- in place ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Statement:
+    """One top-level statement of the computation function."""
+
+    index: int
+    name: str  # the callee (nvFusion0, torch.nn.functional.linear, update_aliases) or del / unpack / return
+    kind: str  # nvFusion, TorchCompile, CUDAGraph, op, bookkeeping or glue
 
 
-def in_call(fn, kwargs: dict, device: str, calls: int) -> dict[str, list[float]]:
-    """µs samples of the parts of whole calls, from thunder's own timestamps (``compile_stats`` of each
-    thunder function behind ``fn``: its call span and the computation's span inside it, summed over
-    the functions) around a perf_counter span of the whole call."""
-    stats = [jit_parts(f)[1] for f in thunder_functions(fn)]
-    samples: dict[str, list[float]] = {k: [] for k in ("whole", "outside", "lookup", "computation", "after")}
-    with timing.gc_paused():
-        for _ in range(calls):
-            timing.sync(device)
-            t0 = time.perf_counter_ns()
-            fn(**kwargs)
-            t1 = time.perf_counter_ns()
-            spans = [(cs.last_trace_host_start, cs.last_trace_host_execution_start, cs.last_trace_host_execution_stop,
-                      cs.last_trace_host_stop) for cs in stats]
-            inside = sum(he - hs for hs, _, _, he in spans)
-            for key, ns in (("whole", t1 - t0), ("outside", (t1 - t0) - inside), ("lookup", sum(es - hs for hs, es, _, _ in spans)),
-                            ("computation", sum(ee - es for _, es, ee, _ in spans)), ("after", sum(he - ee for _, _, ee, he in spans))):
-                samples[key].append(ns / 1e3)
-    timing.sync(device)
-    return samples
+def _callee(node: ast.AST) -> str | None:
+    """The dotted name a statement calls (``torch.nn.functional.linear``), None if it calls nothing."""
+    value = getattr(node, "value", None)
+    if not isinstance(value, ast.Call):
+        return None
+    parts, f = [], value.func
+    while isinstance(f, ast.Attribute):
+        parts.append(f.attr)
+        f = f.value
+    return ".".join([f.id, *reversed(parts)]) if isinstance(f, ast.Name) else None
 
 
-def phases(fn, kwargs: dict, device: str, calls: int) -> list[dict]:
-    """The phases of a Thunder call, one row each: µs (median), IQR and the method that measured it.
-    In whole calls (thunder's own timestamps, summed over thunderfx's functions): cache lookup +
-    prologue, the computation function, what follows it, and what lies outside thunder's spans. Alone,
-    for a single thunder.jit-like function (``alone_phases``)."""
-    n, single = len(thunder_functions(fn)), jit_parts(fn) is not None
-    within = in_call(fn, kwargs, device, calls)
-    method = "in the call: thunder.compile_stats timestamps" + ("" if single else f", summed over {n} thunder function(s)")
-    rows = []
-    for phase, key in (("whole call", "whole"), ("cache lookup + prologue", "lookup"),
-                       ("computation function", "computation"), ("epilogue and call statistics", "after"),
-                       ("outside thunder's span" + (" (nn.Module.__call__, ThunderModule.forward)" if single
-                                                    else " (Dynamo's guards and graph code)"), "outside")):
-        s = timing.stats(within[key])
-        rows.append({"phase": phase, "us": s["median"], "iqr_us": s["iqr"], "n": s["n"],
-                     "method": method + (" and perf_counter" if key in ("whole", "outside") else "")})
-    return rows + (alone_phases(fn, kwargs, device, calls) if single else [])
+def classify(node: ast.stmt, index: int, regions: dict[str, str]) -> Statement:
+    """A statement's kind: a fusion region (by the trace's region names), a bookkeeping call, an op,
+    or glue (a del, an unpacking, the return)."""
+    name = _callee(node)
+    if name is None:
+        glue = {ast.Delete: "del", ast.Return: "return", ast.Assign: "unpack"}.get(type(node), type(node).__name__)
+        return Statement(index, glue, "glue")
+    if name in regions:
+        return Statement(index, name, regions[name])
+    short = name.rsplit(".", 1)[-1]
+    return Statement(index, name, "bookkeeping" if short in thunder_traces.BOOKKEEPING or short.startswith("unpack_") else "op")
 
 
-def alone_phases(fn, kwargs: dict, device: str, calls: int) -> list[dict]:
-    """Each cached function run alone on the same inputs, as the call runs it: thunder's cache lookup +
-    prologue (``compile_data(fn).get_computation_and_inputs``), the cache info it checks, the cache
-    entry's prologue (in thunder's compile-data context), computation and epilogue; the cache search is
-    what the first leaves after the next two."""
-    import thunder
-    from thunder.core.compile_data import compile_data_and_stats
+STAMP = "_latency_lab_stamp"  # name of the timestamp statement's list.append in the copy's globals
+NOW = "_latency_lab_now"
 
-    cd, cs = jit_parts(fn)
-    entry, inps, pro_to_epi = cached_call(fn, kwargs)
-    out = entry.computation_fn(*inps)
-    if entry.backward_fn:  # with autograd the computation returns (data for autograd, saved tensors)
-        out = out[0]["output"]
 
-    def cache_info():  # what the cache entries are checked against: dtype/device defaults, autocast, aliases
-        cd.populate_cache_info(thunder._get_cache_info(), **kwargs)
+def stamped(source: str, name: str) -> tuple[ast.Module, list[ast.stmt]]:
+    """``source`` parsed, with ``STAMP(NOW())`` inserted before every top-level statement of function
+    ``name``; and those statements."""
+    tree = ast.parse(source)
+    func = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+    body = list(func.body)
+    stamp = ast.parse(f"{STAMP}({NOW}())").body[0]
+    func.body = [s for stmt in body for s in (stamp, stmt)]
+    return ast.fix_missing_locations(tree), body
 
-    def prologue():  # as thunder runs it: inside its compile-data context
-        with compile_data_and_stats(cd, cs):
-            return entry.prologue_fn(**kwargs)
 
-    alone = {
-        "cache lookup + prologue": lambda: cd.get_computation_and_inputs(**kwargs),
-        "cache info (populate_cache_info)": cache_info,
-        "prologue": prologue,
-        "computation function": lambda: entry.computation_fn(*inps),
-    }
-    if entry.epilogue_fn is not None:
-        alone["epilogue"] = lambda: entry.epilogue_fn(*pro_to_epi, *out)
-    token = thunder._cache_info_ctx.set({})  # the context a call sets up, kept for the prologue alone
+def calibration_ns(stamps: list[int], now=time.perf_counter_ns) -> float:
+    """ns one timestamp statement adds to the interval it opens: the median interval between
+    ``CALIBRATION_STAMPS`` timestamps with nothing between them, taken the way the copy takes them."""
+    append = stamps.append
+    stamps.clear()
+    for _ in range(CALIBRATION_STAMPS):
+        append(now())
+    gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+    stamps.clear()
+    return statistics.median(gaps)
+
+
+@dataclass
+class CallStamps:
+    """One call's timestamps (ns): around the call, thunder's own, and one per statement."""
+
+    start: int
+    host_start: int
+    cache_start: int
+    prologue_start: int
+    prologue_stop: int
+    exec_start: int
+    exec_stop: int
+    host_stop: int
+    stop: int
+    statements: list[int]
+
+
+def phases_us(c: CallStamps, stamp_ns: float) -> dict[str, float]:
+    """µs of each phase of one call (``PHASES``); ``statements`` runs from the first statement to the
+    computation's end (the return and the decorators' exit included), less one timestamp per statement."""
+    if not c.statements:
+        raise ValueError("no statement timestamps: the instrumented computation did not run")
+    n = len(c.statements)
+    return {k: v / 1e3 for k, v in {
+        "call entry": c.host_start - c.start,
+        "cache info": c.cache_start - c.host_start,
+        "cache search": c.prologue_start - c.cache_start,
+        "prologue": c.prologue_stop - c.prologue_start,
+        "cache hit bookkeeping": c.exec_start - c.prologue_stop,
+        "computation entry": c.statements[0] - c.exec_start,
+        "statements": c.exec_stop - c.statements[0] - n * stamp_ns,
+        "epilogue and statistics": c.host_stop - c.exec_stop,
+        "call exit": c.stop - c.host_stop,
+    }.items()}
+
+
+def statements_us(c: CallStamps, stamp_ns: float) -> list[float]:
+    """µs of each statement of one call, less one timestamp each; the last runs to the computation's end."""
+    ends = [*c.statements[1:], c.exec_stop]
+    return [(b - a - stamp_ns) / 1e3 for a, b in zip(c.statements, ends)]
+
+
+class InSitu:
+    """Instrumented steady-state calls of a thunder.jit-like callable (module docstring)."""
+
+    def __init__(self, fn, kwargs: dict):
+        if jit_parts(fn) is None:
+            raise TypeError("not a thunder.jit-like callable with a cache entry")
+        self.fn, self.kwargs = fn, kwargs
+        self.cs = jit_parts(fn)[1]
+        self.entry, self.index, _, _ = cached_call(fn, kwargs)
+        trace = self.entry.computation_traces[-1]
+        original = inspect.unwrap(self.entry.computation_fn)
+        name = original.__name__
+        # the exact source thunder compiled it from (thunder registers it in linecache), decorators included
+        tree, body = stamped(inspect.getsource(original), name)
+        regions = {b.sym.name: thunder_traces.fusion_kind(b) for b in trace.bound_symbols if thunder_traces.is_fusion(b)}
+        self.statements = [classify(node, i, regions) for i, node in enumerate(body)]
+        self.stamps: list[int] = []
+        scope = {**original.__globals__, STAMP: self.stamps.append, NOW: time.perf_counter_ns}
+        exec(compile(tree, f"thunder.{name}.stamped", "exec"), scope)
+        self.computation = scope[name]
+
+    @contextmanager
+    def installed(self):
+        """The instrumented copy in the cache entry's place; the original back afterwards."""
+        self.cs.interpreter_cache[self.index] = self.entry._replace(computation_fn=self.computation)
+        try:
+            yield
+        finally:
+            self.cs.interpreter_cache[self.index] = self.entry
+
+    def calls(self, n: int) -> tuple[list[CallStamps], float]:
+        """``n`` back-to-back calls of the real step with the copy installed (no synchronize between
+        them), and the timestamp's cost (ns) calibrated right after them."""
+        cs, out = self.cs, []
+        with self.installed(), timing.gc_paused():
+            for _ in range(n):
+                self.stamps.clear()
+                start = time.perf_counter_ns()
+                self.fn(**self.kwargs)
+                stop = time.perf_counter_ns()
+                out.append(CallStamps(start, cs.last_trace_host_start, cs.last_trace_cache_start,
+                                      cs.last_prologue_execution_start, cs.last_prologue_execution_stop,
+                                      cs.last_trace_host_execution_start, cs.last_trace_host_execution_stop,
+                                      cs.last_trace_host_stop, stop, list(self.stamps)))
+        return out, calibration_ns(self.stamps)
+
+    def block(self, n: int) -> dict:
+        """One block's record: per phase and per statement the median µs over its ``n`` calls, the
+        corrected µs per call (instrumented call less its timestamps), and the timestamp's cost."""
+        calls, stamp_ns = self.calls(n)
+        phases = [phases_us(c, stamp_ns) for c in calls]
+        per_statement = [statements_us(c, stamp_ns) for c in calls]
+        corrected = [(c.stop - c.start - len(c.statements) * stamp_ns) / 1e3 for c in calls]
+        return {"phases_us": {k: statistics.median(p[k] for p in phases) for k in PHASES},
+                "statements_us": [statistics.median(col) for col in zip(*per_statement)],
+                "call_us": statistics.median(corrected), "stamp_ns": stamp_ns, "calls": n}
+
+
+def insitu_probe(p, kwargs: dict, calls: int) -> tuple[InSitu | None, str | None]:
+    """An ``InSitu`` for a prepared executor, or the reason it has none."""
+    if not p.executor.needs_thunder:
+        return None, f"{p.executor.name} is not a Thunder configuration"
+    if jit_parts(p.fn) is None:
+        return None, not_jit_reason(p.executor.name, "phases and regions")
     try:
-        cache_info()
-        measured = {phase: host_us(f, device, calls) for phase, f in alone.items()}
-    finally:
-        thunder._cache_info_ctx.reset(token)
-    rows = [{"phase": phase, **m, "method": "alone: the cached function on the same inputs, device drained between calls"}
-            for phase, m in measured.items()]
-    lookup = measured["cache lookup + prologue"]["us"] - measured["cache info (populate_cache_info)"]["us"] - measured["prologue"]["us"]
-    rows.append({"phase": "cache search", "us": lookup, "iqr_us": None, "n": None,
-                 "method": "derived: cache lookup + prologue alone - cache info alone - prologue alone"})
-    return rows
+        return InSitu(p.fn, kwargs), None
+    except Exception as e:  # an entry point or trace this code cannot instrument: a reason, not a crash
+        return None, f"cannot instrument the computation: {describe(e)}"
 
+
+def summarize(insitu: InSitu, blocks: list[dict], host_ms: list[float]) -> dict:
+    """The in-place breakdown over the rounds: per phase and per statement a statistic over the
+    blocks, per kind (regions, ops, bookkeeping, glue) the sum, and the closure: the plain step's
+    host time (same rounds) against the corrected instrumented call, round by round."""
+    if not blocks:
+        return {"reason": "no instrumented block ran"}
+    phases = {k: Stat.of(b["phases_us"][k] for b in blocks) for k in PHASES}
+    statements = [Stat.of(b["statements_us"][s.index] for b in blocks) for s in insitu.statements]
+    kinds: dict[str, list[float]] = {}
+    for b in blocks:
+        per_kind: dict[str, float] = {}
+        for s in insitu.statements:
+            per_kind[s.kind] = per_kind.get(s.kind, 0.0) + b["statements_us"][s.index]
+        for k, us in per_kind.items():
+            kinds.setdefault(k, []).append(us)
+    startup = [sum(b["phases_us"][k] for k in STARTUP) for b in blocks]
+    plain = [ms * 1e3 for ms in host_ms[:len(blocks)]]
+    remainder = [100 * (h - b["call_us"]) / h for h, b in zip(plain, blocks) if h]
+    return {
+        "phases": {k: s.to_dict() for k, s in phases.items()},
+        "statements": [{"index": s.index, "name": s.name, "kind": s.kind, **st.to_dict()}
+                       for s, st in zip(insitu.statements, statements)],
+        "kinds": {k: Stat.of(v).to_dict() for k, v in kinds.items()},
+        "kinds_per_block": kinds, "startup_us": Stat.of(startup).to_dict(),
+        "call_us": Stat.of(b["call_us"] for b in blocks).to_dict(),
+        "plain_host_us": Stat.of(plain).to_dict() if plain else None,
+        "remainder_pct": Stat.of(remainder).to_dict() if remainder else None,
+        "stamp_ns": Stat.of(b["stamp_ns"] for b in blocks).to_dict(),
+        "blocks": len(blocks), "calls_per_block": blocks[0]["calls"],
+    }
+
+
+# --- alone (cross-check) --------------------------------------------------------------------------
 
 @dataclass
 class Call:
@@ -194,7 +330,7 @@ def _kind(name: str, regions: dict[str, str]) -> str:
     if name in regions:
         return regions[name]
     short = name.rsplit(".", 1)[-1]
-    return "bookkeeping" if short in traces.BOOKKEEPING or short.startswith("unpack_") else "op"
+    return "bookkeeping" if short in thunder_traces.BOOKKEEPING or short.startswith("unpack_") else "op"
 
 
 def record_calls(fn, kwargs: dict) -> list[Call]:
@@ -204,10 +340,10 @@ def record_calls(fn, kwargs: dict) -> list[Call]:
     import thunder
     import torch
 
-    entry, inps, _ = cached_call(fn, kwargs)
+    entry, _, inps, _ = cached_call(fn, kwargs)
     comp = inspect.unwrap(entry.computation_fn)
     trace = thunder.last_traces(fn)[-1]
-    regions = {b.sym.name: traces.fusion_kind(b) for b in trace.bound_symbols if traces.is_fusion(b)}
+    regions = {b.sym.name: thunder_traces.fusion_kind(b) for b in trace.bound_symbols if thunder_traces.is_fusion(b)}
     calls: list = []
     instrumented = {k: v if k.startswith("__") else _instrument(v, k, calls) for k, v in comp.__globals__.items()}
     wrappers = {k: v for k, v in comp.__globals__.items() if k in regions and hasattr(v, "store_inputs")}
@@ -236,35 +372,37 @@ def execute_only(c: Call) -> Call | None:
         return None
     device = getattr(fd, "_selected_device", None)
     run = (lambda *a: fd.execute(a, device=device)) if device is not None else (lambda *a: fd.execute(a))
-    repro = "present" if hasattr(fd, "last_repro_script") else "absent"
-    return Call(c.index, f"{c.name} fd.execute", "nvFuser execute (inside the region above)", run, c.args, {},
-                f"{c.inputs}; FusionDefinition.last_repro_script {repro} in the installed nvFuser")
+    return Call(c.index, f"{c.name} fd.execute", "nvFuser execute", run, c.args, {}, c.inputs)
 
 
 def measure_calls(calls: list[Call], device: str, host_calls: int) -> list[dict]:
-    """Each call run alone on its recorded inputs: host µs per call, and from one profile of all of
-    them kernels per call, their device µs and host µs per kernel. A call that fails alone is a row
-    with its error."""
+    """Each call run alone on its recorded inputs: its latency from an idle GPU (``iters`` samples),
+    and from one profile of all of them kernels per call and their device µs. A call that fails alone
+    is a row with its error."""
     rows, ok = [], []
     for c in calls:
-        row = {"#": c.index, "call": c.name, "kind": c.kind, "inputs": c.inputs}
+        row = {"index": c.index, "call": c.name, "kind": c.kind, "inputs": c.inputs}
         try:
-            m = host_us(lambda c=c: c.fn(*c.args, **c.kwargs), device, host_calls)
-            row.update(host_us=m["us"], host_iqr_us=m["iqr_us"])
+            s = timing.latency_from_idle(lambda c=c: c.fn(*c.args, **c.kwargs), {}, device, host_calls).scaled(1e3)
+            row.update(alone_us=s.median, alone_q1_us=s.q1, alone_q3_us=s.q3)
             ok.append((len(rows), c))
         except Exception as e:  # a call that cannot run alone is a row with its reason
             row["error"] = describe(e, 200)
         rows.append(row)
-    if not ok:
+    if not ok or not device.startswith("cuda"):
         return rows
-    trace = pt.profile_calls([(str(i), lambda c=c: c.fn(*c.args, **c.kwargs)) for i, c in ok], device, PROFILE_REPEATS)
+    trace = profiler_timeline.profile_calls([(str(i), lambda c=c: c.fn(*c.args, **c.kwargs)) for i, c in ok], device, PROFILE_REPEATS)
     by_label: dict[str, list[dict]] = {}
-    for w in pt.windows(pt.spans_from_chrome(trace)):
-        by_label.setdefault(w.label, []).append(pt.window_metrics(w))
+    for w in profiler_timeline.windows(profiler_timeline.spans_from_chrome(trace)):
+        by_label.setdefault(w.label, []).append(profiler_timeline.window_metrics(w))
     for i, _ in ok:
-        ms = by_label.get(str(i), [])
-        if device.startswith("cuda") and ms:
-            kernels = sum(m["kernels"] for m in ms) / len(ms)
-            rows[i].update(kernels=kernels, kernel_us=sum(m["kernel_us"] for m in ms) / len(ms),
-                           host_us_per_kernel=rows[i]["host_us"] / kernels if kernels else None)
+        if ms := by_label.get(str(i)):
+            rows[i].update(kernels=sum(m["kernels"] for m in ms) / len(ms),
+                           kernel_us=sum(m["kernel_us"] for m in ms) / len(ms))
     return rows
+
+
+def alone(fn, kwargs: dict, device: str, calls: int) -> list[dict]:
+    """Every call of the computation function run alone, and each nvFuser region's execute alone."""
+    recorded = record_calls(fn, kwargs)
+    return measure_calls(recorded + [x for c in recorded if (x := execute_only(c))], device, calls)

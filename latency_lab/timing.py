@@ -1,21 +1,26 @@
-"""Timing primitives: CUDA-event step timer (the seed's ``cuda_timer``), host submit time,
-first-call time, kernel count/time from ``torch.profiler``, and the statistics every number carries.
+"""Timing primitives: a block of back-to-back calls timed twice at once (CUDA events for the wall,
+``perf_counter`` for the host), the host's own speed (a fixed Python loop), first-call time, a call's
+latency from an idle GPU, and kernel count/time from ``torch.profiler``.
 
-Wall times and profiles come from separate calls so that the profiler's overhead never leaks into
-wall times. On a CPU the event timer falls back to ``time.perf_counter``.
+Steady state means back to back: in a block, the host issues ``iters`` calls without synchronizing,
+so its time per call is what it takes to issue one step while the previous ones run. The wall of the
+same block can never be shorter than that (the end event is recorded after the last call returned),
+which is why wall and host time of one block are comparable. ``latency_from_idle`` is the other
+quantity, one call issued after the device was drained; only the sections that need it use it, and
+they name it so. On a CPU the event timer falls back to ``perf_counter``, and wall = host.
 """
 
 from __future__ import annotations
 
 import gc
-import statistics
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
-NOISY_REL_SPREAD = 0.10  # a row whose IQR exceeds 10% of its median is flagged as noisy
+from .metrics import Stat
 
 
 def sync(device: str) -> None:
@@ -30,21 +35,9 @@ def use_device(device: str) -> None:
         torch.cuda.set_device(index)
 
 
-def stats(samples: list[float]) -> dict:
-    """Median and spread of ``samples`` (IQR, min, max, mean, std) and a noisy flag."""
-    xs = sorted(samples)
-    n = len(xs)
-    if n == 0:
-        raise ValueError("stats() needs at least one sample")
-    q1, _, q3 = statistics.quantiles(xs, n=4, method="inclusive") if n > 1 else (xs[0],) * 3
-    median = statistics.median(xs)
-    iqr = q3 - q1
-    return {
-        "median": median, "iqr": iqr, "q1": q1, "q3": q3, "min": xs[0], "max": xs[-1],
-        "mean": statistics.fmean(xs), "std": statistics.stdev(xs) if n > 1 else 0.0, "n": n,
-        "rel_spread": iqr / median if median else 0.0,
-        "noisy": bool(median and iqr / median > NOISY_REL_SPREAD),
-    }
+def method_name(device: str) -> str:
+    """What the wall timer uses on ``device``."""
+    return "cuda-events" if device.startswith("cuda") else "perf_counter"
 
 
 @contextmanager
@@ -76,38 +69,55 @@ def warm_up(fn: Callable, kwargs: dict, calls: int) -> dict:
     return {"calls": calls}
 
 
-def method_name(device: str) -> str:
-    """What the event timer uses on ``device``."""
-    return "cuda-events" if device.startswith("cuda") else "perf_counter"
+@dataclass(frozen=True)
+class Block:
+    """One block of ``iters`` back-to-back calls: ms per call between two CUDA events (the wall) and
+    ms per call the host spent issuing them (``perf_counter`` around the same calls)."""
+
+    wall_ms: float
+    host_ms: float
 
 
-def event_timer(fn: Callable, kwargs: dict, device: str, warmup: int, iters: int, repeats: int) -> dict:
-    """The seed's ``cuda_timer``: ``warmup`` calls, then ``repeats`` blocks of ``iters`` calls between
-    two CUDA events; ms per step of each block, with their statistics."""
-    warm_up(fn, kwargs, warmup)
-    with gc_paused():
-        blocks = [_block_ms(fn, kwargs, device, iters) for _ in range(repeats)]
-    return {"method": method_name(device), "warmup": warmup, "iters": iters, "repeats": repeats, "blocks_ms": blocks, **stats(blocks)}
-
-
-def _block_ms(fn: Callable, kwargs: dict, device: str, iters: int) -> float:
-    """ms per call over ``iters`` back-to-back calls: CUDA events on a GPU, perf_counter on a CPU."""
+def block(fn: Callable, kwargs: dict, device: str, iters: int) -> Block:
+    """Time ``iters`` back-to-back calls once: the device is drained before the block and after it,
+    never between its calls. The start event is recorded before the host clock starts and the end
+    event after it stops, so on a GPU ``wall_ms >= host_ms`` up to the events' own few µs."""
     if not device.startswith("cuda"):
+        with gc_paused():
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                fn(**kwargs)
+            ms = (time.perf_counter() - t0) * 1e3 / iters
+        return Block(ms, ms)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    with gc_paused():
+        torch.cuda.synchronize(device)
+        start.record()
         t0 = time.perf_counter()
         for _ in range(iters):
             fn(**kwargs)
-        return (time.perf_counter() - t0) * 1e3 / iters
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize(device)
-    start.record()
-    for _ in range(iters):
-        fn(**kwargs)
-    end.record()
-    torch.cuda.synchronize(device)
-    return start.elapsed_time(end) / iters
+        t1 = time.perf_counter()
+        end.record()
+        torch.cuda.synchronize(device)
+    return Block(start.elapsed_time(end) / iters, (t1 - t0) * 1e3 / iters)
 
 
-def host_reference_ms(loops: int = 20_000) -> float:
+def event_timer(fn: Callable, kwargs: dict, device: str, warmup: int, iters: int, repeats: int) -> dict:
+    """The seed's ``cuda_timer`` (``warmup`` calls, then blocks of ``iters`` calls between two CUDA
+    events), ``repeats`` blocks of one callable in a row: wall and steady-state host ms per call of
+    each block, with their statistics. Comparisons between callables use ``harness.Rounds`` instead,
+    which interleaves them with the host reference."""
+    warm_up(fn, kwargs, warmup)
+    blocks = [block(fn, kwargs, device, iters) for _ in range(repeats)]
+    return {"method": method_name(device), "warmup": warmup, "iters": iters, "repeats": repeats,
+            "wall": Stat.of(b.wall_ms for b in blocks), "host": Stat.of(b.host_ms for b in blocks),
+            "blocks": [(b.wall_ms, b.host_ms) for b in blocks]}
+
+
+HOST_REFERENCE_LOOPS = 20_000
+
+
+def host_reference_ms(loops: int = HOST_REFERENCE_LOOPS) -> float:
     """ms for a fixed pure-Python loop: the host's own speed, timed beside the executors so that a
     drift of the machine (clock, a busy neighbour) shows apart from the executors."""
     with gc_paused():
@@ -118,9 +128,10 @@ def host_reference_ms(loops: int = 20_000) -> float:
         return (time.perf_counter() - t0) * 1e3
 
 
-def host_submit(fn: Callable, kwargs: dict, device: str, calls: int) -> dict:
-    """ms for a call to return with no synchronize (the host's share of a step). The device is
-    drained between calls, outside the timed region, so a full launch queue never blocks the call."""
+def latency_from_idle(fn: Callable, kwargs: dict, device: str, calls: int) -> Stat:
+    """ms for one call to return when the device was drained before it (``calls`` samples): the
+    latency of a call issued to an idle GPU, not a steady-state cost. Sections that run one region
+    or op alone use it and say so."""
     samples = []
     with gc_paused():
         for _ in range(calls):
@@ -129,14 +140,14 @@ def host_submit(fn: Callable, kwargs: dict, device: str, calls: int) -> dict:
             fn(**kwargs)
             samples.append((time.perf_counter() - t0) * 1e3)
     sync(device)
-    return {"calls": calls, "samples_ms": samples, **stats(samples)}
+    return Stat.of(samples)
 
 
 def timeit_record(result) -> dict:
     """The fields of IPython's ``TimeitResult`` (from ``%timeit -o``), in ms per loop."""
     per_loop = [t / result.loops * 1e3 for t in result.all_runs]
     return {"mean_ms": result.average * 1e3, "std_ms": result.stdev * 1e3, "loops": result.loops,
-            "runs": result.repeat, "runs_ms": per_loop, **stats(per_loop)}
+            "runs": result.repeat, "runs_ms": per_loop}
 
 
 # Device-side ranges that are not kernels: torch.compile wraps each compiled graph in a user annotation
@@ -184,18 +195,10 @@ def kernel_summary(events, steps: int, top: int = 12) -> dict:
     return {
         "steps": steps,
         "kernels_per_step": sum(e.count for e in kernels) / steps,
-        "kernel_ms_per_step": sum(e.self_device_time_total for e in kernels) / steps / 1e3,
+        "kernel_ms": sum(e.self_device_time_total for e in kernels) / steps / 1e3,
         "copies_per_step": sum(e.count for e in by_kind["copy"]) / steps,
-        "copy_ms_per_step": sum(e.self_device_time_total for e in by_kind["copy"]) / steps / 1e3,
+        "copy_ms": sum(e.self_device_time_total for e in by_kind["copy"]) / steps / 1e3,
         "annotations_per_step": sum(e.count for e in by_kind["annotation"]) / steps,
         "top_kernels": [{"name": e.key[:120], "calls_per_step": e.count / steps,
-                         "us_per_step": e.self_device_time_total / steps} for e in by_time[:top]],
+                         "device_us": e.self_device_time_total / steps} for e in by_time[:top]],
     }
-
-
-def seed_table_row(wall_ms: float, kernel_ms: float | None, kernels: float | None) -> dict:
-    """The DGX H100 table's derived columns: CPU overhead = wall - kernel time, and per kernel."""
-    if kernel_ms is None or not kernels:
-        return {"cpu_overhead_ms": None, "overhead_per_kernel_us": None}
-    overhead = wall_ms - kernel_ms
-    return {"cpu_overhead_ms": overhead, "overhead_per_kernel_us": overhead * 1e3 / kernels}

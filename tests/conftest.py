@@ -1,7 +1,9 @@
-"""Shared fixtures: one headless run of every notebook with the tiny preset, reused by all tests."""
+"""Shared fixtures: one headless run of every notebook with the tiny preset, reused by all tests;
+CPU-only kernels for every test that starts notebooks; the ``gpu`` marker."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,16 +12,38 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# For the runners, kernels and Jupyter servers tests start: no GPU at all, whatever --device says, so a
+# test about the notebooks never pays for CUDA (a seed-size Thunder/nvFuser build takes 15-20 s on an
+# H200). Tests about GPU behaviour are marked ``gpu`` and run in pytest's own process.
+CPU_ONLY = {"CUDA_VISIBLE_DEVICES": ""}
+
+
+def cpu_environment(**extra: str) -> dict[str, str]:
+    """This process's environment with no GPU visible (``CPU_ONLY``), plus ``extra``."""
+    return {**os.environ, **CPU_ONLY, **extra}
+
 
 def run_runner(*args: str, timeout: int = 1200) -> subprocess.CompletedProcess:
-    """``python runner.py ARGS`` in the repo root, output captured."""
+    """``python runner.py ARGS`` in the repo root, output captured; its kernels see no GPU."""
     return subprocess.run([sys.executable, str(ROOT / "runner.py"), *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, env=cpu_environment())
+
+
+def pytest_collection_modifyitems(config, items):
+    """``gpu`` tests run where CUDA is present and are skipped, with the reason, where it is not."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="gpu: needs a CUDA GPU (torch.cuda.is_available() is False here)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory) -> Path:
-    """The run folder of ``runner.py --preset tiny`` (all notebooks, CPU)."""
+    """The run folder of ``runner.py --preset tiny`` (all notebooks, CPU: ``--device cpu`` and no GPU visible)."""
     out = tmp_path_factory.mktemp("outputs")
     proc = run_runner("--preset", "tiny", "--device", "cpu", "--output-dir", str(out), "--run-id", "tiny")
     assert proc.returncode == 0, f"runner failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"

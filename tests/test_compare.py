@@ -9,30 +9,27 @@ from pathlib import Path
 import pytest
 
 from latency_lab import compare as C, results
-from latency_lab.params import Params
+from latency_lab.parameters import Params
 from conftest import ROOT, run_runner
 
 
-def stats(median: float, q1: float, q3: float) -> dict:
-    return {"median": median, "q1": q1, "q3": q3, "iqr": q3 - q1, "n": 6}
-
-
 def timing_notebook(run: Path, walls: dict[str, tuple], kernels: dict[str, float], cache_mode="seed", torch="2.9.1"):
-    """A results file shaped like 02's: key table by label, a rows section and wall statistics."""
+    """A results file shaped like 02's: key table and rows in the vocabulary's names (``metrics``),
+    each statistic with its q1/q3 columns."""
     env = {"collected": "now", "cpu": "x", "packages": {"torch": torch}}
-    rows = [{"executor": n, "Execution Type": n.upper(), "Wall Clock Time (ms)": w[0], "Kernels": kernels.get(n),
-             "host submit (ms)": w[0] / 2, "status": "ok", "reason": None} for n, w in walls.items()]
-    table = results.key_table("timing", rows, ["Execution Type", "Wall Clock Time (ms)", "Kernels", "status", "reason"])
+    rows = [{"executor": n, "label": n.upper(), "wall_ms": w[0], "wall_q1_ms": w[1], "wall_q3_ms": w[2],
+             "kernels_per_step": kernels.get(n), "host_submit_ms": w[0] / 2, "host_submit_q1_ms": w[0] / 2,
+             "host_submit_q3_ms": w[0] / 2, "status": "ok", "reason": None} for n, w in walls.items()]
+    table = results.key_table("timing", rows, ["label", "wall_ms", "kernels_per_step", "status", "reason"])
     results.save(run, "02_executor_timing", Params(preset="tiny", cache_mode=cache_mode, output_dir=str(run)), env, table,
-                 rows=rows, walls={n: stats(*w) for n, w in walls.items()},
-                 measured={n: {"host": stats(w[0] / 2, w[0] / 2, w[0] / 2)} for n, w in walls.items()})
+                 rows=rows)
     (run / "environment.json").write_text(json.dumps(env))
 
 
 def op_notebook(run: Path, ms: float, q: tuple[float, float]):
     """A results file shaped like 04's: op, size and executor per row, quartile columns beside."""
-    rows = [{"op": "add", "size": "seed", "executor": "eager", "status": "ok", "ms_per_call": ms, "q1_ms": q[0],
-             "q3_ms": q[1], "first_call_s": 0.1, "seed_h100_ms": 0.007, "reason": None}]
+    rows = [{"op": "add", "size": "seed", "executor": "eager", "status": "ok", "per_call_ms": ms,
+             "per_call_q1_ms": q[0], "per_call_q3_ms": q[1], "first_call_s": 0.1, "reason": None}]
     results.save(run, "04_op_microbenchmarks", Params(preset="tiny", output_dir=str(run)), {},
                  results.key_table("add", rows), rows=rows)
 
@@ -55,16 +52,16 @@ def entries(report: dict) -> dict:
 def test_ratios_and_spread_verdicts(runs):
     report = C.compare(C.load_run(runs / "a"), C.load_run(runs / "b"))
     got = entries(report)
-    eager = got[("02_executor_timing", "eager", "Wall Clock Time (ms)")]
+    eager = got[("02_executor_timing", "eager", "wall_ms")]
     assert eager["a"] == 10 and eager["b"] == 20 and eager["ratio"] == 2 and eager["beyond_spread"] is True
     assert eager["a_q1_q3"] == (9, 11) and eager["b_q1_q3"] == (19, 21)
-    compiled = got[("02_executor_timing", "torch.compile", "Wall Clock Time (ms)")]
+    compiled = got[("02_executor_timing", "torch.compile", "wall_ms")]
     assert compiled["ratio"] == pytest.approx(1.1) and compiled["beyond_spread"] is False
-    kernels = got[("02_executor_timing", "eager", "Kernels")]
+    kernels = got[("02_executor_timing", "eager", "kernels_per_step")]
     assert kernels["ratio"] == 1 and kernels["beyond_spread"] is None  # a count has no spread
-    host = got[("02_executor_timing", "eager", "host submit (ms)")]  # from the rows section, spread from `measured`
+    host = got[("02_executor_timing", "eager", "host_submit_ms")]  # from the rows section
     assert host["a_q1_q3"] == (5, 5) and host["beyond_spread"] is True
-    add = got[("04_op_microbenchmarks", "add · seed · eager", "ms_per_call")]
+    add = got[("04_op_microbenchmarks", "add · seed · eager", "per_call_ms")]
     assert add["ratio"] == pytest.approx(1.5) and add["beyond_spread"] is True
     assert not any(m.startswith("seed") or "q1" in m for _, _, m in got)
     assert {d["name"]: (d["a"], d["b"]) for d in report["parameters"]} == {"cache_mode": ("seed", "none")}
@@ -79,9 +76,9 @@ def test_partial_report_says_what_was_skipped(runs, tmp_path):
     skipped = "\n".join(report["skipped"])
     assert "04_op_microbenchmarks: only in A" in skipped
     assert "row 'eager' only in A" in skipped and "row 'thunder' only in B" in skipped
-    assert "metric 'Kernels' only in A" in skipped  # B measured no kernels
-    assert [(e["row"], e["metric"]) for e in report["rows"]] == [("torch.compile", "Wall Clock Time (ms)"),
-                                                                  ("torch.compile", "host submit (ms)")]
+    assert "metric 'kernels_per_step' only in A" in skipped  # B measured no kernels
+    assert [(e["row"], e["metric"]) for e in report["rows"]] == [("torch.compile", "wall_ms"),
+                                                                  ("torch.compile", "host_submit_ms")]
 
 
 def test_rows_that_share_a_key_are_skipped_not_paired(runs):
@@ -97,12 +94,12 @@ def test_rows_that_share_a_key_are_skipped_not_paired(runs):
 def test_status_change_is_a_row(runs):
     path = runs / "b" / "02_executor_timing.results.json"
     data = json.loads(path.read_text())
-    data["rows"][1].update({"status": "failed", "Wall Clock Time (ms)": None, "reason": "boom"})
+    data["rows"][1].update({"status": "failed", "wall_ms": None, "reason": "boom"})
     path.write_text(json.dumps(data))
     report = C.compare(C.load_run(runs / "a"), C.load_run(runs / "b"))
     got = entries(report)
     assert got[("02_executor_timing", "torch.compile", "status")]["b"] == "failed"
-    wall = got[("02_executor_timing", "torch.compile", "Wall Clock Time (ms)")]
+    wall = got[("02_executor_timing", "torch.compile", "wall_ms")]
     assert wall["b"] is None and wall["ratio"] is None and wall["beyond_spread"] is None
     numbers = [e for e in report["rows"] if e["metric"] != "status"]
     assert C.tally(report).startswith(f"{len(numbers)} numbers compared") and len(numbers) == len(report["rows"]) - 1
@@ -123,7 +120,7 @@ def test_lists_print_as_lists_and_only_spreads_as_ranges(runs, tmp_path):
     out = C.text(C.compare(C.load_run(runs / "a"), C.load_run(c)))
     assert "depths: [1, 2, 4] -> [1, 2]" in out, out
     eager = next(line for line in out.splitlines() if line.startswith("02_executor_timing") and "eager" in line
-                 and "Wall" in line)
+                 and "wall_ms" in line)
     assert eager.split()[-5:-2] == ["9-11", "10", "9-11"]  # the q1-q3 spreads, as ranges
 
 
@@ -163,8 +160,8 @@ def test_results_of_the_wrong_shape_are_unreadable_not_a_traceback(runs, shape, 
     path.write_bytes(b"\xff\xfe" + text.encode() if shape == "not UTF-8" else text.encode())
     assert C.main(["a", "b", "--output-dir", str(runs)]) == 0
     out = capsys.readouterr().out
-    if shape == "measured a list":  # extra sections may hold anything: no spread from it, numbers still compared
-        assert "02_executor_timing" in out and "host submit (ms)" in out
+    if shape == "measured a list":  # a section compare does not read may hold anything
+        assert "02_executor_timing" in out and "host_submit_ms" in out
         return
     assert "unreadable in B: 02_executor_timing.results.json: " in out and "04_op_microbenchmarks" in out
     (runs / "a" / "04_op_microbenchmarks.results.json").unlink()
@@ -209,7 +206,7 @@ def test_cli_prints_and_writes_the_report_into_run_b(runs):
     assert proc.returncode == 0, proc.stderr
     assert "parameters that differ:" in proc.stdout and "cache_mode: seed -> none" in proc.stdout
     assert "packages.torch: 2.9.1 -> 2.11.0" in proc.stdout
-    line = next(l for l in proc.stdout.splitlines() if l.startswith("02_executor_timing") and "Wall Clock" in l)
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("02_executor_timing") and "wall_ms" in l)
     assert line.split()[-2:] == ["2.00", "yes"]
     assert "7 numbers compared, 5 with a spread in both runs; 4 differ by more than that spread (4 higher in B, 0 lower)" in proc.stdout
     page, data = runs / "b" / "compare-a-vs-b.html", runs / "b" / "compare-a-vs-b.json"
@@ -244,7 +241,7 @@ def test_real_tiny_run_against_itself(tiny_run, tmp_path, capsys):
     assert set(report["notebooks"]) == {p.name[: -len(results.SUFFIX)] for p in tiny_run.glob("*.results.json")}
     assert report["parameters"] == [] and report["environment"] == [] and report["skipped"] == []
     assert all(e["ratio"] in (1, None) and e["beyond_spread"] in (False, None) for e in report["rows"])
-    walls = [e for e in report["rows"] if e["notebook"] == "02_executor_timing" and e["metric"] == "Wall Clock Time (ms)"]
+    walls = [e for e in report["rows"] if e["notebook"] == "02_executor_timing" and e["metric"] == "wall_ms"]
     assert walls and all(e["a_q1_q3"] for e in walls)
 
 
@@ -259,7 +256,7 @@ def test_published_reference_against_a_fresh_tiny_run(tiny_run, tmp_path, capsys
     differing = {e["name"] for e in report["parameters"]}
     assert {"preset", "device"} <= differing, report["parameters"]
     assert any(e["name"] == "gpu" or "gpu" in str(e) for e in report["environment"]), report["environment"]
-    walls = [e for e in report["rows"] if e["notebook"] == "02_executor_timing" and e["metric"] == "Wall Clock Time (ms)"]
+    walls = [e for e in report["rows"] if e["notebook"] == "02_executor_timing" and e["metric"] == "wall_ms"]
     ratios = {e["row"]: e["ratio"] for e in walls}
     assert ratios["eager"] > 0 and ratios["torch.compile"] > 0  # measured in both runs
     assert ratios["thunder"] is None  # no nvFuser on a CPU: a row without a number, not a ratio

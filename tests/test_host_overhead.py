@@ -1,258 +1,95 @@
-"""latency_lab.host_overhead and profiler_timeline: timeline metrics on fake profiler events (the
-GPU-only logic), closure arithmetic, and notebook 05 end to end on CPU (tiny preset)."""
+"""Notebook 05: the in-place breakdown (thunder_breakdown) on fake timestamps and on a real Thunder
+call on CPU, the graded hypotheses, memory readings, and the notebook end to end (tiny preset)."""
 
 from __future__ import annotations
 
-import gzip
+import ast
 import json
-import math
 
 import pytest
 
-from latency_lab import host_overhead as ho
-from latency_lab import profiler_timeline as pt
-from latency_lab.executors import REGISTRY
+from latency_lab import harness, host_overhead, registry, thunder_breakdown
+from latency_lab.metrics import Stat
 from conftest import run_runner
 
-S = pt.Span
+# --- timestamps -> phases ----------------------------------------------------------------------------
 
 
-def fake_step(offset: float = 0.0, label: str = "step", i: int = 0) -> list[pt.Span]:
-    """One profiled GPU step from 0 to 1000 µs: three launches and their kernels, a copy, a device-side
-    user annotation, nested CPU ops and an inductor kernel launched after the last aten op."""
-    o = offset
-    return [
-        S(f"{pt.MARK}|{label}|{i}", "annotation", o + 0, o + 1000, tid=1),
-        S("aten::linear", "cpu_op", o + 100, o + 420, tid=1),
-        S("aten::addmm", "cpu_op", o + 250, o + 400, tid=1),          # nested: not top level
-        S("cudaLaunchKernel", "runtime", o + 300, o + 310, correlation=1 + 10 * i, tid=1),
-        S("cudaMemcpyAsync", "runtime", o + 410, o + 415, correlation=2 + 10 * i, tid=1),
-        S("## Call CompiledFxGraph ##", "annotation", o + 450, o + 720, tid=1),
-        S("cuLaunchKernel", "runtime", o + 500, o + 510, correlation=3 + 10 * i, tid=1),
-        S("cuLaunchKernel", "runtime", o + 700, o + 710, correlation=4 + 10 * i, tid=1),
-        S("sm90_gemm", "kernel", o + 320, o + 400, correlation=1 + 10 * i),
-        S("Memcpy HtoD (Pageable -> Device)", "memcpy", o + 420, o + 425, correlation=2 + 10 * i),
-        S("## Call CompiledFxGraph ##", "gpu_annotation", o + 300, o + 900),
-        S("triton_poi_fused_add_0", "kernel", o + 520, o + 560, correlation=3 + 10 * i),
-        S("nvfuser_pointwise_f0_c1", "kernel", o + 720, o + 800, correlation=4 + 10 * i),
-    ]
+def _stamps(stamp_ns=100):
+    """One call: 1 µs entry, 2 cache info, 1 search, 3 prologue, 1 bookkeeping, 1 computation entry,
+    three statements of 10, 20 and 5 µs (each timestamp adding ``stamp_ns``), 4 epilogue, 1 exit."""
+    t, s = 0, {}
+    s["start"] = t
+    for key, us in (("host_start", 1), ("cache_start", 2), ("prologue_start", 1), ("prologue_stop", 3),
+                    ("exec_start", 1)):
+        t += us * 1000
+        s[key] = t
+    t += 1000
+    statements = []
+    for us in (10, 20, 5):
+        statements.append(t)
+        t += us * 1000 + stamp_ns
+    s["exec_stop"] = t
+    s["host_stop"] = t + 4000
+    s["stop"] = t + 5000
+    return thunder_breakdown.CallStamps(statements=statements, **s)
 
 
-def test_kernel_filter_excludes_copies_and_annotations():
-    kernels = [s.name for s in fake_step() if pt.is_kernel(s)]
-    assert kernels == ["sm90_gemm", "triton_poi_fused_add_0", "nvfuser_pointwise_f0_c1"]
-    assert not pt.is_kernel(S("Memset (Device)", "kernel", 0, 1))  # a copy by name, even when filed as a kernel
-    assert not pt.is_kernel(S("Torch-Compiled Region: 0/0", "kernel", 0, 1))  # an annotation's range by name
+def test_phases_and_statements_subtract_one_timestamp_each():
+    c = _stamps(stamp_ns=100)
+    phases = thunder_breakdown.phases_us(c, stamp_ns=100)
+    assert phases == pytest.approx({"call entry": 1, "cache info": 2, "cache search": 1, "prologue": 3,
+                                    "cache hit bookkeeping": 1, "computation entry": 1, "statements": 35,
+                                    "epilogue and statistics": 4, "call exit": 1})
+    assert thunder_breakdown.statements_us(c, 100) == pytest.approx([10, 20, 5])
+    uncorrected = thunder_breakdown.phases_us(c, stamp_ns=0)
+    assert uncorrected["statements"] == pytest.approx(35.3)  # what the timestamps cost when not subtracted
+    with pytest.raises(ValueError):
+        thunder_breakdown.phases_us(thunder_breakdown.CallStamps(0, 0, 0, 0, 0, 0, 0, 0, 0, []), 0)
 
 
-def test_step_metrics_from_fake_gpu_events():
-    [w] = pt.windows(fake_step())
-    m = pt.window_metrics(w)
-    assert m["host_us"] == 1000 and m["kernels"] == 3 and m["copies"] == 1
-    assert m["kernel_us"] == 80 + 40 + 80
-    assert m["first_kernel_us"] == 320
-    assert m["gpu_idle_us"] == (800 - 320) - 200  # gaps 400-520 and 560-720
-    assert m["host_tail_us"] == 1000 - 710        # after the launch of the last kernel
-    assert m["wall_us"] == 1000
-    # top level: linear (320) and the compiled-graph annotation (270); addmm and its launch are nested
-    assert m["host_ops"] == 2 and m["host_in_ops_us"] == 320 and m["host_in_annotations_us"] == 270
-    assert m["host_in_runtime_us"] == 0
+def test_statements_are_classified_by_what_they_call():
+    src = ("def computation(a, b):\n  t0 = nvFusion0(a, b)\n  t1 = torch.nn.functional.linear(t0, b)\n"
+           "  update_aliases((t1,))\n  del t0\n  x, y = t1\n  return x\n")
+    tree, body = thunder_breakdown.stamped(src, "computation")
+    kinds = [thunder_breakdown.classify(n, i, {"nvFusion0": "nvFusion"}) for i, n in enumerate(body)]
+    assert [(k.name, k.kind) for k in kinds] == [("nvFusion0", "nvFusion"), ("torch.nn.functional.linear", "op"),
+                                                  ("update_aliases", "bookkeeping"), ("del", "glue"),
+                                                  ("unpack", "glue"), ("return", "glue")]
+    func = tree.body[0]
+    assert len(func.body) == 2 * len(body) and ast.unparse(func.body[0]).startswith(thunder_breakdown.STAMP)
 
 
-def test_kernels_belong_to_the_step_they_start_in_and_may_outlast_it():
-    spans = fake_step(0, i=0) + fake_step(2000, i=1) + [S("late_kernel", "kernel", 2990, 3100, correlation=99)]
-    ws = pt.windows(spans)
-    assert [(w.label, w.repeat) for w in ws] == [("step", 0), ("step", 1)]
-    first, second = (pt.window_metrics(w) for w in ws)
-    assert first["kernels"] == 3 and second["kernels"] == 4
-    assert second["wall_us"] == 1100 and second["first_kernel_us"] == 320
-    assert second["host_tail_us"] == 1000 - 710  # the late kernel has no launch in the step: fall back to the last one matched
+def test_calibration_prices_an_empty_timestamp():
+    ticks = iter(range(0, 10_000_000, 70))
+    assert thunder_breakdown.calibration_ns([], now=lambda: next(ticks)) == 70
 
 
-def test_launches_by_name_when_events_carry_no_correlation():
-    spans = [S(f"{pt.MARK}|x|0", "annotation", 0, 100, tid=1), S("cudaLaunchKernel", "runtime", 10, 20, tid=1),
-             S("cudaLaunchKernel", "runtime", 40, 50, tid=1), S("k", "kernel", 30, 35), S("k", "kernel", 60, 62)]
-    m = pt.window_metrics(pt.windows(spans)[0])
-    assert m["host_tail_us"] == 50 and m["gpu_idle_us"] == 25 and m["first_kernel_us"] == 30
+def _block(call_us, statements_us, stamp_ns=50.0):
+    phases = {k: 1.0 for k in thunder_breakdown.PHASES}
+    phases["statements"] = sum(statements_us)
+    return {"phases_us": phases, "statements_us": statements_us, "call_us": call_us, "stamp_ns": stamp_ns, "calls": 10}
 
 
-def test_cpu_step_has_no_kernel_metrics():
-    spans = [S(f"{pt.MARK}|step|0", "annotation", 0, 50, tid=1), S("aten::add", "cpu_op", 5, 15, tid=1)]
-    m = pt.window_metrics(pt.windows(spans)[0])
-    assert m["kernels"] == 0 and m["first_kernel_us"] is None and m["gpu_idle_us"] is None
-    assert m["host_in_ops_us"] == 10
+class _FakeInSitu:
+    statements = [thunder_breakdown.Statement(0, "nvFusion0", "nvFusion"), thunder_breakdown.Statement(1, "del", "glue"),
+                  thunder_breakdown.Statement(2, "torch.nn.functional.linear", "op")]
 
 
-def test_union_and_top_level():
-    spans = [S("a", "kernel", 0, 10), S("b", "kernel", 5, 20), S("c", "kernel", 30, 40)]
-    assert pt.union_us(spans) == 30
-    assert [s.name for s in pt.top_level([S("o", "cpu_op", 0, 10), S("i", "cpu_op", 2, 5), S("n", "cpu_op", 10, 12)])] == ["o", "n"]
+def test_summary_closes_on_the_plain_step_of_the_same_rounds():
+    blocks = [_block(1000.0, [600.0, 20.0, 300.0]), _block(1100.0, [650.0, 25.0, 320.0])]
+    s = thunder_breakdown.summarize(_FakeInSitu(), blocks, host_ms=[1.05, 1.1])
+    assert s["remainder_pct"]["median"] == pytest.approx((100 * 50 / 1050 + 0.0) / 2)
+    assert s["kinds"]["nvFusion"]["median"] == pytest.approx(625.0) and s["kinds_per_block"]["op"] == [300.0, 320.0]
+    assert s["startup_us"]["median"] == pytest.approx(6.0)  # six phases of 1 µs before the first statement
+    assert thunder_breakdown.summarize(_FakeInSitu(), [], [1.0]) == {"reason": "no instrumented block ran"}
 
 
-def test_chrome_trace_parsing_and_window_export(tmp_path):
-    trace = {"traceEvents": [
-        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}},
-        {"ph": "X", "cat": "user_annotation", "name": f"{pt.MARK}|step|0", "ts": 100.0, "dur": 50.0, "tid": 7},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 110.0, "dur": 5.0, "tid": 7, "args": {"correlation": 3}},
-        {"ph": "X", "cat": "kernel", "name": "k0", "ts": 120.0, "dur": 10.0, "args": {"correlation": 3}},
-        {"ph": "X", "cat": "python_function", "name": "ignored", "ts": 101.0, "dur": 1.0},
-        {"ph": "f", "cat": "ac2g", "name": "flow", "ts": 120.0},
-        {"ph": "X", "cat": "user_annotation", "name": f"{pt.MARK}|step|1", "ts": 500.0, "dur": 50.0, "tid": 7},
-    ]}
-    spans = pt.spans_from_chrome(trace)
-    assert [(s.kind, s.correlation) for s in spans] == [("annotation", None), ("runtime", 3), ("kernel", 3), ("annotation", None)]
-    first = pt.windows(spans)[0]
-    assert pt.window_metrics(first)["host_tail_us"] == 150 - 115
-    path = tmp_path / "t.json.gz"
-    pt.write_trace(trace, first, path)
-    kept = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
-    assert [e["name"] for e in kept] == ["process_name", f"{pt.MARK}|step|0", "cudaLaunchKernel", "k0", "ignored", "flow"]
-
-
-def test_closure_adds_up_exactly_and_keeps_a_negative_remainder():
-    rows = ho.closure(1000.0, [("a", 123.456, "m"), ("b", 0.1 + 0.2, "m"), ("c", 500.0, "m")])
-    assert rows[-1]["part"] == ho.REMAINDER
-    assert math.isclose(math.fsum(r["us"] for r in rows), 1000.0, rel_tol=1e-12)
-    assert math.isclose(sum(r["share of host time (%)"] for r in rows), 100.0, rel_tol=1e-12)
-    over = ho.closure(100.0, [("a", 80.0, "m"), ("b", 30.0, "m")])
-    assert over[-1]["us"] == pytest.approx(-10.0)
-
-
-def test_closure_parts_of_thunder_and_of_a_profiled_step():
-    thunder = {"host": {"median": 1.0},  # ms
-               "phases": {"rows": [{"phase": "cache lookup + prologue", "us": 200.0, "method": "alone: x"},
-                                   {"phase": "cache lookup + prologue", "us": 260.0, "method": "in the call: y"},
-                                   {"phase": "computation function", "us": 300.0, "method": "alone: x"},
-                                   {"phase": "epilogue", "us": 10.0, "method": "alone: x"}]},
-               "regions": {"rows": [{"kind": "nvFusion", "host_us": 50.0}, {"kind": "nvFusion", "host_us": 60.0},
-                                    {"kind": "op", "host_us": 30.0}, {"kind": "nvFuser execute (inside the region above)", "host_us": 40.0},
-                                    ]}}
-    total, _, parts = ho.closure_parts(thunder)
-    assert total == 1000.0
-    assert [(n, us) for n, us, _ in parts] == [("cache lookup + prologue", 200.0), ("nvFusion regions (2 calls)", 110.0),
-                                               ("ops outside fusions (1 calls)", 30.0),
-                                               ("computation function's own Python (dels, unpacking, returns)", 300.0 - 140.0),
-                                               ("epilogue", 10.0)]
-    failed = {**thunder, "regions": {"rows": thunder["regions"]["rows"] + [{"kind": "op", "error": "boom"}]}}
-    assert not any("own Python" in n for n, _, _ in ho.closure_parts(failed)[2])  # a call missing: no derived glue
-    other = {"timeline": {"step": {"host_us": 500.0, "host_in_ops_us": 300.0, "host_in_annotations_us": 50.0,
-                                   "host_in_runtime_us": 20.0}}}
-    closed = ho.closures({"eager": other, "none": {}})
-    assert list(closed) == ["eager"] and closed["eager"]["rows"][-1]["us"] == 130.0
-
-
-def test_conclusion_decides_hypotheses_from_numbers_only():
-    base = {"status": "ok", "host (µs/step)": 1000.0, "nvFusion host µs/kernel (median)": None}
-    summary = [{**base, "executor": "eager", "call to first kernel (µs)": 40.0},
-               {**base, "executor": "thunder", "call to first kernel (µs)": 340.0, "nvFusion host µs/kernel (median)": 25.0}]
-    graphs = [{"with graphs": "thunder:cudagraphs", "without": "thunder", "host removed (%)": 90.0, "wall removed (%)": 70.0,
-               "wall with (µs)": 300.0, "wall without (µs)": 1000.0}]
-    text = " ".join(ho.conclusion(summary, {}, graphs, "cuda"))
-    assert "holds here" in text and "thunder 300 µs" in text and "(holds)" in text
-    assert "holds: 25 µs of host time per kernel" in text and "(thunder 25 µs)" in text
-    over = {"thunder": {"total_us": 100.0, "total": "host", "rows": ho.closure(100.0, [("a", 150.0, "m")])}}
-    assert "more than the step (remainder -50%)" in " ".join(ho.conclusion(summary, over, graphs, "cuda"))
-    cpu = " ".join(ho.conclusion([{**base, "executor": "eager", "call to first kernel (µs)": None}], {}, [], "cpu"))
-    assert cpu.count("needs CUDA") == 3 and "holds" not in cpu
-
-
-def test_safe_file_names():
-    assert ho.safe_name("torch.compile:reduce-overhead") == "torch.compile_reduce-overhead"
-    assert ho.safe_name("thunder/../x y") == "thunder_.._x_y"
-
-
-CPU_EXECUTORS = [n for n in ("eager", "torch.compile", "thunder:torch", "thunder:torchcompile", "thunderfx") if n in REGISTRY]
-
-
-@pytest.fixture(scope="module")
-def run05(tmp_path_factory):
-    out = tmp_path_factory.mktemp("out05")
-    proc = run_runner("--preset", "tiny", "--device", "cpu", "--notebooks", "05", "--output-dir", str(out),
-                      "--run-id", "r", "-p", f"executors={','.join(CPU_EXECUTORS)}")
-    assert proc.returncode == 0, f"runner failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
-    return out / "r", json.loads((out / "r" / f"{ho.NOTEBOOK}.results.json").read_text())
-
-
-def test_05_every_cpu_executor_is_measured_and_closes(run05):
-    folder, res = run05
-    rows = {r["executor"]: r for r in res["summary"]}
-    assert list(rows) == [n for n in REGISTRY if n in CPU_EXECUTORS]
-    for name, r in rows.items():
-        assert r["status"] == "ok", (name, r["reason"])
-        assert r["host (µs/step)"] > 0 and r["wall (µs/step)"] > 0
-        c = res["closure"][name]
-        parts = [x for x in c["rows"] if x["part"] != ho.REMAINDER]
-        [remainder] = [x for x in c["rows"] if x["part"] == ho.REMAINDER]
-        assert parts and all(x["us"] >= 0 for x in parts if not x["method"].startswith("derived"))
-        assert math.isclose(math.fsum(x["us"] for x in parts) + remainder["us"], c["total_us"], rel_tol=1e-9)
-        assert math.isclose(r["remainder (µs)"], remainder["us"])
-        trace = json.loads(gzip.decompress((folder / r["trace"]).read_bytes()))
-        marks = [e for e in trace["traceEvents"] if e.get("name", "").startswith(f"{pt.MARK}|step|")]
-        assert len(marks) == 1 and any(e.get("cat") == "cpu_op" for e in trace["traceEvents"])
-        assert r["call to first kernel (µs)"] is None and "need CUDA" in r["reason"]
-    thunder_total = res["closure"]["thunder:torch"]
-    assert thunder_total["total_us"] == pytest.approx(rows["thunder:torch"]["host (µs/step)"])
-    assert any(x["part"].startswith("ops outside fusions") for x in thunder_total["rows"])
-
-
-def test_05_thunder_phases_and_regions(run05):
-    _, res = run05
-    phases = [p for p in res["phases"] if p["executor"] == "thunder:torch"]
-    methods = {(p["phase"], p["method"].split(":")[0]) for p in phases}
-    for phase in ("cache lookup + prologue", "computation function"):
-        assert {(phase, "in the call"), (phase, "alone")} <= methods
-    assert all(p["us"] is not None for p in phases)
-    calls = [r for r in res["regions"] if r["executor"] == "thunder:torch"]
-    assert any(r["call"] == "torch.nn.functional.linear" and r["host_us"] > 0 for r in calls)
-    assert all("error" not in r for r in calls), [r for r in calls if "error" in r]
-    tc = [r for r in res["regions"] if r["executor"] == "thunder:torchcompile"]
-    assert any(r["kind"] == "TorchCompile" and r["host_us"] > 0 for r in tc)
-    eager = [r for r in res["regions"] if r["executor"] == "eager"]
-    assert len(eager) == 1 and "not a thunder.jit callable" in eager[0]["reason"]
-
-
-def test_05_graphs_and_conclusion_on_cpu(run05):
-    _, res = run05
-    assert [g["with graphs"] for g in res["graphs"]] == [g for g, _ in ho.GRAPH_PAIRS]
-    assert all(g["reason"] for g in res["graphs"])
-    text = " ".join(res["findings"])
-    assert "needs CUDA" in text and "thunder:torch" in text
-    assert res["key_table"]["rows"]
-
-
-def test_nvfuser_region_runs_alone_and_through_its_definition(monkeypatch):
-    """The nvFusion path with a fake FusionDefinitionWrapper: fd.execute alone gets its own row, and a
-    call that fails alone is a row with its error (CPU: no kernel columns)."""
-    import torch
-    from latency_lab import thunder_breakdown as tb
-
-    class FakeFd:
-        def execute(self, inputs, device=None):
-            return [inputs[0] + inputs[1]]
-
-    class FakeWrapper:
-        last_used, _selected = FakeFd(), None
-
-        def __call__(self, *args):
-            return self.last_used.execute(list(args))
-
-    x = torch.ones(4)
-    region = tb.Call(0, "nvFusion0", "nvFusion", FakeWrapper(), (x, x), {}, tb.NVFUSER_INPUTS)
-    only = tb.execute_only(region)
-    assert only.kind.startswith("nvFuser execute") and "last_repro_script absent" in only.inputs
-    assert tb.execute_only(tb.Call(1, "linear", "op", torch.nn.functional.linear, (), {})) is None
-    broken = tb.Call(2, "torch.nn.functional.linear", "op", torch.nn.functional.linear, (x,), {})
-    rows = tb.measure_calls([region, only, broken], "cpu", 3)
-    assert [r["call"] for r in rows] == ["nvFusion0", "nvFusion0 fd.execute", "torch.nn.functional.linear"]
-    assert rows[0]["host_us"] > 0 and rows[1]["host_us"] > 0 and "kernels" not in rows[0]
-    assert "error" in rows[2] and "host_us" not in rows[2]
-
-
-def test_thunder_calls_are_recorded_with_their_inputs_and_phases_measured():
+def test_real_thunder_call_is_taken_apart_in_place():
+    """A Thunder call on CPU, instrumented: every statement of its computation is classified, the
+    instrumented call gives the same output, and its corrected time is a positive part of a call."""
     pytest.importorskip("thunder")
     import torch
-    from latency_lab import thunder_breakdown as tb
-    from latency_lab.executors import prepare
 
     class Small(torch.nn.Module):
         def __init__(self):
@@ -263,19 +100,122 @@ def test_thunder_calls_are_recorded_with_their_inputs_and_phases_measured():
             return torch.nn.functional.silu(self.lin(x)) * 2
 
     kwargs = {"x": torch.randn(2, 8)}
-    p = prepare(REGISTRY["thunder:torch"], Small().eval(), kwargs, "cpu")
+    p = harness.prepare(registry.REGISTRY["thunder:torch"], Small().eval(), kwargs, "cpu")
     assert p.ok, p.reason
-    calls = tb.record_calls(p.fn, kwargs)
-    names = [c.name for c in calls]
-    assert "torch.nn.functional.linear" in names and all(c.kind in ("op", "bookkeeping") for c in calls)
-    linear = calls[names.index("torch.nn.functional.linear")]
-    assert linear.args[0] is kwargs["x"]
+    ins, why = thunder_breakdown.insitu_probe(p, kwargs, 5)
+    assert why is None and any(s.name == "torch.nn.functional.linear" and s.kind == "op" for s in ins.statements)
     expected = p.fn(**kwargs)
-    x = linear.fn(*linear.args, **linear.kwargs)
-    for c in calls[names.index("torch.nn.functional.linear") + 1:]:
-        x = c.fn(x, *c.args[1:], **c.kwargs)
-    torch.testing.assert_close(x, expected)
-    rows = tb.phases(p.fn, kwargs, "cpu", 3)
-    assert {r["method"].split(":")[0] for r in rows} == {"in the call", "alone", "derived"}
-    assert all(r["us"] > 0 for r in rows if r["phase"] != "cache search")
-    assert tb.thunder_functions(Small()) == []
+    with ins.installed():
+        torch.testing.assert_close(p.fn(**kwargs), expected)
+    block = ins.block(5)
+    assert block["call_us"] > 0 and len(block["statements_us"]) == len(ins.statements)
+    assert set(block["phases_us"]) == set(thunder_breakdown.PHASES)
+    assert thunder_breakdown.cached_call(p.fn, kwargs)[0].computation_fn is ins.entry.computation_fn  # restored
+    eager = harness.prepare(registry.REGISTRY["eager"], Small().eval(), kwargs, "cpu")
+    assert thunder_breakdown.insitu_probe(eager, kwargs, 5) == (None, "eager is not a Thunder configuration")
+    calls = thunder_breakdown.record_calls(p.fn, kwargs)
+    assert [c.name for c in calls if c.kind == "op"] == [s.name for s in ins.statements if s.kind == "op"]
+
+
+# --- grading and tables ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value, verdict", [(150, "lower"), (200, "holds"), (250, "holds"), (300, "holds"), (380, "higher")])
+def test_grades_are_two_sided(value, verdict):
+    assert host_overhead.grade(value, host_overhead.SEED_STARTUP_US) == verdict
+
+
+def test_memory_held_never_prints_a_negative_number():
+    assert host_overhead.memory_held({"allocated_mib": 100, "reserved_mib": 200},
+                                     {"allocated_mib": 132, "reserved_mib": 1224}) == {"allocated_mib": 32,
+                                                                                      "reserved_mib": 1024}
+    negative = host_overhead.memory_held({"allocated_mib": 100, "reserved_mib": 2000},
+                                         {"allocated_mib": 68, "reserved_mib": 934})
+    assert set(negative) == {"reason"} and "not measurable" in negative["reason"]
+    assert host_overhead.memory_held({}, {}) == {"reason": "GPU memory needs a CUDA device"}
+
+
+def _broken(startup=380.0, nv_per_block=(1100.0, 1150.0), remainder=1.0):
+    stat = Stat.of([startup]).to_dict()
+    return {"thunder": {"phases": {k: Stat.of([10.0]).to_dict() for k in thunder_breakdown.PHASES},
+                        "kinds": {"nvFusion": Stat.of(nv_per_block).to_dict(), "op": Stat.of([700.0]).to_dict()},
+                        "kinds_per_block": {"nvFusion": list(nv_per_block)}, "startup_us": stat,
+                        "statements": [{"index": 0, "name": "nvFusion0", "kind": "nvFusion", **Stat.of([600.0]).to_dict()},
+                                       {"index": 1, "name": "del", "kind": "glue", **Stat.of([1.0]).to_dict()},
+                                       {"index": 2, "name": "nvFusion1", "kind": "nvFusion", **Stat.of([500.0]).to_dict()}],
+                        "call_us": Stat.of([2380.0]).to_dict(), "plain_host_us": Stat.of([2400.0]).to_dict(),
+                        "remainder_pct": Stat.of([remainder]).to_dict(), "blocks": 8}}
+
+
+def test_region_rows_pair_in_place_with_alone_and_count_kernels():
+    measured = {"thunder": {"alone": {"rows": [
+        {"index": 0, "call": "nvFusion0", "kind": "nvFusion", "alone_us": 80.0, "kernels": 4},
+        {"index": 1, "call": "nvFusion1", "kind": "nvFusion", "alone_us": 40.0, "kernels": 2},
+        {"index": 0, "call": "nvFusion0 fd.execute", "kind": "nvFuser execute", "alone_us": 70.0, "kernels": 4}]}}}
+    rows = host_overhead.region_rows(_broken(), measured)
+    assert [(r["call"], r["in_place_us_per_kernel"], r["alone_us_per_kernel"]) for r in rows] == [
+        ("nvFusion0", 150.0, 20.0), ("nvFusion1", 250.0, 20.0)]
+    s = host_overhead.nvfusion_per_kernel(_broken(), rows, "thunder")
+    assert s.median == pytest.approx(1125.0 / 6)
+
+
+def test_hypotheses_read_their_numbers_and_grade_both_ways():
+    rows = [{"executor": "thunder", "kind": "nvFusion", "kernels": 40, "alone_us_per_kernel": 25.0}]
+    high = host_overhead.per_kernel_text(_broken(nv_per_block=(1500.0, 1600.0)), rows, "cuda")
+    assert "thunder higher: 38.8 µs per kernel in place (IQR 38.1 µs-39.4 µs over rounds), 25.0 µs run alone" in high
+    assert "thunder lower" in host_overhead.per_kernel_text(_broken(nv_per_block=(400.0, 420.0)), rows, "cuda")
+    assert "thunder holds" in host_overhead.per_kernel_text(_broken(nv_per_block=(1000.0, 1000.0)), rows, "cuda")
+    assert "needs CUDA" in host_overhead.per_kernel_text({}, [], "cpu")
+    assert host_overhead.startup_text(_broken(startup=380.0), {}, "cuda").startswith(
+        "Start-up per step (seed: ~250 µs, read as 200-300 µs): higher for thunder: 380 µs")
+    assert "holds for thunder" in host_overhead.startup_text(_broken(startup=250.0), {}, "cuda")
+    assert "lower for thunder" in host_overhead.startup_text(_broken(startup=90.0), {}, "cuda")
+    assert "no Thunder configuration" in host_overhead.startup_text({}, {}, "cuda")
+    assert "The in-place parts close" in host_overhead.closure_text(_broken(remainder=3.0))[0]
+    assert "do not close" in host_overhead.closure_text(_broken(remainder=25.0))[0]
+
+
+def _graph_rounds(with_ms, without_ms):
+    names = ("torch.compile:reduce-overhead", "torch.compile")
+    timed = {n: harness.Timed(n, [w] * 4, [w * 0.5] * 4) for n, w in zip(names, (with_ms, without_ms))}
+    return harness.Rounds(timed, [1.0] * 4, "cuda-events", 0, 1, 4)
+
+
+def test_graphs_hold_only_when_the_wall_drops_enough():
+    step = [{"executor": n, "wall_ms": w, "host_ms": w / 2, "allocated_mib": 10.0, "reserved_mib": 20.0, "status": "ok",
+             "reason": None} for n, w in (("torch.compile:reduce-overhead", 0.23), ("torch.compile", 0.95))]
+    cure = host_overhead.graph_rows(step, _graph_rounds(0.23, 0.95))
+    assert cure[0]["wall_ratio_x"] == pytest.approx(0.23 / 0.95)
+    assert ": holds" in host_overhead.graphs_text(cure, _graph_rounds(0.23, 0.95), "cuda")
+    weak = host_overhead.graph_rows(step, _graph_rounds(0.9, 0.95))
+    assert "does not hold" in host_overhead.graphs_text(weak, _graph_rounds(0.9, 0.95), "cuda")
+    assert host_overhead.graphs_text([], _graph_rounds(1, 1), "cpu") == "CUDA graphs as the cure: needs CUDA."
+
+
+# --- the notebook on CPU -------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def run05(tmp_path_factory):
+    out = tmp_path_factory.mktemp("out05")
+    proc = run_runner("--preset", "tiny", "--device", "cpu", "--notebooks", "05", "--output-dir", str(out),
+                      "--run-id", "r", "-p", "executors=eager,torch.compile,thunder:torch,thunderfx")
+    assert proc.returncode == 0, f"runner failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return out / "r", json.loads((out / "r" / "05_host_overhead.results.json").read_text())
+
+
+def test_05_every_row_has_host_at_most_wall_and_thunder_is_taken_apart(run05):
+    folder, res = run05
+    rows = {r["executor"]: r for r in res["step"]}
+    assert list(rows) == ["eager", "torch.compile", "thunder:torch", "thunderfx"]
+    for name, r in rows.items():
+        assert r["status"] == "ok", (name, r["reason"])
+        assert 0 < r["host_ms"] <= r["wall_ms"] * 1.0001
+    broken = res["breakdown"]
+    assert set(broken["thunder:torch"]["phases"]) == set(thunder_breakdown.PHASES)
+    assert broken["thunder:torch"]["remainder_pct"]["n"] == 8  # one per round
+    assert "not a single thunder.jit callable" in broken["thunderfx"]["reason"]
+    regions = [r for r in res["regions"] if r["executor"] == "thunder:torch"]
+    assert any(r["call"] == "torch.nn.functional.linear" and r["in_place_us"] > 0 and r["alone_us"] > 0 for r in regions)
+    for r in rows.values():
+        assert (folder / res["timeline"][r["executor"]]["chrome_trace"]).is_file()
+    text = " ".join(res["findings"])
+    assert "thunder:torch: host" in text and "needs CUDA" in text

@@ -20,8 +20,8 @@ import nbformat
 import pytest
 
 import tasks
-from latency_lab import explorer as X, params as P
-from conftest import CHROMIUM_FLAGS, ROOT, chromium, chromium_dom
+from latency_lab import explorer as X, parameters as P
+from conftest import CHROMIUM_FLAGS, ROOT, chromium, chromium_dom, cpu_environment
 
 KERNEL = "latency-lab"
 
@@ -62,8 +62,8 @@ def running_lab(folder: Path, home: Path):
     localhost port with a token; killed on exit."""
     needs_jupyterlab()
     port, token = free_port(), secrets.token_hex(16)
-    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(home / "runtime"), "JUPYTERLAB_WORKSPACES_DIR": str(home / "ws"),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = cpu_environment(JUPYTER_RUNTIME_DIR=str(home / "runtime"), JUPYTERLAB_WORKSPACES_DIR=str(home / "ws"),
+                          PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     log_path = home / "server.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen([sys.executable, *tasks.lab_args(folder), "--no-browser", "--ServerApp.ip=127.0.0.1",
@@ -152,7 +152,7 @@ def test_server_lists_notebooks_and_runs_the_suite_kernel(lab):
         assert Path(path).resolve().is_relative_to(ROOT.resolve()) and widgets.startswith("8.")
         # The explorer's Run button, clicked in the real kernel: a tiny CPU measurement, then a bad setting.
         out = execute(lab, kernel["id"], "\n".join([
-            "from latency_lab import explorer as X, params as P",
+            "from latency_lab import explorer as X, parameters as P",
             "ui = X.ExplorerUI(X.Explorer(), P.validate(preset='tiny', device='cpu', executors='eager'), '/dev/null')",
             "ui.run_button.click()",
             "ui.layers.min, ui.layers.value = 0, 0",
@@ -354,7 +354,7 @@ def test_runner_from_a_python_outside_the_venv(tmp_path):
         pytest.skip(f"{outside} has papermill: nothing to hand over")
     for args in (["--help"], ["--list"]):
         proc = subprocess.run([outside, str(ROOT / "runner.py"), *args], cwd=tmp_path, capture_output=True, text=True,
-                              timeout=300, env={k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"})
+                              timeout=300, env={k: v for k, v in cpu_environment().items() if k != "VIRTUAL_ENV"})
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
         assert ("usage: runner.py" if args == ["--help"] else "00_explorer") in proc.stdout
 

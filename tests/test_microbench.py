@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from latency_lab import executors as registry, microbench as mb, model as llama, params as P, results
+from latency_lab import registry, microbench as mb, model as llama, parameters as P, results
 
 TINY = llama.config_dict("tiny", 1)
 SEED = llama.config_dict("seed", 1)

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from latency_lab import model as llama, params as P
+from latency_lab import model as llama, parameters as P
 
 
 def test_seed_config_verbatim_with_layers():

@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from latency_lab import display, html_assets, notebook_run, reference, report, results, tables, traces
+from latency_lab import display, html_assets, notebook_run, reference, report, results, tables, thunder_traces
 from conftest import chromium_dom
 
 MAX_RUN_MB = 10
@@ -103,11 +103,11 @@ def test_trace_counter_findings_name_regions_per_configuration():
     configs = [{"executor": "thunder", "status": "ok", "bound_symbols": 52,
                 "composition": {"nvFusion regions": 7, "TorchCompile regions": 0, "unfused ops": 4, "bookkeeping": 40}},
                {"executor": "thunder:cudagraphs", "status": "unavailable"}]
-    text, seed = traces.findings(configs, reference.SEED_TRACE_COUNTER)
+    text, seed = thunder_traces.findings(configs, reference.SEED_TRACE_COUNTER)
     assert "thunder: 7 fusion regions (7 nvFusion), 4 unfused ops, 52 top-level symbols" in text
     assert "Not traced here: thunder:cudagraphs." in text
     assert seed == "The seed's thunder trace had 9 fusion regions (7 nvFusion, 2 TorchCompile) in 57 top-level symbols."
-    assert traces.findings(configs[1:], {"nvFusion0": 1})[0] == "No Thunder configuration produced a trace here."
+    assert thunder_traces.findings(configs[1:], {"nvFusion0": 1})[0] == "No Thunder configuration produced a trace here."
 
 
 # --- HTML: shared plotly.js, figures, the run's pages -------------------------------------------------
@@ -141,7 +141,7 @@ def test_notebook_html_uses_the_shared_plotly_js(tmp_path):
 
 def _fake_run(tmp_path: Path) -> tuple[Path, dict]:
     """A run folder with results of 01 (ok) and 02 (ok, with a chart) and a failed 03."""
-    from latency_lab import params as P
+    from latency_lab import parameters as P
 
     run = tmp_path / "run"
     run.mkdir()
@@ -235,7 +235,7 @@ def test_run_pages_draw_offline_and_fit_the_size_budget(tiny_run: Path, tmp_path
 # --- statuses, what each notebook ran with, writes that fail ------------------------------------------
 
 def test_index_tells_failed_interrupted_and_not_run_apart_and_shows_what_each_notebook_ran_with(tmp_path):
-    from latency_lab import params as P
+    from latency_lab import parameters as P
     run = tmp_path / "run"
     run.mkdir()
     p = P.validate({"preset": "tiny", "device": "cpu"})

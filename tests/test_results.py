@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from latency_lab import notebook_run, params as P, report, results
+from latency_lab import notebook_run, parameters as P, report, results
 
 
 def test_save_and_load_roundtrip_json_safe(tmp_path):

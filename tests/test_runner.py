@@ -17,9 +17,9 @@ import nbformat
 import psutil
 import pytest
 
-from latency_lab import executors as E, notebook_run, results, run_folder
+from latency_lab import registry as E, notebook_run, results, run_folder
 import tasks
-from conftest import ROOT, run_runner  # noqa: E402
+from conftest import CPU_ONLY, ROOT, cpu_environment, run_runner  # noqa: E402
 
 NOTEBOOKS = list(notebook_run.discover())
 
@@ -35,7 +35,7 @@ def test_notebooks_committed_without_outputs():
 
 
 def test_declared_parameters_are_schema_names():
-    from latency_lab.params import SCHEMA
+    from latency_lab.parameters import SCHEMA
     for name, path in notebook_run.discover().items():
         declared = notebook_run.declared_parameters(path)
         assert set(declared) <= set(SCHEMA), f"{name}: {set(declared) - set(SCHEMA)}"
@@ -180,7 +180,7 @@ def test_unknown_parameter_lists_only_what_can_be_set(tmp_path):
 def _fake_run(run: Path, interrupted: str | None = None) -> Path:
     """A run folder as the runner leaves it (results, environment, summary, pages) for 01_x and
     02_y; 02_y cut by ``interrupted`` when given."""
-    from latency_lab import params as P, report
+    from latency_lab import parameters as P, report
     run.mkdir(parents=True)
     p = P.validate(preset="tiny", device="cpu")
     env = {"cpu": "test CPU", "packages": {"torch": "2.9.1"}}
@@ -272,11 +272,11 @@ def _notebook(path: Path, code: str) -> None:
 def test_failing_notebook_is_marked_and_others_survive(tmp_path):
     nbdir, out = tmp_path / "nbs", tmp_path / "out"
     nbdir.mkdir()
-    _notebook(nbdir / "01_ok.ipynb", "from latency_lab import params as P, results\n"
+    _notebook(nbdir / "01_ok.ipynb", "from latency_lab import parameters as P, results\n"
               "p = P.validate(preset=preset)\n"
               "results.save(output_dir, '01_ok', p, {}, results.key_table('ok', [{'x': 1}]))")
     _notebook(nbdir / "02_fails.ipynb", "raise RuntimeError('deliberate failure')")
-    _notebook(nbdir / "03_after.ipynb", "from latency_lab import params as P, results\n"
+    _notebook(nbdir / "03_after.ipynb", "from latency_lab import parameters as P, results\n"
               "results.save(output_dir, '03_after', P.validate(), {}, results.key_table('after', [{'y': 2}]))")
     proc = run_runner("--notebook-dir", str(nbdir), "--output-dir", str(out), "--run-id", "r", "--preset", "tiny", timeout=600)
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -314,7 +314,8 @@ def test_html_export_failure_is_an_outcome_not_a_crash(tmp_path, monkeypatch):
     def broken(executed):
         raise RuntimeError("exporter broke")
     monkeypatch.setattr(notebook_run, "to_html", broken)
-    outcome = notebook_run.execute(tmp_path / "01_ok.ipynb", run_dir, {}, notebook_run.kernel_name(), 120, False)
+    with notebook_run.kernel_environment(CPU_ONLY):
+        outcome = notebook_run.execute(tmp_path / "01_ok.ipynb", run_dir, {}, notebook_run.kernel_name(), 120, False)
     assert outcome.status == "failed" and outcome.error["ename"] == "HTMLExportError"
     assert "exporter broke" in outcome.error["evalue"] and outcome.files == {"ipynb": "01_ok.ipynb"}
     assert (run_dir / "01_ok.ipynb").is_file()
@@ -344,7 +345,7 @@ def test_full_disk_loses_nothing_and_leaves_no_temporaries(tmp_path, disk):
     import resource
     nbdir, out, temp = tmp_path / "nbs", tmp_path / "out", tmp_path / "temp"
     nbdir.mkdir(), out.mkdir(), temp.mkdir()
-    _notebook(nbdir / "01_ok.ipynb", "from latency_lab import params as P, results\n"
+    _notebook(nbdir / "01_ok.ipynb", "from latency_lab import parameters as P, results\n"
               "results.save(output_dir, '01_ok', P.validate(preset=preset), {}, results.key_table('ok', [{'x': 1}]))")
     limit = None
     if disk.startswith("tmpfs"):
@@ -356,7 +357,7 @@ def test_full_disk_loses_nothing_and_leaves_no_temporaries(tmp_path, disk):
     try:
         proc = subprocess.run([sys.executable, str(ROOT / "runner.py"), "--notebook-dir", str(nbdir), "--output-dir",
                                str(out), "--run-id", "r", "--preset", "tiny"], cwd=ROOT, capture_output=True, text=True,
-                              timeout=300, env={**os.environ, "TMPDIR": str(temp)},
+                              timeout=300, env=cpu_environment(TMPDIR=str(temp)),
                               preexec_fn=limit and (lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))))
         assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
         assert "runner.py: error: could not write " in proc.stderr and "report.html" in proc.stderr, proc.stderr
@@ -454,7 +455,7 @@ def _interruptible(tmp_path: Path) -> tuple[Path, Path]:
     sleeps) and 03; and that pid file."""
     nbdir, pid_file = tmp_path / "nbs", tmp_path / "kernel.pid"
     nbdir.mkdir()
-    _notebook(nbdir / "01_quick.ipynb", "from latency_lab import params as P, results\n"
+    _notebook(nbdir / "01_quick.ipynb", "from latency_lab import parameters as P, results\n"
               "results.save(output_dir, '01_quick', P.validate(preset=preset), {}, results.key_table('q', [{'x': 1}]))")
     _notebook(nbdir / "02_slow.ipynb", f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
               "time.sleep(300)")
@@ -469,7 +470,7 @@ def _start(tmp_path: Path, nbdir: Path, *prefix: str, **popen) -> subprocess.Pop
     cmd = [*(prefix or (sys.executable, str(ROOT / "runner.py"))), "--notebook-dir", str(nbdir),
            "--output-dir", str(tmp_path / "out"), "--run-id", "r"]
     popen = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **popen}
-    return subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp_path / "temp")}, **popen)
+    return subprocess.Popen(cmd, cwd=ROOT, env=cpu_environment(TMPDIR=str(tmp_path / "temp")), **popen)
 
 
 def _wait_for(path: Path, proc: subprocess.Popen, seconds: float = 240) -> None:
@@ -692,7 +693,7 @@ def test_tasks_py_test_and_lab_end_with_their_task(tmp_path):
                           (("lab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={lab_port}",
                             "--ServerApp.token=", f"--ServerApp.runtime_dir={tmp_path / 'rt'}"), None)):
         proc = subprocess.Popen(_tasks(*args), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True)
+                                env=cpu_environment(), start_new_session=True)
         if started:
             _wait_for(started, proc)
         else:
@@ -742,7 +743,7 @@ def test_runner_names_notebooks_that_ignore_a_parameter_and_records_what_each_ra
         params = nbformat.v4.new_code_cell('preset = "seed"\noutput_dir = ""' + extra)
         params.metadata["tags"] = ["parameters"]
         nb.cells = [params, nbformat.v4.new_code_cell(
-            "from latency_lab import params as P, results\n"
+            "from latency_lab import parameters as P, results\n"
             f"p = P.from_namespace(globals())\nresults.save(output_dir, {name!r}, p, {{}}, results.key_table('t', [{{'x': 1}}]))")]
         nbformat.write(nb, nbdir / f"{name}.ipynb")
     proc = run_runner("--notebook-dir", str(nbdir), "--output-dir", str(out), "--run-id", "r", "--preset", "tiny",

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from latency_lab import display, model as llama, params as P, results, scaling
+from latency_lab import display, model as llama, parameters as P, results, scaling
 from conftest import run_runner
 
 CPU_EXECUTORS = ("eager", "torch.compile", "thunder:torch")  # must be ok on a CPU

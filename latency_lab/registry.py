@@ -1,13 +1,16 @@
-"""Executor registry: a name maps to a display label (the seed's wording), a factory and an
-availability check that returns the reason it cannot run here instead of raising."""
+"""Executor registry: a name maps to a display label (the seed's wording), a factory, the options
+it passes, and an availability check that returns the reason it cannot run here instead of raising.
+Declarations only: building and measuring is ``harness``'s. Importing it imports no torch.
+
+The levers of notebook 07 are plain entries too (``thunder:nv-linear``, ``thunder:cache-same-input``,
+...): Thunder with one compile option changed, usable by every notebook and the explorer.
+"""
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
 from typing import Callable
-
-import torch
 
 # The seed's executor lists; names not registered in the installed thunder (e.g. apex, cudnn) are
 # dropped with a note by ``thunder_executors``.
@@ -26,6 +29,8 @@ class Executor:
     needs_thunder: bool = False
     needs_nvfuser: bool = False
     entry_point: str | None = None  # a thunder attribute (``compile``, ``dynamo.thunderfx``) it calls
+    options: dict = field(default_factory=dict)  # the compile options it passes (levers), shown in tables
+    lever: str | None = None  # for a lever: the part of the host time it is meant to shrink
 
     def check(self, device: str) -> tuple[str, str] | None:
         """None when it can run on ``device``; else ``("unavailable", reason)`` when this machine
@@ -42,7 +47,7 @@ class Executor:
             return "failed", reason
         return None
 
-    def build(self, module: torch.nn.Module) -> tuple[Callable, list[str]]:
+    def build(self, module) -> tuple[Callable, list[str]]:
         """The compiled callable and notes about what was filtered or changed."""
         notes: list[str] = []
         return self.factory(module, notes), notes
@@ -111,6 +116,8 @@ DYNAMO_RECOMPILE_LIMIT = 256
 
 def _dynamo_static() -> dict:
     """torch.compile's keyword arguments for static shapes, with Dynamo's recompile limit raised."""
+    import torch
+
     config = torch._dynamo.config
     name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
     setattr(config, name, max(getattr(config, name), DYNAMO_RECOMPILE_LIMIT))
@@ -119,6 +126,8 @@ def _dynamo_static() -> dict:
 
 def _torch_compile(mode: str | None):
     def factory(module, notes):
+        import torch
+
         return torch.compile(module, mode=mode, **_dynamo_static())
     return factory
 
@@ -136,11 +145,11 @@ THUNDER_CUDAGRAPHS_HAZARD = ("its graphs keep the cuBLAS workspace of thunder's 
                              "(illegal memory access), so it is built after reduce-overhead has recorded")
 
 
-def _thunder(wanted: tuple[str, ...] | None, cudagraphs: bool = False):
+def _thunder(wanted: tuple[str, ...] | None, cudagraphs: bool = False, options: dict | None = None):
     def factory(module, notes):
         import thunder
 
-        kwargs = {}
+        kwargs = dict(options or {})
         if wanted is not None:
             kwargs["executors"] = thunder_executors(wanted, notes)
         if cudagraphs:
@@ -201,8 +210,43 @@ _ALL = [
              _thunder_compile("reduce-overhead"), needs_cuda=True, needs_thunder=True, needs_nvfuser=True,
              entry_point="compile"),
 ]
+
+
+def _lever(name: str, label: str, lever: str, options: dict, needs_nvfuser: bool = True) -> Executor:
+    """Thunder-nvFuser (default executors) with ``options`` passed to ``thunder.jit``."""
+    shown = ", ".join(f"{k}={v!r}" for k, v in options.items())
+    return Executor(name, label, f"thunder.jit(model, {shown}), default executors", _thunder(None, options=options),
+                    needs_thunder=True, needs_nvfuser=needs_nvfuser, options=dict(options), lever=lever)
+
+
+# The seed's remedies as compile options of thunder 0.2.6 (thunder/executors/nvfuserex_impl.py, thunder.jit).
+LEVERS = [
+    _lever("thunder:nv-linear", "Thunder-nvFuser, linear+matmul in nvFuser", "ops outside fusions",
+           {"nv_enable_linear": True, "nv_enable_matmul": True}),
+    _lever("thunder:nv-sdpa", "Thunder-nvFuser, SDPA in nvFuser", "ops outside fusions", {"nv_enable_sdpa": True}),
+    _lever("thunder:nv-embedding", "Thunder-nvFuser, embedding in nvFuser", "ops outside fusions",
+           {"nv_enable_embedding": True}),
+    _lever("thunder:nv-skip-cache", "Thunder-nvFuser, no FusionDefinition lookup", "nvFusion regions",
+           {"nv_skip_cache": True}),
+    _lever("thunder:cache-same-input", "Thunder, cache='same input'", "cache lookup + prologue",
+           {"cache": "same input"}, needs_nvfuser=False),
+    _lever("thunder:cache-symbolic", "Thunder, cache='symbolic values'", "cache lookup + prologue",
+           {"cache": "symbolic values"}, needs_nvfuser=False),
+]
+_ALL += LEVERS
 REGISTRY: dict[str, Executor] = {ex.name: ex for ex in _ALL}
 THUNDER_NAMES = tuple(n for n, ex in REGISTRY.items() if ex.needs_thunder)
+LEVER_NAMES = tuple(ex.name for ex in LEVERS)
+
+
+def combination(names) -> Executor:
+    """One Thunder configuration with the options of several levers together (``thunder:a+b``)."""
+    levers = [REGISTRY[n] for n in names]
+    options = {k: v for ex in levers for k, v in ex.options.items()}
+    name = "thunder:" + "+".join(n.removeprefix("thunder:") for n in names)
+    return _lever(name, "Thunder, " + " + ".join(ex.label.split(", ", 1)[-1] for ex in levers),
+                  ", ".join(dict.fromkeys(ex.lever for ex in levers)), options,
+                  needs_nvfuser=any(ex.needs_nvfuser for ex in levers))
 
 
 def selected(names) -> list[Executor]:
@@ -210,63 +254,3 @@ def selected(names) -> list[Executor]:
     return [ex for n, ex in REGISTRY.items() if n in names]
 
 
-@dataclass
-class Prepared:
-    """One executor made ready on one model: its callable and first call, or why it has none."""
-
-    executor: Executor
-    status: str  # "ok", "unavailable" or "failed"
-    fn: Callable | None = None
-    reason: str | None = None
-    notes: list[str] = field(default_factory=list)
-    first_call_s: float | None = None
-    output: object = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-    def row(self, **metrics) -> dict:
-        """A results row: identity, status, reason and notes, then ``metrics``."""
-        return {"executor": self.executor.name, "label": self.executor.label, "status": self.status,
-                "reason": self.reason, "notes": "; ".join(self.notes) or None, **metrics}
-
-    def fail(self, error: BaseException, during: str) -> None:
-        """Mark a measurement failure: the row keeps its error instead of crashing the notebook."""
-        self.status, self.reason = "failed", f"{during}: {describe(error)}"
-
-
-def describe(error: BaseException, limit: int = 400) -> str:
-    text = f"{type(error).__name__}: {error}".strip()
-    return text if len(text) <= limit else text[:limit] + " ..."
-
-
-def cuda_context_error(device: str) -> str | None:
-    """None while the device works; the error once a sticky CUDA error (an illegal memory access,
-    say) has poisoned this process's context, after which no executor can run in it."""
-    if not device.startswith("cuda"):
-        return None
-    try:
-        torch.cuda.synchronize(device)
-        return None
-    except Exception as e:
-        return describe(e, 200)
-
-
-def prepare(executor: Executor, module: torch.nn.Module, kwargs: dict, device: str) -> Prepared:
-    """Build ``executor`` on ``module`` and make its first call (timed: tracing and compile
-    included); an unavailable or failing executor comes back with its reason."""
-    from .timing import first_call
-
-    if problem := executor.check(device):
-        status, reason = problem
-        return Prepared(executor, status, reason=reason)
-    if error := cuda_context_error(device):
-        return Prepared(executor, "failed", reason=f"not run: the CUDA context was lost earlier ({error})")
-    notes: list[str] = []
-    try:
-        fn, notes = executor.build(module)
-        seconds, output = first_call(fn, kwargs, device)
-    except Exception as e:
-        return Prepared(executor, "failed", reason=f"first call: {describe(e)}", notes=notes)
-    return Prepared(executor, "ok", fn=fn, notes=notes, first_call_s=seconds, output=output)

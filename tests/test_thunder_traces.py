@@ -1,4 +1,4 @@
-"""latency_lab.traces on small thunder-jitted modules (CPU), on synthetic nested regions (the GPU-only
+"""latency_lab.thunder_traces on small thunder-jitted modules (CPU), on synthetic nested regions (the GPU-only
 nvFusion / CUDAGraph shapes) and on the tiny run's results file."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from latency_lab import params as P, results, traces
-from latency_lab.executors import REGISTRY, THUNDER_NAMES, Prepared
+from latency_lab import parameters as P, results, thunder_traces
+from latency_lab.harness import Prepared
+from latency_lab.registry import REGISTRY, THUNDER_NAMES
 from conftest import run_runner
 
 pytest.importorskip("thunder")
@@ -39,12 +40,12 @@ KWARGS = {"ids": torch.tensor([[1, 2, 3, 4]])}
 
 @pytest.fixture(scope="module")
 def torch_row():
-    return traces.run(REGISTRY["thunder:torch"], Tiny().eval(), KWARGS, "cpu")
+    return thunder_traces.run(REGISTRY["thunder:torch"], Tiny().eval(), KWARGS, "cpu")
 
 
 @pytest.fixture(scope="module")
 def torchcompile_row():
-    return traces.run(REGISTRY["thunder:torchcompile"], Tiny().eval(), KWARGS, "cpu")
+    return thunder_traces.run(REGISTRY["thunder:torchcompile"], Tiny().eval(), KWARGS, "cpu")
 
 
 def check_consistent(row: dict) -> None:
@@ -73,7 +74,7 @@ def test_torch_config_has_no_regions_and_leaves_seed_ops_unfused(torch_row):
     assert "python_del" not in torch_row["unfused"] and "unpack_trivial" not in torch_row["unfused"]
     assert torch_row["prologue_bound_symbols"] > 0 and torch_row["prologue_lines"] > 0
     check_consistent(torch_row)
-    table = {line["op"]: line["thunder:torch"] for line in traces.placement([torch_row])}
+    table = {line["op"]: line["thunder:torch"] for line in thunder_traces.placement([torch_row])}
     assert table["linear"] == "0 in fusions; 1 outside"
     assert table["triu"] == "not found by name (decomposed into prims)"  # thunder decomposes this triu into prims
     assert "triu" not in torch_row["counter"] and "where" in torch_row["unfused"]
@@ -90,8 +91,8 @@ def test_torchcompile_config_fuses_seed_ops_into_one_region(torchcompile_row):
     assert "linear" not in row["unfused"] and row["composition"]["TorchCompile regions"] == 1
     assert row["counter"]["TorchCompile0"] == 1
     check_consistent(row)
-    assert traces.placement([row])[0] == {"op": "linear", "thunder:torchcompile": "1 in TorchCompile; 0 outside"}
-    assert traces.region_table([row])[0]["ops"].startswith(next(iter(ops)))
+    assert thunder_traces.placement([row])[0] == {"op": "linear", "thunder:torchcompile": "1 in TorchCompile; 0 outside"}
+    assert thunder_traces.region_table([row])[0]["ops"].startswith(next(iter(ops)))
 
 
 def test_compile_stats_count_the_miss_and_the_hit(torch_row):
@@ -100,7 +101,7 @@ def test_compile_stats_count_the_miss_and_the_hit(torch_row):
     assert (second["calls"], second["cache_misses"], second["cache_hits"]) == (2, 1, 1)
     assert first["trace_construction_ms"] > 0
     for stats in (first, second):  # every statistic is a value or a note, never an exception
-        for method in traces.STAT_METHODS:
+        for method in thunder_traces.STAT_METHODS:
             key = method.removeprefix("last_").removesuffix("_time") + "_ms"
             assert (key in stats) != any(n.startswith(method) for n in stats["notes"]), (method, stats)
 
@@ -109,10 +110,10 @@ def test_first_call_phases_split_the_measured_first_call(torch_row):
     phases = torch_row["first_call_phases"]
     assert set(phases) == {"interpret_s", "transform_s", "first_run_s"} and all(v > 0 for v in phases.values())
     assert sum(phases.values()) <= torch_row["first_call_s"]
-    [line] = traces.first_call_table([torch_row])
+    [line] = thunder_traces.first_call_table([torch_row])
     assert line["other_s"] == pytest.approx(torch_row["first_call_s"] - sum(phases.values()))
     assert line["interpret_pct"] == pytest.approx(100 * phases["interpret_s"] / torch_row["first_call_s"])
-    finding = traces.first_call_finding([torch_row])
+    finding = thunder_traces.first_call_finding([torch_row])
     assert finding.startswith("First call by thunder's own timestamps: thunder:torch ") and " s, other " in finding
     assert finding.endswith("% of a thunder.jit configuration's first call.")
 
@@ -123,25 +124,25 @@ def test_first_call_finding_adds_up_and_leaves_out_what_it_cannot_split():
                 "first_call_phases": {"interpret_s": i, "transform_s": t, "first_run_s": r}}
     rows = [row("thunder:torch", 2.0, 1.0, 0.2, 0.5), row("thunderfx", 6.0, 3.0, 0.5, 0.1),
             row("thunder:torchcompile", 3.0, 1.0, None, None), row("thunder", None, None, None, None, "unavailable")]
-    table = {t["executor"]: t for t in traces.first_call_table(rows)}
+    table = {t["executor"]: t for t in thunder_traces.first_call_table(rows)}
     assert table["thunder"]["status"] == "unavailable" and table["thunder"]["reason"] == "no GPU"  # a row, not left out
     assert table["thunder:torchcompile"]["other_s"] is None and table["thunder:torchcompile"]["interpret_pct"] is None
-    assert traces.first_call_finding(rows) == (
+    assert thunder_traces.first_call_finding(rows) == (
         "First call by thunder's own timestamps: thunder:torch 2.00 s (interpreting 1.00 s, transforms 0.200 s, "
         "first run 0.500 s, other 0.300 s); thunderfx 6.00 s (interpreting 3.00 s, transforms 0.500 s, "
         "first run 0.100 s, other 2.40 s). Interpreting the model's Python is 50.0% of a thunder.jit configuration's first call.")
-    assert traces.first_call_finding(rows[2:]) is None
+    assert thunder_traces.first_call_finding(rows[2:]) is None
 
 
-def test_row_of_a_failing_analysis_is_a_failed_row_and_leaves_the_executor_alone():
+def test_trace_row_of_a_failing_analysis_is_a_failed_row_and_leaves_the_executor_alone():
     p = Prepared(REGISTRY["thunder:torch"], "ok", fn=lambda **kw: None, first_call_s=1.0)  # not a thunder function
-    row = traces.row_of(p, KWARGS)
+    row = thunder_traces.trace_row(p, KWARGS)
     assert row["status"] == "failed" and row["reason"].startswith("trace analysis: ")
     assert p.status == "ok" and p.reason is None  # notebook 02 goes on timing it
 
 
 def _timing_results(folder, params, rows):
-    results.save(folder, traces.TIMING_NOTEBOOK, params, {}, results.key_table("t", [{"x": 1}]), thunder_rows=rows)
+    results.save(folder, results.EXECUTOR_TIMING, params, {}, results.key_table("t", [{"x": 1}]), thunder_rows=rows)
 
 
 def test_from_run_reads_the_rows_02_took_in_the_same_run_only(tmp_path, monkeypatch):
@@ -150,29 +151,29 @@ def test_from_run_reads_the_rows_02_took_in_the_same_run_only(tmp_path, monkeypa
     _timing_results(tmp_path, params, rows)
     names = ["thunderfx", "thunder:torch"]
     monkeypatch.delenv(results.RUN_DIR, raising=False)
-    assert traces.from_run(params, names) is None  # JupyterLab, papermill alone: build
+    assert thunder_traces.from_run(params, names) is None  # JupyterLab, papermill alone: build
     monkeypatch.setenv(results.RUN_DIR, str(tmp_path / "other-run"))
-    assert traces.from_run(params, names) is None
+    assert thunder_traces.from_run(params, names) is None
     monkeypatch.setenv(results.RUN_DIR, str(tmp_path))
-    assert traces.from_run(params, names) == [rows["thunderfx"], rows["thunder:torch"]]
-    assert traces.from_run(params, [*names, "thunder:torchcompile"]) is None  # 02 did not build it
-    assert traces.from_run(P.validate({**params.to_dict(), "seq_len": 7}), names) is None  # another model input
-    assert traces.from_run(P.validate({**params.to_dict(), "warmup": 3}), names) is not None  # timing only
-    traces.results.path_for(tmp_path, traces.TIMING_NOTEBOOK).write_text("{not json")
-    assert traces.from_run(params, names) is None
+    assert thunder_traces.from_run(params, names) == [rows["thunderfx"], rows["thunder:torch"]]
+    assert thunder_traces.from_run(params, [*names, "thunder:torchcompile"]) is None  # 02 did not build it
+    assert thunder_traces.from_run(P.validate({**params.to_dict(), "seq_len": 7}), names) is None  # another model input
+    assert thunder_traces.from_run(P.validate({**params.to_dict(), "warmup": 3}), names) is not None  # timing only
+    thunder_traces.results.path_for(tmp_path, results.EXECUTOR_TIMING).write_text("{not json")
+    assert thunder_traces.from_run(params, names) is None
 
 
-def test_timing_rows_move_each_trace_out_of_measured():
+def test_taken_rows_move_each_trace_out_of_measured():
     prepared = {"eager": Prepared(REGISTRY["eager"], "ok"), "thunder:torch": Prepared(REGISTRY["thunder:torch"], "ok"),
                 "thunder": Prepared(REGISTRY["thunder"], "unavailable", reason="needs a CUDA device")}
     measured = {"eager": {"trace": None, "wall": 1}, "thunder:torch": {"trace": {"executor": "thunder:torch", "status": "ok"}}}
-    rows = traces.timing_rows(prepared, measured)
+    rows = thunder_traces.taken_rows(prepared, measured)
     assert rows["thunder:torch"] == {"executor": "thunder:torch", "status": "ok"} and "trace" not in measured["thunder:torch"]
     assert rows["thunder"]["status"] == "unavailable" and "eager" not in rows and measured["eager"] == {"wall": 1}
 
 
 def test_compile_stats_of_a_plain_function_is_notes_only():
-    stats = traces.compile_stats(lambda x: x)
+    stats = thunder_traces.compile_stats(lambda x: x)
     assert "calls" not in stats and stats["notes"]
 
 
@@ -181,22 +182,22 @@ def test_counter_of_a_jitted_function_is_the_seed_expression():
 
     jf = thunder.jit(lambda a, b: (a + b) * a, executors=[])
     jf(torch.ones(3), torch.ones(3))
-    counter = traces.counter(thunder.last_traces(jf)[-1])
+    counter = thunder_traces.counter(thunder.last_traces(jf)[-1])
     assert counter["add"] == 1 and counter["mul"] == 1 and counter["python_return"] == 1
     assert counter["unpack_trivial"] == 2
 
 
 def test_unavailable_and_failing_configs_are_rows_with_reasons(torch_row):
-    unavailable = traces.run(REGISTRY["thunder:cudagraphs"], Tiny(), KWARGS, "cpu")
-    failed = traces.run(REGISTRY["thunder:torch"], Broken(), KWARGS, "cpu")
+    unavailable = thunder_traces.run(REGISTRY["thunder:cudagraphs"], Tiny(), KWARGS, "cpu")
+    failed = thunder_traces.run(REGISTRY["thunder:torch"], Broken(), KWARGS, "cpu")
     assert unavailable["status"] == "unavailable" and "CUDA" in unavailable["reason"]
     assert failed["status"] == "failed" and "boom in forward" in failed["reason"]
     rows = [torch_row, unavailable, failed]
-    assert [r["reason"] is None for r in traces.summary(rows)] == [True, False, False]
-    table = traces.counter_table(rows, {"linear": 8}, "seed")
+    assert [r["reason"] is None for r in thunder_traces.summary(rows)] == [True, False, False]
+    table = thunder_traces.counter_table(rows, {"linear": 8}, "seed")
     assert {line["thunder:cudagraphs"] for line in table} == {"unavailable"}
     assert next(line for line in table if line["symbol"] == "linear")["seed"] == 8
-    labels = {line["configuration"] for line in traces.composition_long(rows)}
+    labels = {line["configuration"] for line in thunder_traces.composition_long(rows)}
     assert {"thunder:cudagraphs (unavailable)", "thunder:torch (failed)", "thunder:torch"} <= labels
 
 
@@ -214,19 +215,19 @@ def test_nested_regions_are_classified_by_executor():
     odd = _bsym("Region7", SimpleNamespace(name="torchcompile_cat"), (_bsym("cat"),), fusion=True)
     trace = SimpleNamespace(bound_symbols=[_bsym("unpack_trivial"), graph, odd, _bsym("embedding", torch_ex),
                                            _bsym("python_return")])
-    found = {g["region"]: g for g in traces.regions(trace.bound_symbols)}
+    found = {g["region"]: g for g in thunder_traces.regions(trace.bound_symbols)}
     assert found["CUDAGraph1"]["kind"] == "CUDAGraph" and found["CUDAGraph1"]["executor"] == "CUDAGraphTransform"
     assert found["CUDAGraph1"]["ops"] == {"linear": 1} and found["CUDAGraph1"]["contains"] == ["nvFusion0"]
     assert found["nvFusion0"]["inside"] == "CUDAGraph1" and found["nvFusion0"]["kind"] == "nvFusion"
     assert found["nvFusion0"]["ops"] == {"mul": 2, "convert_element_type": 1}
     assert found["Region7"]["kind"] == "TorchCompile"
-    assert traces.composition(trace) == {"bookkeeping": 2, "CUDAGraph regions": 1, "TorchCompile regions": 1,
+    assert thunder_traces.composition(trace) == {"bookkeeping": 2, "CUDAGraph regions": 1, "TorchCompile regions": 1,
                                          "unfused ops": 1}
-    assert traces.unfused(trace) == {"embedding": {"count": 1, "executors": ["torch"]}}
+    assert thunder_traces.unfused(trace) == {"embedding": {"count": 1, "executors": ["torch"]}}
 
 
 def test_details_html_escapes_the_trace():
-    block = traces.details_html("a <b>", "x = f(y) < 2 <script>")
+    block = thunder_traces.details_html("a <b>", "x = f(y) < 2 <script>")
     assert block.startswith("<details><summary>a &lt;b&gt;</summary>") and "<script>" not in block
 
 

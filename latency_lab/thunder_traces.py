@@ -14,10 +14,10 @@ import re
 from collections import Counter
 
 from . import results
-from .executors import Executor, describe, prepare
+from .registry import Executor
+from .harness import describe, prepare
 from .tables import number
 
-TIMING_NOTEBOOK = "02_executor_timing"  # builds every executor; takes each Thunder row after its first call
 SAME_MODEL = ("preset", "layers", "batch_size", "seq_len", "dtype", "device", "cache_mode", "seed")
 
 # Symbols that move no data: argument unpacking, deletes, the return, and update_aliases (the
@@ -189,10 +189,10 @@ def analyze(jm) -> dict:
 
 def run(executor: Executor, module, kwargs: dict, device: str) -> dict:
     """One configuration's row: jit and first call (compile), then ``row_of`` it."""
-    return row_of(prepare(executor, module, kwargs, device), kwargs)
+    return trace_row(prepare(executor, module, kwargs, device), kwargs)
 
 
-def row_of(prepared, kwargs: dict) -> dict:
+def trace_row(prepared, kwargs: dict) -> dict:
     """The row of an executor built and called once, taken right after that first call: its
     phases and compile statistics, a second (cached) call and its statistics, the trace analysed.
     Unavailable or failing: the row has the reason. Never raises and never changes ``prepared``,
@@ -213,23 +213,16 @@ def row_of(prepared, kwargs: dict) -> dict:
 
 def from_run(params, names: list[str]) -> list[dict] | None:
     """The rows of ``names`` that notebook 02 took from its own builds (``row_of`` right after each
-    first call) in this runner run, when 02 ran before with the same model and inputs; else None,
-    and the caller builds its own. Outside a runner run (JupyterLab, a lone papermill call) None:
-    a results file left in a folder may come from other code."""
-    if not results.in_run(params.output_dir):
-        return None
-    path = results.path_for(params.output_dir, TIMING_NOTEBOOK)
-    try:
-        data = results.load(path)
-    except (OSError, ValueError):
-        return None
-    if any(data["params"].get(k) != v for k, v in params.to_dict().items() if k in SAME_MODEL):
+    first call) in this runner run, when 02 ran before with the same model and inputs; else None, and
+    the caller builds its own."""
+    data = results.of_this_run(params.output_dir, results.EXECUTOR_TIMING)
+    if data is None or any(data["params"].get(k) != v for k, v in params.to_dict().items() if k in SAME_MODEL):
         return None
     rows = data.get("thunder_rows") or {}
     return [rows[n] for n in names] if all(rows.get(n) for n in names) else None
 
 
-def timing_rows(prepared: dict, measured: dict) -> dict[str, dict]:
+def taken_rows(prepared: dict, measured: dict) -> dict[str, dict]:
     """Notebook 02's Thunder rows for ``from_run``: the row its ``trace`` method took (moved out of
     ``measured``, so the results file holds each trace once), or the executor's own row
     (unavailable, or failed before that method ran)."""
@@ -371,7 +364,7 @@ def first_call_table(rows: list[dict]) -> list[dict]:
 def first_call_finding(rows: list[dict]) -> str | None:
     """Each first call measured here, by phase in seconds, and the share of interpreting in the
     configurations ``thunder.jit`` builds (thunderfx's thunder interprets Dynamo's graphs instead)."""
-    from .executors import REGISTRY
+    from .registry import REGISTRY
 
     table = [t for t in first_call_table(rows) if t["other_s"] is not None]
     if not table:

@@ -13,6 +13,8 @@ import reprlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .registry import REGISTRY
+
 PRESETS = ("seed", "tiny")
 DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
           "half": "float16", "float32": "float32", "fp32": "float32", "float": "float32"}
@@ -208,8 +210,6 @@ def resolve_device(value: str) -> str:
 
 def validate(raw: dict | None = None, **kwargs) -> Params:
     """Check and resolve parameters; unknown names and bad values raise ``ParameterError``."""
-    from .executors import REGISTRY  # local: executors imports torch-heavy modules lazily too
-
     values = {**(raw or {}), **kwargs}
     unknown = sorted(set(values) - set(SCHEMA))
     if unknown:

@@ -1,8 +1,13 @@
-"""Executor registry: labels, availability reasons instead of exceptions, filtered executor lists."""
+"""Executor registry: labels, availability reasons instead of exceptions, filtered executor lists,
+levers as entries; and the harness's prepare on real executors."""
 
+import subprocess
+import sys
+
+import pytest
 import torch
 
-from latency_lab import executors as E, model as llama, params as P
+from latency_lab import harness, model as llama, parameters as P, registry as E
 
 SEED_LABELS = {"thunder": "Thunder-nvFuser", "thunder:torch": "Thunder-torch", "torch.compile": "torch.compile",
                "eager": "torch-eager", "thunder:torchcompile": "Thunder-torch.compile"}
@@ -11,7 +16,7 @@ SEED_LABELS = {"thunder": "Thunder-nvFuser", "thunder:torch": "Thunder-torch", "
 def test_registry_names_and_seed_labels():
     assert list(E.REGISTRY) == ["eager", "torch.compile", "torch.compile:reduce-overhead", "thunder", "thunder:torch",
                                 "thunder:torchcompile", "thunder:torchcompile_cat", "thunder.compile", "thunderfx",
-                                "thunder:cudagraphs", "thunder.compile:reduce-overhead"]
+                                "thunder:cudagraphs", "thunder.compile:reduce-overhead", *E.LEVER_NAMES]
     for name, label in SEED_LABELS.items():
         assert E.REGISTRY[name].label == label
 
@@ -48,20 +53,20 @@ def test_missing_thunder_executors_filtered_with_note():
 
 def test_prepare_rows_for_ok_unavailable_and_failed():
     setup = llama.build(P.validate(device="cpu", preset="tiny"))
-    ok = E.prepare(E.REGISTRY["thunder:torch"], setup.model, setup.kwargs, "cpu")
+    ok = harness.prepare(E.REGISTRY["thunder:torch"], setup.model, setup.kwargs, "cpu")
     assert ok.ok and ok.first_call_s > 0
     assert llama.compare_to_eager(llama.logits_of(ok.output), llama.logits_of(setup.model(**setup.kwargs)), "bfloat16")["passed"]
-    off = E.prepare(E.REGISTRY["thunder"], setup.model, setup.kwargs, "cpu")
+    off = harness.prepare(E.REGISTRY["thunder"], setup.model, setup.kwargs, "cpu")
     assert off.status == "unavailable" and off.row()["reason"] == off.reason and off.fn is None
 
     def broken(**kwargs):
         raise RuntimeError("boom")
-    bad = E.prepare(E.REGISTRY["eager"], broken, {}, "cpu")
+    bad = harness.prepare(E.REGISTRY["eager"], broken, {}, "cpu")
     assert bad.status == "failed" and "RuntimeError: boom" in bad.reason
 
 
 def test_fail_marks_row():
-    p = E.Prepared(E.REGISTRY["eager"], "ok", fn=torch.nn.Identity())
+    p = harness.Prepared(E.REGISTRY["eager"], "ok", fn=torch.nn.Identity())
     p.fail(ValueError("x" * 1000), "profiler")
     assert p.status == "failed" and p.reason.startswith("profiler: ValueError") and len(p.reason) < 450
 
@@ -71,3 +76,30 @@ def test_thunder_cudagraphs_row_carries_its_cublas_workspace_hazard():
     assert E.THUNDER_CUDAGRAPHS_HAZARD in notes and "illegal memory access" in E.THUNDER_CUDAGRAPHS_HAZARD
     _, plain = E.REGISTRY["thunder"].build(torch.nn.Linear(2, 2))
     assert E.THUNDER_CUDAGRAPHS_HAZARD not in plain
+
+
+def test_importing_the_registry_and_validating_parameters_imports_no_torch():
+    code = "import sys; import latency_lab.registry, latency_lab.parameters; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_levers_are_thunder_entries_with_their_options():
+    lever = E.REGISTRY["thunder:nv-linear"]
+    assert lever.options == {"nv_enable_linear": True, "nv_enable_matmul": True} and lever.lever == "ops outside fusions"
+    assert "nv_enable_linear=True" in lever.summary and lever.needs_nvfuser
+    assert E.REGISTRY["thunder:cache-same-input"].check("cpu") is None  # a Thunder-only lever runs on a CPU
+    assert E.REGISTRY["thunder:nv-skip-cache"].check("cpu")[0] == "unavailable"
+    both = E.combination(["thunder:nv-linear", "thunder:nv-skip-cache"])
+    assert both.name == "thunder:nv-linear+nv-skip-cache" and both.options == {
+        "nv_enable_linear": True, "nv_enable_matmul": True, "nv_skip_cache": True}
+
+
+def test_cache_levers_this_thunder_rejects_are_rows_with_the_reason():
+    pytest.importorskip("thunder")
+    setup = llama.build(P.validate(device="cpu", preset="tiny"))
+    rows = {n: harness.prepare(E.REGISTRY[n], setup.model, setup.kwargs, "cpu")
+            for n in ("thunder:cache-same-input", "thunder:cache-symbolic")}
+    for name, p in rows.items():
+        assert p.status in ("ok", "failed"), name
+        assert p.status == "ok" or p.reason.startswith("first call: "), (name, p.reason)

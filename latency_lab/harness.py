@@ -1,0 +1,331 @@
+"""The measurement harness every notebook that measures executors uses: build an executor and make
+its first call (``prepare``), run a plan of measurements right after it (``build_and_measure``), time
+everything that was built in interleaved rounds beside the host reference (``rounds``), and free it
+again (``release``).
+
+The rounds are the suite's one way to compare wall and host times: every round gives every entry
+one block (warm-up calls, then ``iters`` back-to-back calls timed by CUDA events and ``perf_counter``
+at once), forward then reverse order, with a fixed pure-Python loop timed in the same round. A drift
+of the machine moves the reference and every entry together; ratios between entries are taken within
+rounds, so such a drift cancels out of them, and the reference's range says how far the host moved.
+"""
+
+from __future__ import annotations
+
+import gc
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from . import timing
+from .registry import Executor
+from .metrics import Stat
+from .model import compare_to_eager, logits_of
+
+HOST_REFERENCE = "host reference"  # the fixed Python loop timed in every round
+
+
+@dataclass
+class Prepared:
+    """One executor made ready on one model: its callable and first call, or why it has none."""
+
+    executor: Executor
+    status: str  # "ok", "unavailable" or "failed"
+    fn: Callable | None = None
+    reason: str | None = None
+    notes: list[str] = field(default_factory=list)
+    first_call_s: float | None = None
+    output: object = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def name(self) -> str:
+        return self.executor.name
+
+    def row(self, **metrics) -> dict:
+        """A results row: identity, status, reason and notes, then ``metrics``."""
+        return {"executor": self.executor.name, "label": self.executor.label, "status": self.status,
+                "reason": self.reason, "notes": "; ".join(self.notes) or None, **metrics}
+
+    def fail(self, error: BaseException, during: str) -> None:
+        """Mark a measurement failure: the row keeps its error instead of crashing the notebook."""
+        self.status, self.reason = "failed", f"{during}: {describe(error)}"
+
+
+def describe(error: BaseException, limit: int = 400) -> str:
+    text = f"{type(error).__name__}: {error}".strip()
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def cuda_context_error(device: str) -> str | None:
+    """None while the device works; the error once a sticky CUDA error (an illegal memory access,
+    say) has poisoned this process's context, after which no executor can run in it."""
+    if not device.startswith("cuda"):
+        return None
+    try:
+        torch.cuda.synchronize(device)
+        return None
+    except Exception as e:
+        return describe(e, 200)
+
+
+def lost_context(device: str) -> str | None:
+    """The reason every later row gives once the CUDA context is lost, else None."""
+    error = cuda_context_error(device)
+    return error and f"not run: the CUDA context was lost earlier ({error})"
+
+
+def prepare(executor: Executor, module, kwargs: dict, device: str) -> Prepared:
+    """Build ``executor`` on ``module`` and make its first call (timed: tracing and compile
+    included); an unavailable or failing executor comes back with its reason."""
+    if problem := executor.check(device):
+        status, reason = problem
+        return Prepared(executor, status, reason=reason)
+    if lost := lost_context(device):
+        return Prepared(executor, "failed", reason=lost)
+    notes: list[str] = []
+    try:
+        fn, notes = executor.build(module)
+        seconds, output = timing.first_call(fn, kwargs, device)
+    except Exception as e:
+        return Prepared(executor, "failed", reason=f"first call: {describe(e)}", notes=notes)
+    return Prepared(executor, "ok", fn=fn, notes=notes, first_call_s=seconds, output=output)
+
+
+def release(prepared, device: str) -> dict:
+    """Free executors (a ``Prepared``, or several): drop their callables and outputs, collect, and
+    empty the CUDA allocator's cache, so the next reading of GPU memory starts from what is really
+    held. Returns that reading (MiB allocated and reserved; empty on a CPU)."""
+    for p in [prepared] if isinstance(prepared, Prepared) else list(prepared):
+        p.fn = p.output = None
+    gc.collect()
+    return memory(device, empty=True)
+
+
+def memory(device: str, empty: bool = False) -> dict:
+    """MiB allocated and reserved by the CUDA caching allocator (after emptying its cache when
+    ``empty``); empty on a CPU."""
+    if not device.startswith("cuda"):
+        return {}
+    if empty:
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
+    return {"allocated_mib": torch.cuda.memory_allocated(device) / 2**20,
+            "reserved_mib": torch.cuda.memory_reserved(device) / 2**20}
+
+
+def check_output(p: Prepared, reference_logits, dtype: str, layers: int) -> dict:
+    """The first call's logits against eager's (``model.compare_to_eager``); a mismatch fails the row,
+    since the timings of a wrong computation mean nothing."""
+    check = compare_to_eager(logits_of(p.output), reference_logits, dtype, layers)
+    if not check["passed"]:
+        raise ValueError(f"logits differ from eager's: rel err {check['rel_err']} > {check['tolerance']} "
+                         f"{check.get('mismatch') or ''}".strip())
+    return check
+
+
+# A plan: the measurements run on each executor right after its first call, in order, as
+# {step name: callable(prepared) -> record}. A step that raises fails the executor's row.
+Plan = dict[str, Callable[[Prepared], object]]
+
+
+def build_and_measure(executors, module, kwargs: dict, plan: Plan, device: str,
+                      progress: Callable[[str], None] = print) -> tuple[dict[str, Prepared], dict[str, dict]]:
+    """Build each executor and run ``plan`` on it before the next is built, so each is measured right
+    after its own first call and a failure stays in its own row. A failure that poisons the CUDA
+    context leaves the executors after it as rows that say so; nothing raises."""
+    prepared: dict[str, Prepared] = {}
+    measured: dict[str, dict] = {}
+    for ex in executors:
+        progress(f"{ex.label}: building (first call: trace and compile) ...")
+        p = prepared[ex.name] = prepare(ex, module, kwargs, device)
+        if p.ok:
+            measured[ex.name] = {}
+            for step, measure in plan.items():
+                try:
+                    measured[ex.name][step] = measure(p)
+                except Exception as e:  # one executor's failure is its row's reason
+                    p.fail(e, step)
+                    break
+        progress(f"{ex.label}: first call {p.first_call_s:.2f} s, {p.status}" if p.first_call_s is not None
+                 else f"{ex.label}: {p.status}: {p.reason}")
+    return prepared, measured
+
+
+def pass_of(round_index: int) -> int:
+    """The pass (0 or 1) of a round, in ABBA order: rounds 0, 3, 4, 7, ... make pass 1 and rounds 1, 2,
+    5, 6, ... pass 2, so that a steady drift of the machine falls on both passes alike."""
+    return (0, 1, 1, 0)[round_index % 4]
+
+
+@dataclass
+class Entry:
+    """One callable timed in the rounds: a name, the call, and probes run right after its block in
+    every round (e.g. an instrumented call of the same step), each returning a record."""
+
+    name: str
+    fn: Callable
+    kwargs: dict
+    probes: dict[str, Callable[[], object]] = field(default_factory=dict)
+
+
+@dataclass
+class Timed:
+    """An entry's blocks over the rounds (ms per call), its probes' records per round, and the error
+    that stopped it early (its blocks before the error stand)."""
+
+    name: str
+    wall_ms: list[float] = field(default_factory=list)
+    host_ms: list[float] = field(default_factory=list)
+    probes: dict[str, list] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def wall(self) -> Stat | None:
+        return Stat.of(self.wall_ms) if self.wall_ms else None
+
+    @property
+    def host(self) -> Stat | None:
+        return Stat.of(self.host_ms) if self.host_ms else None
+
+    def passes(self) -> list[Stat | None]:
+        """The wall's statistics per ABBA pass."""
+        return [Stat.of(xs) if (xs := [w for i, w in enumerate(self.wall_ms) if pass_of(i) == k]) else None
+                for k in (0, 1)]
+
+    def pass_ratio(self) -> float | None:
+        first, second = self.passes()
+        return second.median / first.median if first and second and first.median else None
+
+
+@dataclass
+class Rounds:
+    """What ``rounds`` measured: per entry its ``Timed``, the host reference per round (ms), and the
+    method and sizes of the blocks."""
+
+    timed: dict[str, Timed]
+    reference_ms: list[float]
+    method: str
+    warmup: int
+    iters: int
+    rounds: int
+
+    @property
+    def reference(self) -> Stat | None:
+        return Stat.of(self.reference_ms) if self.reference_ms else None
+
+    def drift_pct(self) -> float | None:
+        """How far the host moved during the rounds: the host reference's range (max - min) over its
+        median, in %. A level change in a few rounds shows here even when the IQR stays small."""
+        ref = self.reference
+        return 100 * (ref.max - ref.min) / ref.median if ref and ref.median else None
+
+    def ratio(self, a: str, b: str, metric: str = "wall_ms") -> Stat | None:
+        """``a`` over ``b`` round by round (both measured in the same round), as a statistic over the
+        rounds: a drift of the host moves both sides of each ratio alike."""
+        xs, ys = (getattr(self.timed[n], metric) if n in self.timed else [] for n in (a, b))
+        pairs = [x / y for x, y in zip(xs, ys) if y]
+        return Stat.of(pairs) if pairs else None
+
+    def record(self, name: str) -> dict:
+        """The entry's results record: wall and host statistics, passes, every block, its error."""
+        t = self.timed[name]
+        first, second = t.passes()
+        return {"method": self.method, "warmup": self.warmup, "iters": self.iters, "rounds": len(t.wall_ms),
+                "wall": t.wall and t.wall.to_dict(), "host": t.host and t.host.to_dict(),
+                "passes": [p and p.to_dict() for p in (first, second)], "pass_ratio": t.pass_ratio(),
+                "wall_ms": t.wall_ms, "host_ms": t.host_ms, "error": t.error}
+
+    def reference_record(self) -> dict:
+        ref = self.reference
+        return {"loops": timing.HOST_REFERENCE_LOOPS, "stat": ref and ref.to_dict(), "per_round_ms": self.reference_ms,
+                "drift_pct": self.drift_pct()}
+
+
+def rounds(entries: list[Entry], device: str, warmup: int, iters: int, repeats: int,
+           progress: Callable[[str], None] = print) -> Rounds:
+    """Every entry in ``2 x repeats`` interleaved rounds after one discarded warm-up round. In each
+    round every entry runs one block (``warmup`` calls, then ``iters`` timed calls; ``timing.block``)
+    and then its probes, in forward order on even rounds and reverse order on odd ones, and the host
+    reference is timed once. A failure ends that entry's blocks; a lost CUDA context ends everyone's."""
+    timed = {e.name: Timed(e.name, probes={k: [] for k in e.probes}) for e in entries}
+    reference: list[float] = []
+    total = 2 * repeats
+    for r in range(-1, total):
+        order = entries if r % 2 == 0 else entries[::-1]
+        for e in order:
+            t = timed[e.name]
+            if t.error:
+                continue
+            if lost := lost_context(device):
+                for other in timed.values():
+                    other.error = other.error or lost
+                break
+            try:
+                timing.warm_up(e.fn, e.kwargs, warmup)
+                b = timing.block(e.fn, e.kwargs, device, iters)
+                probed = {k: probe() for k, probe in e.probes.items()}
+            except Exception as err:  # one entry's failure is its row's reason
+                t.error = f"{'warm-up round' if r < 0 else f'round {r + 1}'}: {describe(err)}"
+                continue
+            if r >= 0:
+                t.wall_ms.append(b.wall_ms)
+                t.host_ms.append(b.host_ms)
+                for k, v in probed.items():
+                    t.probes[k].append(v)
+        ref = timing.host_reference_ms()
+        if r >= 0:
+            reference.append(ref)
+        if r + 1 in (total // 4, total // 2, 3 * total // 4, total):
+            progress(f"rounds: {r + 1} of {total} done")
+    return Rounds(timed, reference, timing.method_name(device), warmup, iters, total)
+
+
+def host_moved_note(rounds_: Rounds, difference: float) -> str:
+    """A caveat for a finding that reports a relative ``difference`` (0.2 = 20%) between two rows: said
+    when the host reference moved by more than that during the rounds; empty otherwise."""
+    drift = rounds_.drift_pct()
+    if drift is None or drift / 100 <= abs(difference):
+        return ""
+    return (f" (the host reference moved by {drift:.0f}% during these rounds, more than this difference; "
+            "the ratio is taken within rounds, where both sides move together)")
+
+
+def standard_plan(kwargs: dict, params, reference_logits=None, timeit: Callable | None = None,
+                  trace: bool = False, profile_steps: int | None = None, check: Callable | None = None) -> Plan:
+    """The standard measurements right after a first call, in order: the output against eager's
+    (first, before a later call can overwrite a CUDA graph's output), the Thunder trace row of a
+    Thunder configuration when ``trace`` (``thunder_traces.trace_row``, one more call), the warm-up (CUDA graphs
+    record here, before the next executor is built), ``%timeit`` when ``timeit(fn)`` is given, and
+    kernels per step from the profiler. Wall and host time come later, from ``rounds``. The output
+    check is ``check(prepared)`` when given, else the logits against ``reference_logits``."""
+    from . import thunder_traces
+
+    steps = max(3, min(params.iters, 10)) if profile_steps is None else profile_steps
+    plan: Plan = {"output": check or (lambda p: check_output(p, reference_logits, params.dtype, params.layers))}
+    if trace:
+        plan["trace"] = lambda p: thunder_traces.trace_row(p, kwargs) if p.executor.needs_thunder else None
+    plan["warm-up"] = lambda p: timing.warm_up(p.fn, kwargs, params.warmup)
+    if timeit is not None:
+        plan["timeit"] = lambda p: timing.timeit_record(timeit(p.fn))
+    plan["kernels"] = lambda p: timing.profile_kernels(p.fn, kwargs, params.device, steps)
+    return plan
+
+
+def entries(prepared: dict[str, Prepared], kwargs: dict, probes: dict[str, dict] | None = None) -> list[Entry]:
+    """The rounds' entries: every executor that is ok, with its probes (by executor name)."""
+    return [Entry(n, p.fn, kwargs, (probes or {}).get(n, {})) for n, p in prepared.items() if p.ok]
+
+
+def apply_errors(prepared: dict[str, Prepared], timed: Rounds) -> None:
+    """An executor whose blocks stopped part-way is ``partial`` (its blocks before the error stand),
+    one with no block at all ``failed``; the reason says where it stopped."""
+    for name, t in timed.timed.items():
+        p = prepared[name]
+        if t.error and p.ok:
+            p.status = "partial" if t.wall_ms else "failed"
+            p.reason = "; ".join(filter(None, (p.reason, f"rounds: {t.error}")))

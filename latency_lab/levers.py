@@ -1,0 +1,264 @@
+"""Notebook 07, the levers: what each remedy the seed proposes does to Thunder-nvFuser's step, measured
+against the baseline in the same rounds; rows, key table, findings and the counterfactual.
+
+A lever is a registry entry (``registry.LEVERS``: one compile option changed); ``thunder:torchcompile``
+(a fusion executor that takes the linears) and ``thunder:cudagraphs`` (the known cure) stand beside
+them. Each configuration's row: its output check, fusion regions and symbols of its final trace,
+kernels and kernel time, wall and steady-state host time (interleaved rounds with the baseline), and
+its host time taken apart in place (``thunder_breakdown.InSitu``), so each lever's saving lands on the
+part it is meant to shrink. The best levers are then combined and timed again beside the baseline and
+torch.compile at every depth asked for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from . import harness, host_overhead, registry, sweep, thunder_breakdown
+from .harness import Prepared, Rounds
+from .metrics import Stat
+from .tables import number
+
+BASELINE = "thunder"
+REFERENCE = "torch.compile"  # what the seed measured Thunder against (no CUDA graphs)
+COMBINE_AT_MOST = 3
+COUNTERFACTUAL_US_PER_KERNEL = (10.0, 5.0, 1.0)
+# Remedies the seed names for which thunder 0.2.6 has no switch: rows with their reason.
+NO_SWITCH = {"triu in nvFuser": "the seed asks nvFuser to take torch.triu; thunder 0.2.6 has no compile option for it",
+             "RoPE in nvFuser": "the seed found RoPE blocked by an nvFuser bug; thunder 0.2.6 has no compile option for it"}
+KEY_COLUMNS = ["executor", "options", "lever", "nvfusion_regions", "other_regions", "bound_symbols", "kernels_per_step",
+               "wall_ms", "host_ms", "host_saved_us", "host_saved_q1_us", "host_saved_q3_us", "status", "reason"]
+
+
+def baseline_first(executors: list) -> list:
+    """The configurations in registry order with the baseline first: the others are read against its trace."""
+    return sorted(executors, key=lambda ex: ex.name != BASELINE)
+
+
+def options_text(ex) -> str | None:
+    return ", ".join(f"{k}={v!r}" for k, v in ex.options.items()) or None
+
+
+def regions_of(trace: dict | None) -> tuple[int | None, int | None, int | None]:
+    """(nvFusion regions, other fusion regions, top-level symbols) of a configuration's final trace."""
+    comp = (trace or {}).get("composition")
+    if not comp:
+        return None, None, None
+    nv = comp.get("nvFusion regions", 0)
+    other = sum(v for k, v in comp.items() if k.endswith(" regions")) - nv
+    return nv, other, trace.get("bound_symbols")
+
+
+def nothing_to_move(trace: dict | None, ops: tuple[str, ...]) -> bool:
+    """Whether none of ``ops`` runs outside a fusion in a configuration's final trace."""
+    unfused = (trace or {}).get("unfused") or {}
+    return bool(trace) and not any(any(op in name for op in ops) for name in unfused)
+
+
+def saved(timed: Rounds, name: str, baseline: str = BASELINE) -> Stat | None:
+    """Host µs per step the configuration saves against the baseline, round by round."""
+    if name not in timed.timed or baseline not in timed.timed:
+        return None
+    pairs = [(b - x) * 1e3 for x, b in zip(timed.timed[name].host_ms, timed.timed[baseline].host_ms)]
+    return Stat.of(pairs) if pairs else None
+
+
+def part_deltas(broken: dict[str, dict], name: str, baseline: str = BASELINE) -> dict[str, float]:
+    """Per in-place part (phases and statement kinds), the baseline's µs less this configuration's."""
+    def parts(b):
+        if "phases" not in b:
+            return {}
+        return {**{k: v["median"] for k, v in b["phases"].items() if k != "statements"},
+                **{host_overhead.kind_label(k): v["median"] for k, v in b["kinds"].items()}}
+    mine, base = parts(broken.get(name) or {}), parts(broken.get(baseline) or {})
+    return {k: base.get(k, 0.0) - mine.get(k, 0.0) for k in dict.fromkeys([*base, *mine])} if mine and base else {}
+
+
+def row(p: Prepared, measured: dict, timed: Rounds, broken: dict[str, dict], floor_ms: float | None) -> dict:
+    """One configuration: options and lever, its trace's regions and symbols, kernels, wall and host
+    time (same rounds as the baseline), the host time it saves per step and where the saving lands."""
+    t = timed.timed.get(p.name)
+    wall, host = (t.wall, t.host) if t else (None, None)
+    kernels = measured.get("kernels") or {}
+    nv, other, symbols = regions_of(measured.get("trace"))
+    s = saved(timed, p.name) if p.name != BASELINE else None
+    deltas = part_deltas(broken, p.name)
+    largest = max(deltas.items(), key=lambda kv: abs(kv[1])) if deltas else None
+    out = p.row(options=options_text(p.executor), lever=p.executor.lever, first_call_s=p.first_call_s,
+                nvfusion_regions=nv, other_regions=other, bound_symbols=symbols,
+                kernels_per_step=kernels.get("kernels_per_step"), kernel_ms=kernels.get("kernel_ms"),
+                **(wall.flat("wall_ms") if wall else {"wall_ms": None}), **(host.flat("host_ms") if host else {"host_ms": None}),
+                **(s.flat("host_saved_us") if s else {"host_saved_us": None}),
+                largest_change=f"{largest[0]} {number(largest[1])} µs" if largest else None)
+    out["floor_ratio_x"] = out["wall_ms"] / floor_ms if out["wall_ms"] and floor_ms else None
+    return out
+
+
+def no_switch_rows() -> list[dict]:
+    return [{"executor": name, "status": "unavailable", "reason": why} for name, why in NO_SWITCH.items()]
+
+
+def ranked(rows: list[dict]) -> list[dict]:
+    """Levers (not the baseline, not the reference, not CUDA graphs) that saved host time, best first."""
+    levers = [r for r in rows if r["executor"] in registry.REGISTRY and registry.REGISTRY[r["executor"]].lever
+              and r["host_saved_us"] is not None]
+    return sorted(levers, key=lambda r: -r["host_saved_us"])
+
+
+def best_levers(rows: list[dict]) -> list[str]:
+    """The levers to combine: up to ``COMBINE_AT_MOST`` whose saving's lower quartile is above zero."""
+    return [r["executor"] for r in ranked(rows) if r["host_saved_q1_us"] > 0][:COMBINE_AT_MOST]
+
+
+def counterfactual(broken: dict[str, dict], regions: list[dict], timed: Rounds, kernel_ms: float | None,
+                   floor_ms: float | None) -> list[dict]:
+    """The baseline's step if each nvFusion region's host cost were ``c`` µs per kernel, for each
+    ``COUNTERFACTUAL_US_PER_KERNEL``: host = measured host - measured nvFusion host in place + c x its
+    kernels; wall = the larger of that host time and the measured kernel time (a host-bound step waits
+    for its host; the GPU cannot beat its kernels). Assumptions: every other part keeps its measured
+    cost, and kernels overlap the host perfectly once the host is faster."""
+    b = broken.get(BASELINE) or {}
+    t = timed.timed.get(BASELINE)
+    nv = b.get("kinds", {}).get("nvFusion")
+    kernels = sum(r["kernels"] or 0 for r in regions if r["executor"] == BASELINE and r["kind"] == "nvFusion")
+    if not (nv and kernels and t and t.host):
+        return []
+    host_us = t.host.median * 1e3
+    rows = [{"model": "measured", "us_per_kernel": nv["median"] / kernels, "host_ms": host_us / 1e3,
+             "wall_ms": t.wall.median, "floor_ratio_x": t.wall.median / floor_ms if floor_ms else None}]
+    for c in COUNTERFACTUAL_US_PER_KERNEL:
+        host = (host_us - nv["median"] + c * kernels) / 1e3
+        wall = max(host, kernel_ms) if kernel_ms is not None else host
+        rows.append({"model": f"{number(c)} µs per nvFuser kernel", "us_per_kernel": c, "host_ms": host, "wall_ms": wall,
+                     "floor_ratio_x": wall / floor_ms if floor_ms else None})
+    return rows
+
+
+def ranking_text(rows: list[dict], timed: Rounds) -> str:
+    order = ranked(rows)
+    if not order:
+        return "No lever ran beside the baseline here, so none is ranked."
+    parts = [f"{r['executor']} {number(r['host_saved_us'])} µs (IQR {number(r['host_saved_q1_us'])} to "
+             f"{number(r['host_saved_q3_us'])}{'; largest in-place change: ' + r['largest_change'] if r['largest_change'] else ''})"
+             for r in order]
+    base = next((r for r in rows if r["executor"] == BASELINE), {})
+    note = harness.host_moved_note(timed, order[0]["host_saved_us"] / 1e3 / base["host_ms"]) if base.get("host_ms") else ""
+    return "Host time saved per step against Thunder-nvFuser, within rounds, best first: " + "; ".join(parts) + "." + note
+
+
+def failed_text(rows: list[dict]) -> str | None:
+    bad = [r for r in rows if r["status"] != "ok"]
+    if not bad:
+        return None
+    return "Levers this run could not measure: " + "; ".join(f"{r['executor']} ({r['status']}: {r['reason']})" for r in bad) + "."
+
+
+def combination_text(combo: list[dict], depth_of: dict[str, int], floor_of: dict[int, float | None]) -> list[str]:
+    """Per depth: the combination against the baseline and torch.compile (within-round ratios), and its
+    distance from the bandwidth floor."""
+    out = []
+    for depth in sorted(set(depth_of.values())):
+        here = {r["executor"]: r for r in combo if depth_of.get(r["key"]) == depth}
+        combined = next((r for n, r in here.items() if n not in (BASELINE, REFERENCE) and r.get("combined")), None)
+        if combined is None or combined["wall_ms"] is None:
+            out.append(f"At {depth} layer{'s' if depth > 1 else ''}: no combination was measured.")
+            continue
+        ref, base = here.get(REFERENCE) or {}, here.get(BASELINE) or {}
+        text = (f"At {depth} layer{'s' if depth > 1 else ''}: {combined['executor']} {number(combined['wall_ms'])} ms wall, "
+                f"x{number(combined['vs_baseline_x'])} of Thunder-nvFuser's ({number(base.get('wall_ms'))} ms)")
+        if ref.get("wall_ms"):
+            reaches = combined["vs_reference_q1_x"] is not None and combined["vs_reference_q1_x"] <= 1.0
+            text += (f" and x{number(combined['vs_reference_x'])} of torch.compile's ({number(ref['wall_ms'])} ms): "
+                     + ("it reaches torch.compile's wall" if reaches else "it does not reach torch.compile's wall"))
+        if floor_of.get(depth):
+            text += f"; x{number(combined['wall_ms'] / floor_of[depth])} the bandwidth floor"
+        out.append(text + " (ratios within rounds).")
+    return out
+
+
+def counterfactual_text(model: list[dict], rows: list[dict]) -> str | None:
+    if not model:
+        return None
+    ref = next((r for r in rows if r["executor"] == REFERENCE and r["wall_ms"]), None)
+    best = next(iter(ranked(rows)), None)
+    parts = [f"{m['model']}: {number(m['wall_ms'])} ms wall" for m in model[1:]]
+    text = (f"Counterfactual (model, not measured): Thunder-nvFuser's nvFusion regions cost {number(model[0]['us_per_kernel'])} µs "
+            f"of host time per kernel in place; at " + "; ".join(parts))
+    if ref:
+        text += f"; torch.compile measured {number(ref['wall_ms'])} ms"
+    if best:
+        text += f"; the best lever, {best['executor']}, measured {number(best['wall_ms'])} ms"
+    return text + "."
+
+
+def findings(rows, timed, model, combo, depth_of, floor_of) -> list[str]:
+    return [t for t in (ranking_text(rows, timed), failed_text(rows), counterfactual_text(model, rows),
+                        *combination_text(combo, depth_of, floor_of)) if t]
+
+
+def insitu_summaries(prepared: dict[str, Prepared], kwargs: dict, calls: int):
+    """Probes and ``InSitu`` objects of the Thunder configurations (``host_overhead.probes``)."""
+    return host_overhead.probes(prepared, kwargs, calls)
+
+
+def breakdown_rows(broken: dict[str, dict]) -> list[dict]:
+    """Per configuration and in-place part, its µs per call and the change against the baseline."""
+    out = []
+    for n, b in broken.items():
+        if "phases" not in b:
+            continue
+        deltas = part_deltas(broken, n)
+        parts = {**{k: v["median"] for k, v in b["phases"].items() if k != "statements"},
+                 **{host_overhead.kind_label(k): v["median"] for k, v in b["kinds"].items()}}
+        out += [{"executor": n, "part": k, "us": us, "saved_vs_baseline_us": deltas.get(k) if n != BASELINE else None}
+                for k, us in parts.items()]
+    return out
+
+
+def alone_regions(prepared: dict[str, Prepared], kwargs: dict, device: str, calls: int) -> list[dict]:
+    """The baseline's regions run alone, for their kernel counts (the counterfactual's kernels)."""
+    p = prepared.get(BASELINE)
+    if not (p and p.ok and thunder_breakdown.jit_parts(p.fn)):
+        return []
+    return [{"executor": BASELINE, **r} for r in thunder_breakdown.alone(p.fn, kwargs, device, calls)]
+
+
+def combination_stage(best: list[str], prepared: dict[str, Prepared], case: sweep.Case, params, plan: harness.Plan):
+    """The best levers in one configuration, timed in new rounds beside the baseline and the reference
+    at every depth of ``params.depths`` (the lever rounds' depth reuses their builds; other depths are
+    built as a sweep and freed after). Returns (rows, depth by entry, floor by depth)."""
+    combined = registry.combination(best)
+    first, _ = harness.build_and_measure([combined], case.module, case.kwargs, plan, params.device)
+    kept = {n: prepared[n] for n in (BASELINE, REFERENCE) if n in prepared}
+    stage = {f"{n} @ layers={params.layers}": p for n, p in {**first, **kept}.items()}
+    entries = [harness.Entry(k, p.fn, case.kwargs) for k, p in stage.items() if p.ok]
+    floor_of = {params.layers: case.floor_ms}
+    deeper = [d for d in params.depths if d != params.layers]
+    built = []
+    if deeper:
+        executors = [registry.REGISTRY[BASELINE], combined, registry.REGISTRY[REFERENCE]]
+        built = sweep.build(sweep.Sweep("depth", {"layers": tuple(deeper)}, executors,
+                                        lambda point: sweep.model_case(replace(params, **point))), params)
+        entries += [harness.Entry(b.key, b.prepared.fn, b.case.kwargs) for b in built if b.prepared.ok]
+        stage.update({b.key: b.prepared for b in built})
+        floor_of.update({b.point["layers"]: b.case.floor_ms for b in built})
+    timed = harness.rounds(entries, params.device, params.warmup, params.iters, params.repeats)
+    harness.apply_errors(stage, timed)
+    depth_of = {k: int(k.rsplit("=", 1)[1]) for k in stage}
+    rows = [combination_row(k, p, timed, depth_of, combined.name) for k, p in stage.items()]
+    sweep.release(built, params.device)
+    return rows, depth_of, floor_of
+
+
+def combination_row(key: str, p: Prepared, timed: Rounds, depth_of: dict[str, int], combined: str) -> dict:
+    """One entry of the combination rounds: wall and host time, and its within-round wall ratio to the
+    baseline and to the reference at the same depth."""
+    t = timed.timed.get(key)
+    depth = depth_of[key]
+    out = p.row(key=key, layers=depth, combined=p.name == combined, first_call_s=p.first_call_s,
+                **(t.wall.flat("wall_ms") if t and t.wall else {"wall_ms": None}),
+                **(t.host.flat("host_ms") if t and t.host else {"host_ms": None}))
+    for other, field in ((BASELINE, "vs_baseline"), (REFERENCE, "vs_reference")):
+        ratio = timed.ratio(key, f"{other} @ layers={depth}")
+        out.update(ratio.flat(f"{field}_x") if ratio and p.name != other else {f"{field}_x": None, f"{field}_q1_x": None})
+    return out

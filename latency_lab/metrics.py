@@ -1,0 +1,115 @@
+"""The suite's metric vocabulary: snake_case names with a unit suffix (``wall_ms``, ``host_us``,
+``first_call_s``, ``kernels_per_step``), a statistic with its spread (``Stat``), and the one place that
+turns a name into a table header (``header``). Results files, tables, the index and ``compare`` all
+speak these names; nothing else guesses which column is a number.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass
+
+SCHEMA_VERSION = 2  # results files: 2 = this vocabulary; files without a version are the first layout
+
+NOISY_REL_SPREAD = 0.10  # a statistic whose IQR exceeds 10% of its median is flagged as noisy
+
+# unit suffix -> how a header prints it
+UNITS = {"ms": "ms", "us": "µs", "s": "s", "mib": "MiB", "mb": "MB", "gbps": "GB/s", "pct": "%", "x": "×"}
+# count-like suffixes: numbers without a unit
+COUNTS = ("per_step", "per_call", "count", "calls", "blocks", "rounds", "kernels", "n")
+# spread parts of a statistic: ``wall_ms`` -> ``wall_q1_ms``, ``wall_q3_ms``
+SPREAD_PARTS = ("q1", "q3")
+# words a header spells out differently from its name
+WORDS = {"gpu": "GPU", "cpu": "CPU", "iqr": "IQR", "rel": "relative", "err": "error", "tpot": "time per output token",
+         "nvfusion": "nvFusion", "vs": "vs."}
+
+
+@dataclass(frozen=True)
+class Stat:
+    """A statistic over samples: median, quartiles, extremes, mean, std and their number."""
+
+    median: float
+    q1: float
+    q3: float
+    min: float
+    max: float
+    mean: float
+    std: float
+    n: int
+
+    @classmethod
+    def of(cls, samples) -> Stat:
+        xs = sorted(float(x) for x in samples)
+        if not xs:
+            raise ValueError("Stat.of() needs at least one sample")
+        q1, _, q3 = statistics.quantiles(xs, n=4, method="inclusive") if len(xs) > 1 else (xs[0],) * 3
+        return cls(statistics.median(xs), q1, q3, xs[0], xs[-1], statistics.fmean(xs),
+                   statistics.stdev(xs) if len(xs) > 1 else 0.0, len(xs))
+
+    @property
+    def iqr(self) -> float:
+        return self.q3 - self.q1
+
+    @property
+    def rel_spread(self) -> float:
+        """IQR over the median (0 for a zero median)."""
+        return self.iqr / self.median if self.median else 0.0
+
+    @property
+    def noisy(self) -> bool:
+        return bool(self.median and self.rel_spread > NOISY_REL_SPREAD)
+
+    def scaled(self, factor: float) -> Stat:
+        """The same statistic in another unit (``factor`` > 0), or per item (1 / items)."""
+        return Stat(*(v * factor for v in (self.median, self.q1, self.q3, self.min, self.max, self.mean, self.std)),
+                    self.n)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "iqr": self.iqr, "rel_spread": self.rel_spread, "noisy": self.noisy}
+
+    def flat(self, name: str) -> dict:
+        """``{name: median, name_q1: q1, name_q3: q3}`` with the unit suffix kept last: ``wall_ms`` ->
+        ``wall_ms``, ``wall_q1_ms``, ``wall_q3_ms``."""
+        base, unit = split_unit(name)
+        return {name: self.median, **{join(f"{base}_{part}", unit): getattr(self, part) for part in SPREAD_PARTS}}
+
+
+def split_unit(name: str) -> tuple[str, str | None]:
+    """``wall_q1_ms`` -> (``wall_q1``, ``ms``); a name without a unit suffix -> (name, None)."""
+    base, _, suffix = name.rpartition("_")
+    return (base, suffix) if base and suffix in UNITS else (name, None)
+
+
+def join(base: str, unit: str | None) -> str:
+    return f"{base}_{unit}" if unit else base
+
+
+def is_metric(name: str) -> bool:
+    """Whether a column name is a measured quantity (a unit suffix or a count), not an identity."""
+    return split_unit(name)[1] is not None or name.endswith(COUNTS)
+
+
+def spread_names(name: str) -> tuple[str, str] | None:
+    """The q1/q3 column names of metric ``name``; None for a name that is itself a spread part."""
+    base, unit = split_unit(name)
+    if unit is None or base.endswith(tuple(f"_{p}" for p in SPREAD_PARTS)):
+        return None
+    q1, q3 = (join(f"{base}_{p}", unit) for p in SPREAD_PARTS)
+    return q1, q3
+
+
+def header(name: str) -> str:
+    """A table header from a vocabulary name: ``wall_q1_ms`` -> ``wall q1 (ms)``, ``gpu_busy_pct`` ->
+    ``GPU busy (%)``, ``kernels_per_step`` -> ``kernels per step``. Other names print as they are,
+    underscores as spaces."""
+    base, unit = split_unit(name)
+    words = " ".join(WORDS.get(w, w) for w in base.split("_"))
+    return f"{words} ({UNITS[unit]})" if unit else words
+
+
+def finite(value) -> float | None:
+    """``value`` as a float when it is a finite number, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None

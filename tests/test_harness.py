@@ -1,0 +1,100 @@
+"""The measurement harness: prepare, plans, interleaved rounds, within-round ratios, drift, release."""
+
+import pytest
+
+from latency_lab import harness, registry, sweep, timing
+
+
+def _prepared(name, fn, status="ok"):
+    return harness.Prepared(registry.REGISTRY[name], status, fn=fn, first_call_s=0.5)
+
+
+def test_rounds_interleave_entries_with_the_host_reference_and_alternate_order(monkeypatch):
+    order = []
+    monkeypatch.setattr(timing, "host_reference_ms", lambda: order.append("ref") or 1.0)
+    entries = [harness.Entry(n, lambda n=n, **kw: order.append(n), {}) for n in ("a", "b", "c")]
+    r = harness.rounds(entries, "cpu", warmup=0, iters=1, repeats=1, progress=lambda text: None)
+    # one discarded warm-up round (reverse), then 2 x repeats rounds: forward, reverse
+    assert order == ["c", "b", "a", "ref", "a", "b", "c", "ref", "c", "b", "a", "ref"]
+    assert r.rounds == 2 and all(len(t.wall_ms) == 2 and len(t.host_ms) == 2 for t in r.timed.values())
+    assert r.reference_ms == [1.0, 1.0]
+
+
+def test_probes_run_after_their_entry_in_every_round():
+    seen = []
+    entries = [harness.Entry("a", lambda **kw: None, {}, {"count": lambda: seen.append("probe") or len(seen)})]
+    r = harness.rounds(entries, "cpu", warmup=0, iters=2, repeats=2, progress=lambda text: None)
+    assert r.timed["a"].probes["count"] == [2, 3, 4, 5]  # the warm-up round's probe is discarded
+
+
+def test_within_round_ratio_cancels_a_drift_that_moves_both_sides():
+    walls = {"a": [1.0, 2.0, 1.5, 3.0], "b": [2.0, 4.0, 3.0, 6.0]}
+    timed = harness.Rounds({n: harness.Timed(n, w, w) for n, w in walls.items()}, [1.0, 2.0, 1.5, 3.0], "perf_counter",
+                           0, 1, 4)
+    ratio = timed.ratio("b", "a")
+    assert ratio.median == pytest.approx(2.0) and ratio.iqr == pytest.approx(0.0)  # the host moved 3x, the ratio not
+    assert timed.drift_pct() == pytest.approx(100 * 2.0 / 1.75)
+    assert "moved by 114%" in harness.host_moved_note(timed, 0.1)
+    assert harness.host_moved_note(timed, 2.0) == ""
+
+
+def test_a_failing_entry_stops_alone_and_becomes_partial(monkeypatch):
+    calls = {"n": 0}
+
+    def flaky(**kw):
+        calls["n"] += 1
+        if calls["n"] > 3:
+            raise RuntimeError("boom")
+    prepared = {"eager": _prepared("eager", flaky), "torch.compile": _prepared("torch.compile", lambda **kw: None)}
+    r = harness.rounds(harness.entries(prepared, {}), "cpu", warmup=0, iters=1, repeats=2, progress=lambda text: None)
+    harness.apply_errors(prepared, r)
+    assert prepared["eager"].status == "partial" and "RuntimeError: boom" in prepared["eager"].reason
+    assert len(r.timed["eager"].wall_ms) == 2 and len(r.timed["torch.compile"].wall_ms) == 4
+    assert prepared["torch.compile"].status == "ok"
+
+
+def test_a_lost_cuda_context_ends_every_entry(monkeypatch):
+    calls = []
+    monkeypatch.setattr(harness, "cuda_context_error", lambda device: "illegal memory access" if len(calls) > 3 else None)
+    prepared = {n: _prepared(n, lambda **kw: calls.append(1)) for n in ("eager", "torch.compile")}
+    r = harness.rounds(harness.entries(prepared, {}), "cpu", warmup=0, iters=1, repeats=2, progress=lambda text: None)
+    harness.apply_errors(prepared, r)
+    assert all(t.error.startswith("not run: the CUDA context was lost earlier") for t in r.timed.values())
+    assert {p.status for p in prepared.values()} <= {"partial", "failed"}
+
+
+def test_build_and_measure_keeps_a_failing_step_in_its_row():
+    def module(**kw):
+        return None
+    plan = {"first": lambda p: 1, "second": lambda p: 1 / 0, "third": lambda p: 3}
+    prepared, measured = harness.build_and_measure([registry.REGISTRY["eager"]], module, {}, plan, "cpu",
+                                                   progress=lambda text: None)
+    p = prepared["eager"]
+    assert p.status == "failed" and p.reason.startswith("second: ZeroDivisionError")
+    assert measured["eager"] == {"first": 1}
+
+
+def test_unavailable_executors_are_rows_with_their_reason():
+    p = harness.prepare(registry.REGISTRY["thunder:cudagraphs"], None, {}, "cpu")
+    assert p.status == "unavailable" and "CUDA" in p.reason and p.row()["reason"] == p.reason
+
+
+def test_release_drops_callables_and_reads_memory_only_on_a_gpu():
+    p = _prepared("eager", lambda **kw: None)
+    p.output = object()
+    assert harness.release([p], "cpu") == {} and p.fn is None and p.output is None
+
+
+def test_sweep_builds_every_point_and_times_all_in_the_same_rounds():
+    calls = []
+
+    def make(point):
+        return sweep.Case(lambda **kw: calls.append(point["size"]), {}, lambda p: {"rel_err": 0.0}, floor_ms=0.5)
+    s = sweep.Sweep("size", {"size": (1, 2)}, [registry.REGISTRY["eager"]], make)
+    params = type("P", (), {"device": "cpu", "warmup": 0, "iters": 1, "repeats": 1})()
+    built = sweep.build(s, params, progress=lambda text: None)
+    timed = sweep.time_all(built, params)
+    rows = [sweep.row(b, timed) for b in built]
+    assert [r["size"] for r in rows] == [1, 2] and all(r["wall_ms"] is not None and r["status"] == "ok" for r in rows)
+    assert set(timed.timed) == {"eager @ size=1", "eager @ size=2"} and rows[0]["floor_ratio_x"] > 0
+    assert sweep.release(built, "cpu") == {} and all(b.prepared.fn is None for b in built)

@@ -1,0 +1,120 @@
+"""Notebook 07's logic on fake rounds and parts: savings within rounds, the ranking, which levers are
+combined, where a saving lands, the counterfactual model, the combination rows; and the notebook on
+CPU, where the nvFuser levers are rows with their reason."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from latency_lab import harness, levers, registry, thunder_breakdown
+from latency_lab.metrics import Stat
+from conftest import run_runner
+
+
+def _rounds(hosts: dict[str, list[float]], walls: dict[str, list[float]] | None = None, reference=None):
+    walls = walls or {n: [h * 1.01 for h in hs] for n, hs in hosts.items()}
+    timed = {n: harness.Timed(n, list(walls[n]), list(hs)) for n, hs in hosts.items()}
+    n = len(next(iter(hosts.values())))
+    return harness.Rounds(timed, list(reference or [1.0] * n), "cuda-events", 0, 1, n)
+
+
+def _prepared(name):
+    return harness.Prepared(registry.REGISTRY[name], "ok", fn=lambda **kw: None, first_call_s=15.0)
+
+
+def _broken(nv_us: float, op_us: float, prologue_us: float = 200.0):
+    phases = {k: Stat.of([10.0]).to_dict() for k in thunder_breakdown.PHASES}
+    phases["prologue"] = Stat.of([prologue_us]).to_dict()
+    return {"phases": phases, "kinds": {"nvFusion": Stat.of([nv_us]).to_dict(), "op": Stat.of([op_us]).to_dict()},
+            "kinds_per_block": {"nvFusion": [nv_us] * 4}}
+
+
+def test_saving_is_taken_within_rounds_and_lands_on_its_part():
+    # the host drifts 2x between rounds; nv-linear saves 0.3 ms in every round
+    timed = _rounds({"thunder": [2.4, 4.8, 2.4, 4.8], "thunder:nv-linear": [2.1, 4.5, 2.1, 4.5],
+                     "thunder:nv-skip-cache": [2.38, 4.82, 2.41, 4.79]}, reference=[1.0, 2.0, 1.0, 2.0])
+    assert levers.saved(timed, "thunder:nv-linear").median == pytest.approx(300.0)
+    assert levers.saved(timed, "thunder:nv-linear").iqr == pytest.approx(0.0)
+    broken = {"thunder": _broken(1136.0, 723.0), "thunder:nv-linear": _broken(1311.0, 292.0)}
+    deltas = levers.part_deltas(broken, "thunder:nv-linear")
+    assert deltas["ops outside fusions"] == pytest.approx(431.0) and deltas["nvFusion regions"] == pytest.approx(-175.0)
+    rows = [levers.row(_prepared(n), {"trace": {"composition": {"nvFusion regions": 8, "unfused ops": 5}, "bound_symbols": 53}},
+                       timed, broken, 0.15) for n in ("thunder", "thunder:nv-linear", "thunder:nv-skip-cache")]
+    linear = rows[1]
+    assert linear["host_saved_us"] == pytest.approx(300.0) and linear["largest_change"] == "ops outside fusions 431 µs"
+    assert linear["nvfusion_regions"] == 8 and linear["other_regions"] == 0 and linear["bound_symbols"] == 53
+    assert linear["options"] == "nv_enable_linear=True, nv_enable_matmul=True" and rows[0]["host_saved_us"] is None
+    # skip-cache's saving straddles zero: ranked, but not combined
+    assert [r["executor"] for r in levers.ranked(rows)] == ["thunder:nv-linear", "thunder:nv-skip-cache"]
+    assert levers.best_levers(rows) == ["thunder:nv-linear"]
+    text = levers.ranking_text(rows, timed)
+    assert text.startswith("Host time saved per step against Thunder-nvFuser, within rounds, best first")
+    assert "thunder:nv-linear 300 µs (IQR 300 to 300; largest in-place change: ops outside fusions 431 µs)" in text
+    assert "moved by 67% during these rounds" in text  # the host moved more than the saving
+
+
+def test_no_baseline_no_ranking():
+    timed = _rounds({"torch.compile": [1.0] * 4})
+    rows = [levers.row(_prepared("torch.compile"), {}, timed, {}, None)]
+    assert levers.ranked(rows) == [] and levers.best_levers(rows) == []
+    assert levers.ranking_text(rows, timed) == "No lever ran beside the baseline here, so none is ranked."
+
+
+def test_nothing_to_move_reads_the_baseline_trace():
+    inside = {"unfused": {"torch.nn.functional.linear": {"count": 7}}}
+    assert levers.nothing_to_move(inside, ("embedding",))
+    assert not levers.nothing_to_move({"unfused": {"torch.nn.functional.embedding": {"count": 1}}}, ("embedding",))
+    assert not levers.nothing_to_move(None, ("embedding",))  # no trace: unknown, build it
+
+
+def test_counterfactual_replaces_the_nvfusion_host_cost_per_kernel():
+    timed = _rounds({"thunder": [2.4] * 4}, {"thunder": [2.42] * 4})
+    regions = [{"executor": "thunder", "kind": "nvFusion", "kernels": 20}, {"executor": "thunder", "kind": "nvFusion", "kernels": 3},
+               {"executor": "thunder", "kind": "op", "kernels": 9}]
+    model = levers.counterfactual({"thunder": _broken(1150.0, 700.0)}, regions, timed, kernel_ms=0.22, floor_ms=0.15)
+    assert model[0]["model"] == "measured" and model[0]["us_per_kernel"] == pytest.approx(50.0)
+    ten, five, one = model[1:]
+    assert ten["host_ms"] == pytest.approx((2400 - 1150 + 230) / 1e3) and ten["wall_ms"] == ten["host_ms"]
+    assert one["host_ms"] == pytest.approx((2400 - 1150 + 23) / 1e3)
+    slow = levers.counterfactual({"thunder": _broken(1150.0, 700.0)}, regions, timed, kernel_ms=5.0, floor_ms=None)
+    assert slow[-1]["wall_ms"] == 5.0  # the GPU cannot beat its kernels
+    assert levers.counterfactual({}, regions, timed, 0.22, 0.15) == []
+    assert "(model, not measured)" in levers.counterfactual_text(model, [])
+
+
+def test_combination_rows_compare_within_rounds_at_each_depth():
+    keys = {"thunder:nv-linear @ layers=1": [2.0] * 4, "thunder @ layers=1": [2.4] * 4, "torch.compile @ layers=1": [0.95] * 4}
+    timed = _rounds(keys, keys)
+    combined = registry.combination(["thunder:nv-linear"])
+    stage = {k: _prepared(k.split(" @ ")[0]) if not k.startswith("thunder:nv") else
+             harness.Prepared(combined, "ok", fn=lambda **kw: None) for k in keys}
+    depth_of = {k: 1 for k in keys}
+    rows = [levers.combination_row(k, p, timed, depth_of, combined.name) for k, p in stage.items()]
+    combo = rows[0]
+    assert combo["combined"] and combo["vs_baseline_x"] == pytest.approx(2.0 / 2.4) and combo["vs_reference_x"] == pytest.approx(2.0 / 0.95)
+    assert rows[1]["vs_baseline_x"] is None
+    [text] = levers.combination_text(rows, depth_of, {1: 0.15})
+    assert "At 1 layer: thunder:nv-linear" in text and "does not reach torch.compile's wall" in text
+
+
+@pytest.fixture(scope="module")
+def run07(tmp_path_factory):
+    out = tmp_path_factory.mktemp("out07")
+    proc = run_runner("--preset", "tiny", "--device", "cpu", "--notebooks", "07", "--output-dir", str(out), "--run-id", "r")
+    return proc, out / "r"
+
+
+def test_07_on_cpu_every_lever_is_a_row_with_its_reason(run07):
+    proc, folder = run07
+    res = json.loads((folder / "07_levers.results.json").read_text())
+    rows = {r["executor"]: r for r in res["rows"]}
+    for name in ("thunder", "thunder:nv-linear", "thunder:nv-skip-cache", "thunder:cudagraphs"):
+        assert rows[name]["status"] == "unavailable" and "CUDA" in rows[name]["reason"], name
+    for name in ("thunder:cache-same-input", "thunder:cache-symbolic"):
+        assert rows[name]["status"] in ("ok", "failed") and (rows[name]["status"] == "ok" or rows[name]["reason"]), name
+    assert rows["torch.compile"]["status"] == "ok" and rows["torch.compile"]["wall_ms"] > 0
+    assert {"triu in nvFuser", "RoPE in nvFuser"} <= set(rows)
+    assert res["counterfactual"] == [] and res["findings"][0] == "No lever ran beside the baseline here, so none is ranked."
+    assert proc.returncode in (0, 1)  # a failed lever row makes the run exit 1, never a crash
