@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
 import shlex
 import signal
 import sys
 import tempfile
 import time
-import uuid
+import traceback
 from datetime import datetime
 from pathlib import Path
 
@@ -32,25 +30,16 @@ if __name__ == "__main__":  # a Python without the suite's packages hands over t
     import tasks
 
     tasks.use_suite_python(__file__, sys.argv[1:])
+    for _s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # until main's own: stop quietly, nothing made yet
+        signal.signal(_s, lambda signum, frame: sys.exit(128 + signum))
 
-from latency_lab import compile_cache, environment, notebook_run, report, results, scheduler
-from latency_lab.parameters import SCHEMA, ParameterError, parse_value, validate
+from latency_lab import compile_cache, environment, interrupts, notebook_run, report, results, run_folder, scheduler
+from latency_lab.parameters import MAX_VALUE_CHARS, SCHEMA, ParameterError, clip, parse_value, short, validate
+from latency_lab.run_folder import SetupError
 
 
 EXIT_FAILED, EXIT_SETUP = 1, 2  # a notebook or an executor row failed; bad input or output folder
-RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
-
-
-class SetupError(ValueError):
-    """Bad input or an unusable output folder: one line on stderr, exit 2, nothing written."""
-
-
-class Interrupted(BaseException):
-    """SIGINT or SIGTERM arrived; ``code`` is the exit status (128 + signal number)."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.code = 128 + signum
+SETTABLE = [name for name in SCHEMA if name != "output_dir"]  # output_dir: the runner sets it (--output-dir)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -77,12 +66,19 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def parse_overrides(pairs: list[str]) -> dict:
+    """``-p NAME=VALUE`` pairs as values: each name once, each value at most ``MAX_VALUE_CHARS`` long."""
     values = {}
     for pair in pairs:
         name, sep, text = pair.partition("=")
-        if not sep or not name.strip():
-            raise ParameterError("-p", pair, "NAME=VALUE with NAME one of " + ", ".join(SCHEMA))
-        values[name.strip()] = parse_value(text)
+        name = name.strip()
+        if not sep or not name:
+            raise ParameterError("-p", pair, "NAME=VALUE with NAME one of " + ", ".join(SETTABLE))
+        if len(text) > MAX_VALUE_CHARS:
+            raise ParameterError(name, text, f"a value of at most {MAX_VALUE_CHARS:,} characters")
+        if name in values:
+            raise ParameterError(name, parse_value(text), f"one -p {clip(name, 60)}: it is given twice "
+                                                          f"(first {short(values[name], 40)})")
+        values[name] = parse_value(text)
     return values
 
 
@@ -93,7 +89,8 @@ def run_values(args: argparse.Namespace) -> dict:
     for name in ("preset", "device"):
         flag = getattr(args, name)
         if flag is not None and name in values and values[name] != flag:
-            raise SetupError(f"--{name} {flag} and -p {name}={values[name]} disagree: give one")
+            raise SetupError(f"--{name} {clip(flag, 60)} and -p {name}={clip(str(values[name]), 60)} disagree: "
+                             "give one")
         if name not in values:
             values[name] = flag or SCHEMA[name][0]
     return values
@@ -103,61 +100,19 @@ def check_args(args: argparse.Namespace) -> None:
     if args.timeout <= 0:
         raise SetupError(f"invalid --timeout {args.timeout}: allowed seconds > 0")
     if args.notebooks is not None and not [t for t in args.notebooks.split(",") if t.strip()]:
-        raise SetupError(f"invalid --notebooks {args.notebooks!r}: allowed a comma list of numbers or names, e.g. 01,02")
+        raise SetupError(f"invalid --notebooks {short(args.notebooks)}: allowed a comma list of numbers or names, "
+                         "e.g. 01,02")
     if not args.output_dir.strip():
         raise SetupError("invalid --output-dir '': allowed a folder path")
-    if args.run_id is not None and (not RUN_ID.fullmatch(args.run_id) or args.run_id == "latest"):
-        raise SetupError(f"invalid --run-id {args.run_id!r}: allowed a plain name of letters, digits, '.', '_', '-' "
-                         "(no '/', no leading '.', not 'latest')")
+    run_folder.check_run_id(args.run_id)
 
 
 def list_notebooks(notebooks: dict[str, Path]) -> None:
     for name, path in notebooks.items():
         print(name)
         for pname, info in notebook_run.declared_parameters(path).items():
-            print(f"    {pname:14s} = {info['default']:<12s} {info.get('help') or SCHEMA.get(pname, ('', ''))[1]}")
-
-
-def output_root(path: str) -> Path:
-    """The folder that holds the runs, created if missing; a file, a path under a file or a folder
-    that cannot be written is a setup error."""
-    root = Path(path)
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        raise SetupError(f"invalid --output-dir {path!r}: it, or a folder above it, is a file") from None
-    except OSError as e:
-        raise SetupError(f"invalid --output-dir {path!r}: cannot create it ({e.strerror})") from None
-    if not os.access(root, os.W_OK | os.X_OK):
-        raise SetupError(f"invalid --output-dir {path!r}: not writable")
-    return root
-
-
-def new_run_dir(root: Path, run_id: str | None, preset: str, device: str) -> Path:
-    """A fresh run folder inside ``root``; an existing one is never reused."""
-    if run_id:
-        path = root / run_id
-        try:
-            path.mkdir()
-        except FileExistsError:
-            raise SetupError(f"invalid --run-id {run_id!r}: {path} exists and runs are never overwritten") from None
-        return path
-    base = f"{datetime.now():%Y%m%d-%H%M%S}-{preset}-{device.replace(':', '')}"
-    for n in range(1, 1000):
-        path = root / (base if n == 1 else f"{base}-{n}")
-        try:
-            path.mkdir()
-            return path
-        except FileExistsError:
-            continue
-    raise SetupError(f"no free run folder for {base} in {root}")
-
-
-def point_latest(root: Path, run_dir: Path) -> None:
-    """``root/latest`` -> ``run_dir``, replaced atomically through a temporary link of this process's own."""
-    tmp = root / f".latest.{os.getpid()}.{uuid.uuid4().hex}.tmp"
-    tmp.symlink_to(run_dir.name)
-    os.replace(tmp, root / "latest")
+            if pname in SETTABLE:
+                print(f"    {pname:14s} = {info['default']:<12s} {info.get('help') or SCHEMA.get(pname, ('', ''))[1]}")
 
 
 def cache_folder(mode: str, run_dir: Path) -> Path | None:
@@ -187,76 +142,117 @@ def prepare_run(args: argparse.Namespace):
         raise SetupError(f"no notebooks found in {args.notebook_dir}")
     values = run_values(args)
     declared = {name: notebook_run.declared_parameters(path) for name, path in notebooks.items()}
-    known = set().union(*declared.values())
+    known = sorted(n for n in set().union(*declared.values()) if n in SETTABLE)
     for name in parse_overrides(args.param):
         if name == "output_dir":
             raise ParameterError(name, values[name], "no value: the runner sets it; use --output-dir")
         if name not in known:
-            raise ParameterError(name, values[name], "parameters of the selected notebooks: " + ", ".join(sorted(known)))
+            raise ParameterError(name, values[name], "parameters of the selected notebooks: " + ", ".join(known))
     params = validate(values)
-    root = output_root(args.output_dir)
+    root = run_folder.output_root(args.output_dir)
     return notebooks, values, declared, params, root
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    with interrupts.Stop().installed() as stop:
+        return run(args, argv, stop)
+
+
+def run(args: argparse.Namespace, argv, stop: interrupts.Stop) -> int:
+    """Check the input, make the run folder, run the notebooks, then finish the run (``finish``),
+    whatever stopped it: a signal (``stop``), a write that failed, or the last notebook's end."""
     try:
         if args.list:
             list_notebooks(notebook_run.select(notebook_run.discover(Path(args.notebook_dir)), args.notebooks))
             return 0
         notebooks, values, declared, params, root = prepare_run(args)
         slots = scheduler.plan(args.gpus, params.device)
-        run_dir = new_run_dir(root, args.run_id, params.preset, params.device)
+        stop.hold()  # the run folder and its cache folder are made whole; a signal meanwhile waits for arm()
+        run_dir = run_folder.new_run_dir(root, args.run_id, params.preset, params.device)
         cache_root = cache_folder(args.compile_cache, run_dir)
     except ValueError as e:  # ParameterError and SetupError included
         print(f"runner.py: error: {e}", file=sys.stderr)
         return EXIT_SETUP
-    for name, skipped in ignored_by({k: v for k, v in values.items() if k not in ("preset", "device")}, declared).items():
-        print(f"note: -p {name} is not a parameter of {', '.join(skipped)}, which run without it", flush=True)
-
+    except interrupts.Interrupted as e:
+        print(f"runner.py: interrupted ({e}) before the run started; nothing written", file=sys.stderr)
+        return e.code
     started, t0 = datetime.now().isoformat(timespec="seconds"), time.perf_counter()
     meta = {"run_id": run_dir.name, "started": started,
             "command": shlex.join([Path(sys.executable).name, "runner.py", *(argv if argv is not None else sys.argv[1:])]),
             "device": params.device,
-            "parameters": {"given": values, "resolved": {**params.to_dict(), "output_dir": str(run_dir.resolve())}}}
+            "parameters": {"given": values, "resolved": {**params.to_dict(), "output_dir": str(run_dir.resolve())}},
+            "compile_cache": {"mode": args.compile_cache}}
     outcomes: list[notebook_run.Outcome] = []
-    interrupted = None
-    previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
-    meta["compile_cache"] = {"mode": args.compile_cache}
     kernels = {**compile_cache.environment(cache_root), results.RUN_DIR: str(run_dir.resolve())}
     try:
-        with notebook_run.kernel_environment(kernels):
-            try:
+        try:
+            stop.arm()
+            for name, skipped in ignored_by({k: v for k, v in values.items() if k not in ("preset", "device")},
+                                            declared).items():
+                print(f"note: -p {name} is not a parameter of {', '.join(skipped)}, which run without it", flush=True)
+            with notebook_run.kernel_environment(kernels):
                 run_notebooks(notebooks, values, declared, params, run_dir, args, meta, outcomes, slots)
-            finally:
-                if cache_root:
-                    meta["compile_cache"].update(compile_cache.close(cache_root))
-    except Interrupted as e:
-        interrupted = e
-        notebook_run.kill_children()
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+        except Exception as e:  # a write that failed (a full disk), or a bug: the run is finished all the same
+            meta["stopped"] = f"{type(e).__name__}: {e}"
+            if not isinstance(e, OSError):
+                traceback.print_exc()
+        finally:
+            stop.hold()
+    except interrupts.Interrupted:
+        pass  # stop.received says which signal
     outcomes = scheduler.in_order(list(notebooks), outcomes)
     meta["seconds"] = round(time.perf_counter() - t0, 1)
-    summary = report.summarize(run_dir, {**meta, "interrupted": interrupted and str(interrupted)}, outcomes)
-    report.write(run_dir, summary)
-    point_latest(root, run_dir)
+    return finish(stop, root, run_dir, cache_root, meta, outcomes)
+
+
+def finish(stop: interrupts.Stop, root: Path, run_dir: Path, cache_root: Path | None, meta: dict,
+           outcomes: list) -> int:
+    """The end of every run, signals held: kernels killed (after an interrupt or an error), the cut
+    notebook's time and partial files kept, the compile cache removed, summary and pages written
+    (each whole or not at all), ``latest`` moved; then one line and the exit status."""
+    interrupted = stop.received and signal.Signals(stop.received).name
+    if interrupted or meta.get("stopped"):
+        notebook_run.kill_children()
+    for o in outcomes:
+        if o.status == "interrupted":
+            notebook_run.cut(o, run_dir, interrupted or meta.get("stopped") or "stopped")
+    if cache_root:
+        meta["compile_cache"].update(compile_cache.close(cache_root))
+    run_folder.remove_temporaries(run_dir)  # a full disk's half-written files: their space is needed now
+    summary = report.summarize(run_dir, {**meta, "interrupted": interrupted}, outcomes)
+    unwritten = report.write(run_dir, summary)
+    run_folder.remove_temporaries(run_dir)
+    problems = [f"could not write {', '.join(unwritten)}"] if unwritten else []
+    problems += filter(None, [run_folder.point_latest(root, run_dir)])
+    if meta.get("stopped"):
+        problems.insert(0, f"the run stopped: {clip(meta['stopped'], 300)}")
+    for problem in problems:
+        _say(f"runner.py: error: {problem}", file=sys.stderr)
+    page = run_dir / "index.html" if (run_dir / "index.html").is_file() else run_dir
     if interrupted:
-        print(f"INTERRUPTED ({interrupted}) · {run_dir / 'index.html'}", flush=True)
-        return interrupted.code
+        _say(f"INTERRUPTED ({interrupted}) · {page}")
+        return 128 + stop.received
     failed = [n["name"] for n in summary["notebooks"] if n["status"] != "ok"]
     rows = [f"{n['name']}: {', '.join(n['failed_rows'])}" for n in summary["notebooks"] if n.get("failed_rows")]
-    print(f"{'FAILED: ' + ', '.join(failed) if failed else 'all notebooks ok'}"
-          f"{' · FAILED ROWS: ' + '; '.join(rows) if rows else ''} · {summary['seconds']} s · {run_dir / 'index.html'}")
-    return EXIT_FAILED if failed or rows else 0
+    _say(f"{'FAILED: ' + ', '.join(failed) if failed else 'all notebooks ok'}"
+         f"{' · FAILED ROWS: ' + '; '.join(rows) if rows else ''} · {summary['seconds']} s · {page}")
+    return EXIT_FAILED if failed or rows or problems else 0
+
+
+def _say(text: str, file=None) -> None:
+    """Print, unless the terminal is gone (a hang-up): the run folder says it all."""
+    try:
+        print(text, file=file or sys.stdout, flush=True)
+    except OSError:
+        pass
 
 
 def run_notebooks(notebooks, values, declared, params, run_dir, args, meta, outcomes, slots) -> None:
     """Each selected notebook in turn (or side by side on several GPUs: ``scheduler``), its outcome
     appended to ``outcomes`` as soon as it starts."""
     meta["environment"] = environment.collect(params.device)
-    (run_dir / "environment.json").write_text(json.dumps(meta["environment"], indent=1))
+    results.write_atomic(run_dir / "environment.json", json.dumps(meta["environment"], indent=1))
     kernel = notebook_run.kernel_name()
     where = f"GPUs {', '.join(s.gpu for s in slots)} side by side" if len(slots) > 1 else f"device {params.device}"
     print(f"run {run_dir} · {len(notebooks)} notebooks · {where} · kernel {kernel}", flush=True)
@@ -267,7 +263,8 @@ def run_notebooks(notebooks, values, declared, params, run_dir, args, meta, outc
         return
     for i, (name, path) in enumerate(notebooks.items(), 1):
         print(f"[{i}/{len(notebooks)}] {name} ...", flush=True)
-        outcomes.append(notebook_run.Outcome(name, status="interrupted", gpu=slots[0].gpu))
+        outcomes.append(notebook_run.Outcome(name, status="interrupted", gpu=slots[0].gpu,
+                                             started=time.perf_counter()))
         with notebook_run.kernel_environment(slots[0].env):
             outcomes[-1] = notebook_run.execute(path, run_dir, parameters[name], kernel, args.timeout,
                                                 progress=sys.stderr.isatty())
@@ -277,25 +274,26 @@ def run_notebooks(notebooks, values, declared, params, run_dir, args, meta, outc
         print(f"[{i}/{len(notebooks)}] {name} {o.status} in {o.seconds:.1f} s{detail}", flush=True)
 
 
-def _raise_interrupted(signum, frame):
-    raise Interrupted(signum)
-
-
 def publish(argv: list[str]) -> int:
     """``runner.py publish RUN DEST``: a small copy of a run (results, summary, environment, index)."""
     ap = argparse.ArgumentParser(prog="runner.py publish", description=report.publish.__doc__)
     ap.add_argument("run", help="a run folder (or outputs/latest)")
     ap.add_argument("dest", help="a new folder, e.g. outputs/reference-h200")
+    ap.add_argument("--incomplete", action="store_true",
+                    help="publish a run that was interrupted or has notebooks or rows that are not ok")
     args = ap.parse_args(argv)
-    if not (Path(args.run) / "summary.json").is_file():
-        print(f"runner.py publish: error: {args.run} is not a run folder (no summary.json)", file=sys.stderr)
-        return EXIT_SETUP
     try:
-        files = report.publish(Path(args.run), Path(args.dest))
-    except FileExistsError:
-        print(f"runner.py publish: error: {args.dest} exists; publish into a new folder", file=sys.stderr)
+        summary, files = report.publish(Path(args.run), Path(args.dest), allow_incomplete=args.incomplete)
+    except (ValueError, OSError) as e:
+        print(f"runner.py publish: error: {e}", file=sys.stderr)
         return EXIT_SETUP
-    print(f"{args.dest}: {len(files)} files, {sum(f.stat().st_size for f in files) / 1e6:.2f} MB")
+    missing = report.incomplete(summary)
+    print(f"published run {summary.get('run_id')} ({'; '.join(missing) if missing else 'complete'}) to {args.dest}")
+    print("  " + " · ".join(f"{n['name']} {n['status']}" for n in summary["notebooks"]))
+    print(f"  {', '.join(f.name for f in files)}: {len(files)} files, "
+          f"{sum(f.stat().st_size for f in files) / 1e6:.2f} MB")
+    if not (Path(args.dest) / "environment.json").is_file():
+        print("  no environment.json: the run has no environment record")
     return 0
 
 

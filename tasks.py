@@ -7,6 +7,8 @@
     python3 tasks.py install                  # only the setup
 
 Needs nothing but Python 3.11+. nvFuser is added where ``nvidia-smi`` sees a GPU on Linux x86-64.
+A task runs as the terminal's foreground job (Ctrl-C goes to it alone); SIGINT, SIGTERM and SIGHUP
+sent to tasks.py are passed on to it, and tasks.py waits for it and exits with its status.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import importlib.util
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -34,9 +37,18 @@ def has_gpu() -> bool:
     return subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
 
 
+def _stamp(gpu: bool) -> str:
+    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + str(gpu).encode()).hexdigest()
+
+
+def is_set_up() -> bool:
+    """Whether ``.venv`` is set up for the current pyproject.toml (``install`` would do nothing)."""
+    return STAMP.exists() and STAMP.read_text() == _stamp(has_gpu())
+
+
 def install() -> None:
     gpu = has_gpu()
-    want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + str(gpu).encode()).hexdigest()
+    want = _stamp(gpu)
     if STAMP.exists() and STAMP.read_text() == want:
         return
     print(f"tasks.py: setting up {VENV} (GPU extras: {gpu}) ...", flush=True)
@@ -76,6 +88,76 @@ def use_suite_python(script: str, argv: list[str]) -> None:
     os.execv(PY, [str(PY), script, *argv])
 
 
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _owned_terminal() -> int | None:
+    """The descriptor of our terminal when this process's group is its foreground job, else None."""
+    try:
+        fd = sys.stdin.fileno()
+        return fd if os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp() else None
+    except (AttributeError, OSError, ValueError):  # no stdin, or not a terminal of ours
+        return None
+
+
+def _give_terminal(fd: int | None, pgid: int) -> None:
+    """Make ``pgid`` the foreground group of terminal ``fd`` (None: no terminal of ours, nothing to
+    do); a background caller would get SIGTTOU, and a terminal that hung up refuses: both harmless."""
+    if fd is None:
+        return
+    previous = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        os.tcsetpgrp(fd, pgid)
+    except OSError:
+        pass
+    finally:
+        signal.signal(signal.SIGTTOU, previous)
+
+
+def run_task(cmd: list[str]) -> int:
+    """Run ``cmd`` in its own process group and wait for it, whatever arrives meanwhile; return its
+    exit status (128 + N when signal N ended it). On a terminal we own, its group becomes the
+    foreground job, so Ctrl-C reaches it (and its children) once, as if typed to it, and not
+    tasks.py; SIGINT, SIGTERM and SIGHUP sent to tasks.py (``kill``, a closed terminal) are passed
+    on to its group. Either way it gets each signal once, finishes (a run marks its folder), and
+    tasks.py neither dies first nor kills it. Ctrl-Z stops both; ``fg`` and ``bg`` resume both."""
+    child, pending = None, []
+
+    def forward(signum, frame):
+        if child is None:
+            pending.append(signum)
+        else:
+            try:
+                os.killpg(child.pid, signum)
+            except ProcessLookupError:  # it has ended
+                pass
+
+    previous = {s: signal.signal(s, forward) for s in FORWARDED}
+    terminal = _owned_terminal()
+    try:
+        child = subprocess.Popen(cmd, process_group=0)
+        if terminal is not None:
+            _give_terminal(terminal, child.pid)
+            os.killpg(child.pid, signal.SIGCONT)  # had it read the terminal before it was its own, it stopped
+        for signum in pending:
+            forward(signum, None)
+        while True:
+            _, status = os.waitpid(child.pid, os.WUNTRACED)
+            if not os.WIFSTOPPED(status):
+                child.returncode = os.waitstatus_to_exitcode(status)
+                break
+            _give_terminal(terminal, os.getpgrp())  # Ctrl-Z: stop as the shell's job, as it expects
+            os.kill(os.getpid(), signal.SIGSTOP)
+            terminal = _owned_terminal()  # continued: by fg (the terminal is ours again) or by bg
+            _give_terminal(terminal, child.pid)
+            os.killpg(child.pid, signal.SIGCONT)
+    finally:
+        _give_terminal(terminal, os.getpgrp())
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    return 128 - child.returncode if child.returncode < 0 else child.returncode
+
+
 def main(argv: list[str]) -> int:
     tasks = {"run": [str(PY), "runner.py"], "test": [str(PY), "-m", "pytest"],
              "lab": [str(PY), *lab_args()], "install": None}
@@ -86,8 +168,12 @@ def main(argv: list[str]) -> int:
     if tasks[argv[0]] is None:
         return 0
     os.chdir(ROOT)
-    return subprocess.run([*tasks[argv[0]], *argv[1:]]).returncode
+    return run_task([*tasks[argv[0]], *argv[1:]])
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except KeyboardInterrupt:  # during the setup (pip); a task's own Ctrl-C goes to the task
+        print("tasks.py: interrupted", file=sys.stderr)
+        sys.exit(130)

@@ -8,8 +8,9 @@ metric (the vocabulary's names: ``metrics.is_metric``): both values, B / A, and 
 is larger than the spread: the two q1-q3 ranges do not overlap, and for a host-bound time the ratio
 also exceeds how far the hosts moved (each run's host-reference range, and the two runs' reference
 levels against each other). The parameters and environments that differ come first. Rows,
-metrics and notebooks found in one run only are listed as skipped. The report is printed and written
-as ``compare-<A>-vs-<B>.html`` and ``.json`` into RUN_B's folder, or into ``--out``.
+metrics and notebooks found in one run only, and files that cannot be read, are listed as skipped.
+The report is printed and written as ``compare-<A>-vs-<B>.html`` and ``.json`` into RUN_B's folder
+(RUN_A's when B is a published copy, which nothing writes into), or into ``--out``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import metrics, results, scheduler, tables
+from . import metrics, results, run_folder, scheduler, tables
 
 KEY_COLUMNS = ("op", "size", "layers", "tokens", "executor")  # a row's identity, where a notebook's rows have them
 # Times that do not move with the host's speed: device time, measured by the profiler.
@@ -50,13 +51,20 @@ def load_run(path: Path) -> dict:
     for f in found:
         try:
             notebooks[f.name[: -len(results.SUFFIX)]] = results.load(f)
-        except (ValueError, OSError) as e:
-            unreadable.append(f"{f.name}: {e}")
-    env = next((d["environment"] for d in notebooks.values() if d.get("environment")), {})
+        except ValueError as e:  # its message names the file
+            unreadable.append(str(e))
+        except OSError as e:
+            unreadable.append(f"{f.name}: {e.strerror or e}")
+    if not notebooks:
+        raise CompareError(f"{path}: no readable results file: {'; '.join(unreadable)}")
+    env = next((d["environment"] for d in notebooks.values() if d["environment"]), {})
     if (path / "environment.json").is_file():
         try:
-            env = json.loads((path / "environment.json").read_text())
-        except ValueError as e:
+            found_env = json.loads((path / "environment.json").read_text(encoding="utf-8"))
+            if not isinstance(found_env, dict):
+                raise ValueError(f"a JSON object expected, found a {type(found_env).__name__}")
+            env = found_env
+        except (ValueError, OSError) as e:
             unreadable.append(f"environment.json: {e}")
     return {"name": path.name, "path": str(path), "notebooks": notebooks, "environment": env,
             "ran_on": ran_on(path, unreadable), "unreadable": unreadable}
@@ -69,7 +77,7 @@ def ran_on(path: Path, unreadable: list[str]) -> dict[str, str]:
     try:
         summary = json.loads((path / "summary.json").read_text())
         return {n["name"]: scheduler.ran_on(n.get("gpu")) for n in summary["notebooks"]}
-    except (ValueError, KeyError, TypeError) as e:
+    except (ValueError, KeyError, TypeError, AttributeError) as e:  # truncated, or not a summary
         unreadable.append(f"summary.json: {type(e).__name__}: {e}")
         return {}
 
@@ -124,7 +132,7 @@ def metric_names(data: dict, rows: list[dict]) -> list[str]:
 
 def row_key(row: dict) -> str:
     keys = [str(row[c]) for c in KEY_COLUMNS if row.get(c) is not None]
-    return " · ".join(keys) if keys else str(next(iter(row.values())))
+    return " · ".join(keys) if keys else str(next(iter(row.values()), ""))
 
 
 def by_key(rows: list[dict]) -> tuple[dict[str, dict], list[str]]:
@@ -202,8 +210,10 @@ def compare(a: dict, b: dict) -> dict:
     """The comparison of two loaded runs (``load_run``)."""
     common = [n for n in a["notebooks"] if n in b["notebooks"]]
     if not common:
+        unreadable = "".join(f"; unreadable in {run['name']}: {'; '.join(run['unreadable'])}"
+                             for run in (a, b) if run["unreadable"])
         raise CompareError(f"runs {a['name']} ({', '.join(a['notebooks'])}) and {b['name']} "
-                           f"({', '.join(b['notebooks'])}) have no notebook in common")
+                           f"({', '.join(b['notebooks'])}) have no notebook in common{unreadable}")
     skipped = [f"{n}: only in A ({a['name']})" for n in a["notebooks"] if n not in b["notebooks"]]
     skipped += [f"{n}: only in B ({b['name']})" for n in b["notebooks"] if n not in a["notebooks"]]
     skipped += [f"unreadable in {side}: {u}" for side, run in (("A", a), ("B", b)) for u in run["unreadable"]]
@@ -222,10 +232,15 @@ def compare(a: dict, b: dict) -> dict:
 
 def fmt(v) -> str:
     """A cell as ``tables.number`` prints it (3 significant figures, blanks for missing values);
-    a q1-q3 pair as ``q1-q3``."""
-    if isinstance(v, (list, tuple)) and len(v) == 2 and all(_number(x) for x in v):
-        return f"{tables.number(v[0])}-{tables.number(v[1])}"
+    a list as its items in brackets."""
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(fmt(x) for x in v) + "]"
     return tables.number(v)
+
+
+def fmt_range(v) -> str:
+    """A q1-q3 spread as ``q1-q3``; blank where none was measured."""
+    return f"{tables.number(v[0])}-{tables.number(v[1])}" if v else ""
 
 
 def verdict(entry: dict) -> str:
@@ -234,18 +249,27 @@ def verdict(entry: dict) -> str:
 
 TABLE = (("notebook", "notebook"), ("row", "row"), ("metric", "metric"), ("A", "a"), ("A q1-q3", "a_q1_q3"),
          ("B", "b"), ("B q1-q3", "b_q1_q3"), ("B / A", "ratio"))
+RANGES = ("a_q1_q3", "b_q1_q3")
+
+
+def cell(entry: dict, key: str) -> str:
+    return fmt_range(entry[key]) if key in RANGES else fmt(entry[key])
 
 
 def tally(report: dict) -> str:
-    """One sentence: how many numbers were compared and how many moved beyond both runs' spread."""
-    beyond = [e for e in report["rows"] if e["beyond_spread"]]
+    """One sentence: how many numbers were compared, how many moved beyond both runs' spread, and
+    how many rows changed status (a status is not a number)."""
+    numbers = [e for e in report["rows"] if e["metric"] != "status"]
+    beyond = [e for e in numbers if e["beyond_spread"]]
     higher = sum(e["b"] > e["a"] for e in beyond)
-    spread = sum(e["beyond_spread"] is not None for e in report["rows"])
+    spread = sum(e["beyond_spread"] is not None for e in numbers)
+    changed = len(report["rows"]) - len(numbers)
     hosts = report.get("hosts_apart")
     apart = "" if hosts is None else (f" The two hosts were up to {hosts:.0%} apart (host reference); a host-bound time "
                                       "counts as beyond spread only when it moved further.")
-    return (f"{len(report['rows'])} numbers compared, {spread} with a spread in both runs; {len(beyond)} differ by more "
-            f"than that spread ({higher} higher in B, {len(beyond) - higher} lower).{apart}")
+    return (f"{len(numbers)} numbers compared, {spread} with a spread in both runs; {len(beyond)} differ by more "
+            f"than that spread ({higher} higher in B, {len(beyond) - higher} lower)"
+            f"{f'; {changed} rows changed status' if changed else ''}.{apart}")
 
 
 def text(report: dict) -> str:
@@ -260,7 +284,7 @@ def text(report: dict) -> str:
     if report["skipped"]:
         lines.append("skipped: " + "; ".join(report["skipped"]))
     header = [h for h, _ in TABLE] + ["beyond spread"]
-    body = [[fmt(e[k]) for _, k in TABLE] + [verdict(e)] for e in report["rows"]]
+    body = [[cell(e, k) for _, k in TABLE] + [verdict(e)] for e in report["rows"]]
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
     for r in [header, *body]:
         lines.append("  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
@@ -281,7 +305,7 @@ def to_html(report: dict) -> str:
         rows = [r for r in report["rows"] if r["notebook"] == nb]
         head = "".join(f"<th>{e(h)}</th>" for h, _ in TABLE[1:]) + "<th>beyond spread</th>"
         body = "".join(f"<tr class='{'beyond' if r['beyond_spread'] else ''}'>" + "".join(
-            f"<td>{e(fmt(r[k]))}</td>" for _, k in TABLE[1:]) + f"<td>{verdict(r)}</td></tr>" for r in rows)
+            f"<td>{e(cell(r, k))}</td>" for _, k in TABLE[1:]) + f"<td>{verdict(r)}</td></tr>" for r in rows)
         tables.append(f"<h2>{e(nb)}</h2><table><tr>{head}</tr>{body}</table>")
     skipped = "".join(f"<li>{e(s)}</li>" for s in report["skipped"]) or "<li>nothing</li>"
     title = f"latency-lab compare: {report['a']['name']} (A) vs {report['b']['name']} (B)"
@@ -298,12 +322,26 @@ a run measured no spread for that number (blank). {e(tally(report))}</p>
 <h2>Skipped</h2><ul>{skipped}</ul>{"".join(tables)}</body></html>"""
 
 
+def report_folder(report: dict, out: str | None) -> Path:
+    """Where the report goes: ``out``, else RUN_B's folder, else RUN_A's; never a published copy
+    (``runner.py publish``, such as the committed ``outputs/reference-h200``)."""
+    if out:
+        if run_folder.is_published(Path(out)):
+            raise CompareError(f"--out {out} is a published copy of a run; nothing writes into one: "
+                               "choose another folder")
+        return Path(out)
+    for side in ("b", "a"):
+        if not run_folder.is_published(Path(report[side]["path"])):
+            return Path(report[side]["path"])
+    raise CompareError("both runs are published copies, which nothing writes into: give --out DIR for the report")
+
+
 def write(report: dict, folder: Path) -> tuple[Path, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     stem = folder / f"compare-{report['a']['name']}-vs-{report['b']['name']}"
     page, data = stem.with_suffix(".html"), stem.with_suffix(".json")
-    page.write_text(to_html(report), encoding="utf-8")
-    data.write_text(json.dumps(report, indent=1, default=str))
+    results.write_atomic(page, to_html(report))
+    results.write_atomic(data, json.dumps(report, indent=1, default=str))
     return page, data
 
 
@@ -319,7 +357,7 @@ def main(argv: list[str]) -> int:
         root = Path(args.output_dir)
         a, b = (load_run(resolve_run(n, root)) for n in (args.run_a, args.run_b))
         report = compare(a, b)
-        page, data = write(report, Path(args.out) if args.out else Path(b["path"]))
+        page, data = write(report, report_folder(report, args.out))
     except (ValueError, OSError) as e:
         print(f"runner.py compare: error: {e}", file=sys.stderr)
         return 2

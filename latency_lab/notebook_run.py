@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from .parameters import REPO_ROOT
+from . import results
+from .parameters import REPO_ROOT, short
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 
@@ -20,12 +21,13 @@ class Outcome:
     """What running one notebook produced."""
 
     name: str
-    status: str = "pending"  # ok / failed / interrupted / not run
+    status: str = "pending"  # ok / failed / interrupted (cut by a signal; also while it runs) / not run
     seconds: float = 0.0
     error: dict | None = None
     files: dict = field(default_factory=dict)
     gpu: str | None = None  # "cpu", or the GPU as CUDA_VISIBLE_DEVICES names it (runner.py --gpus)
     cpus: list[int] | None = None  # the CPU cores its kernel was pinned to, side by side
+    started: float | None = None  # time.perf_counter() when it started, for the seconds of a cut one
 
 
 @contextmanager
@@ -62,7 +64,8 @@ def select(available: dict[str, Path], wanted: str | None) -> dict[str, Path]:
         match = [n for n in available if n == token or n.split("_", 1)[0] == token.zfill(2)]
         if not match:
             allowed = ", ".join(n.split("_", 1)[0] for n in available)
-            raise ValueError(f"invalid --notebooks entry {token!r}: allowed {allowed} (or full names: {', '.join(available)})")
+            raise ValueError(f"invalid --notebooks entry {short(token)}: allowed {allowed} "
+                             f"(or full names: {', '.join(available)})")
         chosen[match[0]] = available[match[0]]
     return dict(sorted(chosen.items()))
 
@@ -92,9 +95,13 @@ def execute(path: Path, run_dir: Path, parameters: dict, kernel: str, timeout: i
     try:
         # No widget state in the saved notebook: a headless run has no one to click its widgets, and
         # plotly's FigureWidget state carries its whole JavaScript bundle (5 MB) into ipynb and HTML.
+        # The kernel is stopped at once when the notebook ends: a graceful shutdown of a kernel still busy
+        # in a timed-out cell makes it print a zmq traceback as it answers on a closed socket. It keeps no
+        # IPython history: nobody reads a headless run's back, and on a full disk it prints a traceback.
         papermill.execute_notebook(str(path), str(executed), parameters=parameters, kernel_name=kernel,
                                    cwd=str(path.parent), progress_bar=progress, execution_timeout=timeout,
-                                   store_widget_state=False)
+                                   store_widget_state=False, shutdown_kernel="immediate",
+                                   extra_arguments=["--HistoryManager.enabled=False"])
         outcome.status = "ok"
     except PapermillExecutionError as e:
         outcome.status = "failed"
@@ -138,14 +145,42 @@ def error_line(error: dict | None) -> str:
     return f"{where}{error.get('ename')}: {str(error.get('evalue'))[:300]}"
 
 
+def cut(outcome: Outcome, run_dir: Path, reason: str) -> Outcome:
+    """A notebook the run was interrupted in (``reason``: the signal): the seconds it ran, the cell
+    it was in, and its partly executed notebook and that notebook's HTML (where it can be made) in
+    its files."""
+    if outcome.started is not None:
+        outcome.seconds = time.perf_counter() - outcome.started
+    executed = run_dir / f"{outcome.name}.ipynb"
+    outcome.error = {**last_started_cell(executed), "ename": "Interrupted", "evalue": reason}
+    if executed.is_file():
+        outcome.files["ipynb"] = executed.name
+        try:
+            outcome.files["html"] = to_html(executed).name
+        except Exception:  # a notebook cut while papermill wrote it: the ipynb is what there is
+            pass
+    return outcome
+
+
 def kill_children() -> None:
-    """Kill every process this one started (the notebook's kernel), after an interrupt."""
+    """Kill every process this one started (the notebooks' kernels), after an interrupt, and remove
+    the connection files of the kernels killed (``-f FILE`` on their command line), which their
+    managers, cut short, leave in the temp folder."""
     import psutil
 
     children = psutil.Process().children(recursive=True)
+    connection_files = []
     for child in children:
-        child.kill()
+        try:
+            cmd = child.cmdline()
+            if any("ipykernel" in arg for arg in cmd):
+                connection_files += [cmd[i + 1] for i, arg in enumerate(cmd[:-1]) if arg == "-f"]
+            child.kill()
+        except psutil.Error:  # gone meanwhile
+            pass
     psutil.wait_procs(children, timeout=5)
+    for f in connection_files:
+        Path(f).unlink(missing_ok=True)
 
 
 def to_html(executed: Path) -> Path:
@@ -161,9 +196,7 @@ def to_html(executed: Path) -> Path:
     exporter = html_exporter()
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": executed.stem}})
     write_shared_assets(executed.parent, exporter)
-    html = executed.with_suffix(".html")
-    html.write_text(body, encoding="utf-8")
-    return html
+    return results.write_atomic(executed.with_suffix(".html"), body)
 
 
 def html_exporter():

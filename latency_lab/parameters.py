@@ -8,6 +8,8 @@ raises ``ParameterError`` naming the parameter and the allowed values, before an
 from __future__ import annotations
 
 import ast
+import os
+import reprlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -34,6 +36,8 @@ TINY_TIMING = {"warmup": 2, "iters": 10, "repeats": 2}
 SIZE_DEFAULTS = {"seed": ["seed"], "tiny": ["seed"]}
 
 SEED_MAX = 2**32 - 1  # numpy's and torch's seeds are 32-bit
+MAX_VALUE_CHARS = 1000  # a -p value's text: every executor's name in a list takes about 250
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 # Sweeps of notebook 06 (depth, prompt length, decode loop), per device; the tiny preset keeps CPU tests short.
 # On a GPU every point costs each Thunder configuration a first call (17-32 s on an H200): a 1-token
@@ -52,7 +56,24 @@ class ParameterError(ValueError):
 
     def __init__(self, name: str, value, allowed: str):
         self.name, self.value, self.allowed = name, value, allowed
-        super().__init__(f"invalid parameter {name}={value!r}: allowed {allowed}")
+        super().__init__(f"invalid parameter {clip(str(name), 60)}={short(value)}: allowed {allowed}")
+
+
+def clip(text: str, limit: int = 80) -> str:
+    """``text``, or for a longer one its start and end around an ellipsis, with its length."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit - 20]}…{text[-8:]} ({len(text):,} characters)"
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxtuple, _REPR.maxstring, _REPR.maxlong = 4, 12, 12, 10**6, 10**6
+
+
+def short(value, limit: int = 80) -> str:
+    """``repr(value)`` for an error message, shortened: nesting and long lists cut by ``reprlib``
+    (so no value, however deep, can break the message), long text by ``clip``."""
+    return clip(_REPR.repr(value), limit)
 
 
 @dataclass(frozen=True)
@@ -110,10 +131,12 @@ SCHEMA: dict[str, tuple[object, str]] = {
 
 
 def parse_value(text: str):
-    """Parse a ``-p name=value`` string safely: a Python literal if it is one, else the string."""
+    """Parse a ``-p name=value`` string safely: a Python literal if it is one, else the string.
+    Never raises: text the parser cannot take (too deeply nested, too large, null bytes) is not a
+    literal either. Bound its length before (``MAX_VALUE_CHARS``): parsing costs memory."""
     try:
         return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+    except Exception:  # SyntaxError, ValueError, RecursionError, MemoryError, OverflowError, ...
         return text
 
 
@@ -219,12 +242,92 @@ def validate(raw: dict | None = None, **kwargs) -> Params:
         resolved[name] = _int_list(name, v[name], sweeps[name])
     resolved["decode_tokens"] = sweeps["decode_tokens"] if v["decode_tokens"] is None else _int("decode_tokens", v["decode_tokens"], 1)
 
-    return Params(
+    p = Params(
         preset=v["preset"], layers=v["layers"], batch_size=v["batch_size"], seq_len=v["seq_len"],
         dtype=DTYPES[v["dtype"]], device=device, executors=executors, cache_mode=v["cache_mode"],
         ops=ops, sizes=sizes, output_dir=v["output_dir"] or str(REPO_ROOT / "outputs" / "interactive"),
         seed=v["seed"], **resolved,
     )
+    check_fits(p, values)
+    return p
+
+
+# --- sizes bounded by what the machine can hold ------------------------------------------------------
+
+SIZE_PARAMS = ("layers", "depths", "batch_size", "seq_len", "prompt_lengths", "decode_tokens", "sizes")
+
+
+def step_bytes(p: Params) -> int:
+    """An estimate of the memory the largest step of the run needs: the model's weights at its
+    deepest (``layers``, ``depths``), a KV cache of the longest context, and the largest activations
+    (logits, the MLP's, a causal mask of context x context) of that many tokens per sequence, where
+    the context is the longest of ``seq_len`` times the largest ``sizes`` factor (04's ops) and the
+    longest prompt plus ``decode_tokens`` (06)."""
+    from .model import config_dict  # local: model imports torch
+
+    layers = max(p.layers, *p.depths)
+    c = config_dict(p.preset, layers)
+    hidden, inter, vocab = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
+    q, kv = c["num_attention_heads"] * c["head_dim"], c["num_key_value_heads"] * c["head_dim"]
+    weights = vocab * hidden + layers * (2 * hidden * q + 2 * hidden * kv + 3 * hidden * inter + 2 * hidden) + hidden
+    factor = max((int(s[:-1]) for s in p.sizes if s != "seed"), default=1)
+    context = max(p.seq_len * factor, max(p.prompt_lengths) + p.decode_tokens)
+    activations = p.batch_size * context * (vocab + 3 * inter + 4 * hidden + context)
+    cache = layers * 2 * p.batch_size * context * kv
+    return (weights + activations + cache) * DTYPE_BYTES[p.dtype]
+
+
+def machine_memory(device: str) -> tuple[int, str]:
+    """Bytes of memory the run's tensors live in, and what it is: the GPU's, or the host's RAM."""
+    if device.startswith("cuda"):
+        import torch
+
+        index = int(device[5:]) if ":" in device else 0
+        return torch.cuda.get_device_properties(index).total_memory, f"GPU memory ({device})"
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "RAM"
+
+
+def _largest_point(p: Params, name: str) -> int:
+    if name == "sizes":
+        return max((int(s[:-1]) for s in p.sizes if s != "seed"), default=1)
+    value = getattr(p, name)
+    return max(value) if isinstance(value, tuple) else value
+
+
+def _with_point(p: Params, name: str, n: int) -> Params:
+    """``p`` with the largest point of parameter ``name`` set to ``n`` (the others do not count)."""
+    from dataclasses import replace
+
+    value = (f"{n}x",) if name == "sizes" else (n,) if isinstance(getattr(p, name), tuple) else n
+    return replace(p, **{name: value})
+
+
+def check_fits(p: Params, given: dict) -> None:
+    """ParameterError for the first size parameter (``SIZE_PARAMS``) whose value makes one step
+    need more memory than the machine has (``step_bytes`` against ``machine_memory``), naming the
+    largest value that fits with the other parameters as they are."""
+    memory, kind = machine_memory(p.device)
+    need = step_bytes(p)
+    if need <= memory:
+        return
+    for name in SIZE_PARAMS:
+        lo, hi = 1, _largest_point(p, name)
+        if step_bytes(_with_point(p, name, lo)) > memory:
+            continue  # even its smallest value does not fit: another parameter is too large
+        while lo < hi:  # the largest point that fits, by bisection (step_bytes grows with each)
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if step_bytes(_with_point(p, name, mid)) <= memory else (lo, mid - 1)
+        what = "'seed' or '<k>x' labels with k" if name == "sizes" else \
+            "integers" if isinstance(getattr(p, name), tuple) else "an integer"
+        raise ParameterError(name, given.get(name, getattr(p, name)),
+                             f"{what} up to {lo:,} on this machine: one step would need about {need / 2**30:.3g} GiB "
+                             f"(weights, KV cache and the largest activations; estimate), more than its "
+                             f"{memory / 2**30:.3g} GiB of {kind}")
+    name = next((n for n in SIZE_PARAMS if n in given), "preset")  # several too large at once
+    raise ParameterError(name, given.get(name, getattr(p, name)),
+                         f"smaller sizes: as given, one step would need about {need / 2**30:.3g} GiB, more than this "
+                         f"machine's {memory / 2**30:.3g} GiB of {kind}, and no one of {', '.join(SIZE_PARAMS)} alone "
+                         f"brings it within")
 
 
 def from_namespace(namespace: dict) -> Params:

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import shutil
+import tempfile
+from datetime import datetime
 from pathlib import Path
 
-from . import executor_timing, html_assets, results, scheduler, tables
+from . import executor_timing, html_assets, results, run_folder, scheduler, tables
 
 TIMING_NOTEBOOK = results.EXECUTOR_TIMING  # its results give the headline chart and the seed tables
 HOST, KERNEL, UNSPLIT = "host: CPU overhead (wall - kernel time)", "kernel time", "wall (no kernel time on a CPU)"
@@ -45,34 +48,104 @@ def summarize(run_dir: Path, meta: dict, outcomes: list) -> dict:
     return {**meta, "ok": ok, "notebooks": notebooks}
 
 
-def write(run_dir: Path, summary: dict) -> None:
-    """``summary.json``, ``index.html`` (with the shared ``plotly.packed.js``) and ``report.html``."""
+def write(run_dir: Path, summary: dict) -> list[str]:
+    """``summary.json``, ``index.html``, the shared ``plotly.packed.js`` and ``report.html``, most
+    needed first, each whole or not at all; returns those that could not be written (a full disk),
+    each with why, and writes the others all the same."""
     run_dir = Path(run_dir)
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
-    html_assets.ensure_plotly_js(run_dir)
-    (run_dir / "index.html").write_text(index_html(summary, run_dir), encoding="utf-8")
-    (run_dir / "report.html").write_text(index_html(summary, run_dir, standalone=True), encoding="utf-8")
+    pages = {"summary.json": lambda: json.dumps(summary, indent=1, default=str),
+             "index.html": lambda: index_html(summary, run_dir),
+             html_assets.PLOTLY_JS: None,
+             "report.html": lambda: index_html(summary, run_dir, standalone=True)}
+    unwritten = []
+    for name, text in pages.items():
+        try:
+            if text is None:
+                html_assets.ensure_plotly_js(run_dir)
+            else:
+                results.write_atomic(run_dir / name, text())
+        except Exception as e:  # OSError (full disk, file too large), or a page that could not be built
+            why = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
+            unwritten.append(f"{name} ({why})")
+    return unwritten
 
 
-PUBLISHED = ("summary.json", "environment.json", "index.html", html_assets.PLOTLY_JS)
+def load_summary(run_dir: Path) -> dict:
+    """A run's ``summary.json``; ValueError saying what is wrong when it is missing, unreadable or
+    not a summary (an object with a list of notebooks, each with name, status and files)."""
+    path = Path(run_dir) / "summary.json"
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ValueError(f"{run_dir} is not a run folder: {path.name}: {e.strerror or e}") from None
+    except ValueError as e:
+        raise ValueError(f"{path} is not readable JSON (truncated?): {e}") from None
+    notebooks = summary.get("notebooks") if isinstance(summary, dict) else None
+    if not isinstance(notebooks, list) or not all(isinstance(n, dict) and isinstance(n.get("name"), str) and
+                                                  isinstance(n.get("status"), str) and isinstance(n.get("files"), dict)
+                                                  for n in notebooks):
+        raise ValueError(f"{path} is not a run summary (no list of notebooks with name, status and files)")
+    return summary
 
 
-def publish(run_dir: Path, dest: Path) -> list[Path]:
-    """A small copy of a run to commit or send: its results files, summary.json, environment.json and
-    an index.html whose links point only at what was copied (its charts draw with the shared
-    plotly.js copied beside it). ``runner.py compare`` reads such a folder like a run."""
+def incomplete(summary: dict) -> list[str]:
+    """What keeps a run from being complete: the interrupt, notebooks not ok, failed rows."""
+    found = [f"interrupted ({summary['interrupted']})"] if summary.get("interrupted") else []
+    found += [f"stopped ({summary['stopped']})"] if summary.get("stopped") else []
+    found += [f"{n['name']} {n['status']}" for n in summary["notebooks"] if n["status"] != "ok"]
+    found += [f"{n['name']} failed rows: {', '.join(n['failed_rows'])}"
+              for n in summary["notebooks"] if n.get("failed_rows")]
+    return found
+
+
+def publish(run_dir: Path, dest: Path, allow_incomplete: bool = False) -> tuple[dict, list[Path]]:
+    """A small copy of a run to commit or send: its results files, summary.json (marked as
+    published), environment.json and an index.html whose links point only at what was copied (its
+    charts draw with the shared plotly.js copied beside it). ``runner.py compare`` reads such a folder
+    like a run and never writes into it. Made in a temporary folder beside ``dest`` and renamed to
+    it once complete, so a failure leaves no ``dest``. ValueError, saying why, for: a folder that is
+    not a run, a ``dest`` that exists, is named ``latest`` or lies inside a run, and an incomplete
+    run (interrupted, a notebook not ok, failed rows) unless ``allow_incomplete``. Returns the
+    published summary and files."""
     run_dir, dest = Path(run_dir), Path(dest)
-    dest.mkdir(parents=True, exist_ok=False)
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = load_summary(run_dir)
+    if dest.name.lower() == run_folder.LATEST:
+        raise ValueError(f"{dest}: 'latest' is the name of the runner's link to the newest run; choose another name")
+    if dest.exists() or dest.is_symlink():
+        raise ValueError(f"{dest} exists; publish into a new folder")
+    inside = run_folder.enclosing_run(dest.resolve().parent)
+    if inside:
+        raise ValueError(f"{dest} would lie inside the run folder {inside}; publish next to it")
+    missing = incomplete(summary)
+    if missing and not allow_incomplete:
+        raise ValueError(f"{run_dir} is incomplete ({'; '.join(missing)}); to publish it as it is, add --incomplete")
     for n in summary["notebooks"]:
         n["files"] = {k: f for k, f in n["files"].items() if k == "results"}
-    for path in run_dir.glob(f"*{results.SUFFIX}"):
-        shutil.copy2(path, dest / path.name)
-    shutil.copy2(run_dir / "environment.json", dest / "environment.json")
-    html_assets.ensure_plotly_js(dest)
-    (dest / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
-    (dest / "index.html").write_text(index_html(summary, dest, published=True), encoding="utf-8")
-    return sorted(dest.iterdir())
+    summary["published"] = {"from": str(run_dir.resolve()), "at": datetime.now().isoformat(timespec="seconds")}
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp"))
+    try:
+        for path in run_dir.glob(f"*{results.SUFFIX}"):
+            shutil.copy2(path, tmp / path.name)
+        if (run_dir / "environment.json").is_file():
+            shutil.copy2(run_dir / "environment.json", tmp / "environment.json")
+        elif summary.get("environment"):
+            results.write_atomic(tmp / "environment.json", json.dumps(summary["environment"], indent=1))
+        html_assets.ensure_plotly_js(tmp)
+        results.write_atomic(tmp / "summary.json", json.dumps(summary, indent=1, default=str))
+        results.write_atomic(tmp / "index.html", index_html(summary, tmp, published=True))
+        tmp.chmod(0o777 & ~_umask())
+        os.rename(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return summary, sorted(dest.iterdir())
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 # --- data -------------------------------------------------------------------------------------------
@@ -151,7 +224,10 @@ def notebook_figures(run_dir: Path, files: dict) -> list[dict]:
 
     if "ipynb" not in files or not (run_dir / files["ipynb"]).is_file():
         return []
-    nb = nbformat.read(run_dir / files["ipynb"], as_version=4)
+    try:
+        nb = nbformat.read(run_dir / files["ipynb"], as_version=4)
+    except Exception:  # cut short (an interrupt, a full disk): no charts to show from it
+        return []
     return [out["data"][html_assets.PLOTLY_MIME] for cell in nb.cells for out in cell.get("outputs", [])
             if html_assets.PLOTLY_MIME in out.get("data", {})]
 
@@ -182,21 +258,63 @@ def _links(n: dict) -> str:
     return " · ".join(f'<a href="{html.escape(f)}">{kind}</a>' for kind, f in n["files"].items())
 
 
+NO_FINDINGS = {"failed": "the notebook failed", "interrupted": "the run was interrupted in this notebook",
+               "not run": "not run: the run stopped before it"}
+
+
+def _status(n: dict) -> str:
+    """The notebook's status as a CSS class (``not run`` -> ``not-run``)."""
+    return html.escape(n["status"].replace(" ", "-"))
+
+
 def _findings(summary: dict) -> str:
     parts = []
     for n in summary["notebooks"]:
         items = "".join(f"<li>{html.escape(s)}</li>" for s in n.get("findings") or [])
         if not items:
-            items = "<li class=\"none\">no findings saved" + (" (the notebook failed)" if n["status"] != "ok" else "") + "</li>"
-        parts.append(f'<div class="finding {n["status"]}"><h3>{html.escape(n["name"])} '
-                     f'<span class="status">{n["status"]}</span> <small>{tables.number(n["seconds"])} s</small></h3>'
-                     f'<ul>{items}</ul>{_error(n)}</div>')
+            why = NO_FINDINGS.get(n["status"])
+            items = f'<li class="none">no findings saved{f" ({why})" if why else ""}</li>'
+        parts.append(f'<div class="finding {_status(n)}"><h3>{html.escape(n["name"])} '
+                     f'<span class="status">{html.escape(n["status"])}</span> '
+                     f'<small>{tables.number(n["seconds"])} s</small></h3><ul>{items}</ul>{_error(n)}</div>')
     return "".join(parts)
 
 
+def _value(v) -> str:
+    return ", ".join(tables.number(x) for x in v) if isinstance(v, (list, tuple)) else tables.number(v)
+
+
+def _resolved(summary: dict) -> dict:
+    """The run's resolved parameters as JSON has them (tuples as lists), to compare with results'."""
+    return json.loads(json.dumps((summary.get("parameters") or {}).get("resolved") or {}, default=str))
+
+
+def ran_with(summary: dict, n: dict) -> dict[str, tuple]:
+    """The parameters notebook ``n`` ran with (its results' ``params``) that differ from the run's
+    resolved ones: name -> (the notebook's value, the run's)."""
+    run = _resolved(summary)
+    return {k: (v, run.get(k)) for k, v in (n.get("params") or {}).items() if k != "output_dir" and v != run.get(k)}
+
+
+def _parameters_table(summary: dict) -> str:
+    """The parameters some notebook ran with (its results' ``params``) at another value than the
+    run's resolved one: per parameter the run's value and, where it differs, each notebook's."""
+    run = _resolved(summary)
+    differing = {n["name"]: ran_with(summary, n) for n in summary["notebooks"] if n.get("params")}
+    names = list(dict.fromkeys(k for d in differing.values() for k in d))
+    if not names:
+        return '<p class="note">Every notebook that saved its parameters ran with the run\'s.</p>'
+    head = "".join(f"<th>{html.escape(nb[:2])}</th>" for nb in differing)
+    body = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(_value(run.get(k)))}</td>" + "".join(
+        f'<td class="differs">{html.escape(_value(d[k][0]))}</td>' if k in d else "<td></td>"
+        for d in differing.values()) + "</tr>" for k in names)
+    return (f'<table class="params"><caption>Parameters a notebook ran with at another value than the run\'s '
+            f"(blank: the run's)</caption><tr><th>parameter</th><th>run</th>{head}</tr>{body}</table>")
+
+
 def _status_table(summary: dict) -> str:
-    rows = "".join(f'<tr class="{n["status"]}"><td>{html.escape(n["name"])}</td><td class="status">{n["status"]}</td>'
-                   f'<td class="num">{tables.number(n["seconds"])}</td>'
+    rows = "".join(f'<tr class="{_status(n)}"><td>{html.escape(n["name"])}</td>'
+                   f'<td class="status">{html.escape(n["status"])}</td><td class="num">{tables.number(n["seconds"])}</td>'
                    f'<td>{html.escape(scheduler.ran_on(n.get("gpu"), n.get("cpus")))}</td><td>{_links(n)}</td></tr>'
                    for n in summary["notebooks"])
     total = f'<tr><td>run</td><td></td><td class="num">{tables.number(summary.get("seconds"))}</td><td></td><td></td></tr>'
@@ -222,6 +340,8 @@ caption{text-align:left;font-weight:600;padding:.3em 0}td,th{border-bottom:1px s
 td.num{text-align:right}
 th{background:#f4f4f4;border-bottom:2px solid #bbb}
 .finding{border-left:5px solid #c22;padding:.1em 0 .1em 1em;margin:.8em 0}.finding.ok{border-color:#2a2}
+.finding.interrupted{border-color:#e4872d}.finding.not-run{border-color:#bbb}
+.interrupted .status{color:#e4872d}.not-run .status{color:#888}td.differs{background:#fff3cd;font-weight:600}
 .finding ul{margin:.2em 0;padding-left:1.2em}.finding li{margin:.25em 0}li.none{color:#888}
 .status{font-weight:600;font-size:90%;color:#c22}.ok .status,tr.ok .status{color:#2a2}
 pre.error{background:#fee;padding:.5em;white-space:pre-wrap}details{margin:.5em 0}summary{cursor:pointer;color:#345}
@@ -239,7 +359,10 @@ def index_html(summary: dict, run_dir: Path | None = None, standalone: bool = Fa
     if timing:
         charts.append(_chart(headline_figure(timing, device_label(summary.get("environment"))), "headline"))
     for n in summary["notebooks"]:
+        differs = ", ".join(f"{k} {_value(v)} (run: {_value(r)})" for k, (v, r) in ran_with(summary, n).items())
         section = [_error(n)]
+        if differs:
+            section.append(f'<p class="note">Ran with, unlike the run: {html.escape(differs)}</p>')
         if n["key_table"]:
             section.append(_table(n["key_table"]))
         if n["name"] == TIMING_NOTEBOOK and timing and _seed_step(timing):
@@ -247,7 +370,8 @@ def index_html(summary: dict, run_dir: Path | None = None, standalone: bool = Fa
         if standalone and run_dir:
             figures = notebook_figures(run_dir, n["files"])
             section += [_chart(f, "fig-" + n["name"][:2] + f"-{i}") for i, f in enumerate(figures)]
-        details.append(f'<section class="{n["status"]}"><h3>{html.escape(n["name"])} <span class="status">{n["status"]}</span> '
+        details.append(f'<section class="{_status(n)}"><h3>{html.escape(n["name"])} '
+                       f'<span class="status">{html.escape(n["status"])}</span> '
                        f'<small>{tables.number(n["seconds"])} s · {_links(n)}</small></h3>{"".join(section)}</section>')
     plotly = html_assets.inline_plotly_js() if standalone else f'<script src="{html_assets.PLOTLY_JS}"></script>'
     note = ('<p class="note">One file: plotly.js and the notebooks\' charts are inside it; the links point into the run folder.</p>'
@@ -258,8 +382,10 @@ def index_html(summary: dict, run_dir: Path | None = None, standalone: bool = Fa
         '<p class="note">No headline chart: the timing notebook (02) did not run or wrote no results.</p>'
     params = html.escape(json.dumps(summary.get("parameters"), indent=1))
     env = html.escape(json.dumps(summary.get("environment"), indent=1))
-    title = f"latency-lab run {summary['run_id']}"
-    state = "all notebooks ok" if summary["ok"] else "<b>some notebooks failed</b>"
+    title = f"latency-lab run {summary.get('run_id', run_dir.name if run_dir else '')}"
+    state = "all notebooks ok" if summary.get("ok") else "<b>some notebooks failed</b>"
+    if summary.get("stopped"):
+        state = f"<b>the run stopped: {html.escape(str(summary['stopped']))}</b>"
     if summary.get("interrupted"):
         state = f"<b>interrupted ({html.escape(str(summary['interrupted']))})</b>"
     return f"""<!DOCTYPE html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
@@ -269,5 +395,6 @@ def index_html(summary: dict, run_dir: Path | None = None, standalone: bool = Fa
 {tables.number(summary.get("seconds"))} s · <code>{html.escape(summary.get("command", ""))}</code></p>{note}
 <h2>Findings</h2>{headline}{_findings(summary)}
 <h2>Notebooks</h2>{_status_table(summary)}{"".join(details)}
-<h2>Parameters</h2><details><summary>as given and as resolved</summary><pre>{params}</pre></details>
+<h2>Parameters</h2>{_parameters_table(summary)}
+<details><summary>as given and as resolved</summary><pre>{params}</pre></details>
 <h2>Environment</h2><details><summary>versions and hardware</summary><pre>{env}</pre></details></body></html>"""

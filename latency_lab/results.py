@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -71,18 +72,55 @@ def save(output_dir: str | Path, notebook: str, params, environment: dict, table
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {"schema": SCHEMA_VERSION, "notebook": notebook, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                "params": params.to_dict(), "environment": environment, "key_table": table, **sections}
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(_clean(payload), indent=1))
-    tmp.replace(path)
+    return write_atomic(path, json.dumps(_clean(payload), indent=1))
+
+
+def write_atomic(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` whole or not at all: into a temporary file of this process's own
+    beside it, renamed over ``path`` once complete; on any failure (a full disk) the temporary file
+    is removed, ``path`` keeps what it held before, and the error is raised."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "x", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
 
 
+def _is_table(table) -> bool:
+    """Whether ``table`` is shaped as ``key_table`` makes them."""
+    columns = table.get("columns") if isinstance(table, dict) else None
+    if not isinstance(columns, list) or not isinstance(table.get("rows"), list):
+        return False
+    return all(isinstance(c, str) for c in columns) and all(isinstance(r, list) and len(r) == len(columns)
+                                                            for r in table["rows"])
+
+
 def load(path: str | Path) -> dict:
-    """Read a results file and check it has the fields every notebook writes."""
-    data = json.loads(Path(path).read_text())
+    """Read a results file and check its shape: an object with the fields every notebook writes,
+    ``params`` and ``environment`` objects and a key table of columns and rows; ValueError (naming
+    the file and what is wrong) otherwise, for a truncated or hand-edited file too."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError, nesting too deep
+        raise ValueError(f"{path.name}: not a readable JSON file (truncated?): {e}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path.name}: a results file is a JSON object, this holds a {type(data).__name__}")
     missing = [k for k in REQUIRED if k not in data]
     if missing:
-        raise ValueError(f"{path}: results file lacks {', '.join(missing)}")
+        raise ValueError(f"{path.name}: results file lacks {', '.join(missing)}")
+    wrong = [k for k in ("params", "environment") if not isinstance(data[k], dict)]
+    if not _is_table(data["key_table"]):
+        wrong.append("key_table (an object of column names and rows, each a list of as many values)")
+    if wrong:
+        raise ValueError(f"{path.name}: results file has the wrong shape: {', '.join(wrong)}")
     return data
 
 

@@ -13,26 +13,23 @@ from latency_lab.parameters import Params
 from conftest import ROOT, run_runner
 
 
-def stats(median: float, q1: float, q3: float) -> dict:
-    return {"median": median, "q1": q1, "q3": q3, "iqr": q3 - q1, "n": 6}
-
-
 def timing_notebook(run: Path, walls: dict[str, tuple], kernels: dict[str, float], cache_mode="seed", torch="2.9.1"):
-    """A results file shaped like 02's: key table by label, a rows section and wall statistics."""
+    """A results file shaped like 02's: key table and rows in the vocabulary's names (``metrics``),
+    each statistic with its q1/q3 columns."""
     env = {"collected": "now", "cpu": "x", "packages": {"torch": torch}}
-    rows = [{"executor": n, "Execution Type": n.upper(), "Wall Clock Time (ms)": w[0], "Kernels": kernels.get(n),
-             "host submit (ms)": w[0] / 2, "status": "ok", "reason": None} for n, w in walls.items()]
-    table = results.key_table("timing", rows, ["Execution Type", "Wall Clock Time (ms)", "Kernels", "status", "reason"])
+    rows = [{"executor": n, "label": n.upper(), "wall_ms": w[0], "wall_q1_ms": w[1], "wall_q3_ms": w[2],
+             "kernels_per_step": kernels.get(n), "host_submit_ms": w[0] / 2, "host_submit_q1_ms": w[0] / 2,
+             "host_submit_q3_ms": w[0] / 2, "status": "ok", "reason": None} for n, w in walls.items()]
+    table = results.key_table("timing", rows, ["label", "wall_ms", "kernels_per_step", "status", "reason"])
     results.save(run, "02_executor_timing", Params(preset="tiny", cache_mode=cache_mode, output_dir=str(run)), env, table,
-                 rows=rows, walls={n: stats(*w) for n, w in walls.items()},
-                 measured={n: {"host": stats(w[0] / 2, w[0] / 2, w[0] / 2)} for n, w in walls.items()})
+                 rows=rows)
     (run / "environment.json").write_text(json.dumps(env))
 
 
 def op_notebook(run: Path, ms: float, q: tuple[float, float]):
     """A results file shaped like 04's: op, size and executor per row, quartile columns beside."""
-    rows = [{"op": "add", "size": "seed", "executor": "eager", "status": "ok", "ms_per_call": ms, "q1_ms": q[0],
-             "q3_ms": q[1], "first_call_s": 0.1, "seed_h100_ms": 0.007, "reason": None}]
+    rows = [{"op": "add", "size": "seed", "executor": "eager", "status": "ok", "per_call_ms": ms,
+             "per_call_q1_ms": q[0], "per_call_q3_ms": q[1], "first_call_s": 0.1, "reason": None}]
     results.save(run, "04_op_microbenchmarks", Params(preset="tiny", output_dir=str(run)), {},
                  results.key_table("add", rows), rows=rows)
 
@@ -55,16 +52,16 @@ def entries(report: dict) -> dict:
 def test_ratios_and_spread_verdicts(runs):
     report = C.compare(C.load_run(runs / "a"), C.load_run(runs / "b"))
     got = entries(report)
-    eager = got[("02_executor_timing", "eager", "Wall Clock Time (ms)")]
+    eager = got[("02_executor_timing", "eager", "wall_ms")]
     assert eager["a"] == 10 and eager["b"] == 20 and eager["ratio"] == 2 and eager["beyond_spread"] is True
     assert eager["a_q1_q3"] == (9, 11) and eager["b_q1_q3"] == (19, 21)
-    compiled = got[("02_executor_timing", "torch.compile", "Wall Clock Time (ms)")]
+    compiled = got[("02_executor_timing", "torch.compile", "wall_ms")]
     assert compiled["ratio"] == pytest.approx(1.1) and compiled["beyond_spread"] is False
-    kernels = got[("02_executor_timing", "eager", "Kernels")]
+    kernels = got[("02_executor_timing", "eager", "kernels_per_step")]
     assert kernels["ratio"] == 1 and kernels["beyond_spread"] is None  # a count has no spread
-    host = got[("02_executor_timing", "eager", "host submit (ms)")]  # from the rows section, spread from `measured`
+    host = got[("02_executor_timing", "eager", "host_submit_ms")]  # from the rows section
     assert host["a_q1_q3"] == (5, 5) and host["beyond_spread"] is True
-    add = got[("04_op_microbenchmarks", "add · seed · eager", "ms_per_call")]
+    add = got[("04_op_microbenchmarks", "add · seed · eager", "per_call_ms")]
     assert add["ratio"] == pytest.approx(1.5) and add["beyond_spread"] is True
     assert not any(m.startswith("seed") or "q1" in m for _, _, m in got)
     assert {d["name"]: (d["a"], d["b"]) for d in report["parameters"]} == {"cache_mode": ("seed", "none")}
@@ -79,9 +76,9 @@ def test_partial_report_says_what_was_skipped(runs, tmp_path):
     skipped = "\n".join(report["skipped"])
     assert "04_op_microbenchmarks: only in A" in skipped
     assert "row 'eager' only in A" in skipped and "row 'thunder' only in B" in skipped
-    assert "metric 'Kernels' only in A" in skipped  # B measured no kernels
-    assert [(e["row"], e["metric"]) for e in report["rows"]] == [("torch.compile", "Wall Clock Time (ms)"),
-                                                                  ("torch.compile", "host submit (ms)")]
+    assert "metric 'kernels_per_step' only in A" in skipped  # B measured no kernels
+    assert [(e["row"], e["metric"]) for e in report["rows"]] == [("torch.compile", "wall_ms"),
+                                                                  ("torch.compile", "host_submit_ms")]
 
 
 def test_rows_that_share_a_key_are_skipped_not_paired(runs):
@@ -97,12 +94,110 @@ def test_rows_that_share_a_key_are_skipped_not_paired(runs):
 def test_status_change_is_a_row(runs):
     path = runs / "b" / "02_executor_timing.results.json"
     data = json.loads(path.read_text())
-    data["rows"][1].update({"status": "failed", "Wall Clock Time (ms)": None, "reason": "boom"})
+    data["rows"][1].update({"status": "failed", "wall_ms": None, "reason": "boom"})
     path.write_text(json.dumps(data))
-    got = entries(C.compare(C.load_run(runs / "a"), C.load_run(runs / "b")))
+    report = C.compare(C.load_run(runs / "a"), C.load_run(runs / "b"))
+    got = entries(report)
     assert got[("02_executor_timing", "torch.compile", "status")]["b"] == "failed"
-    wall = got[("02_executor_timing", "torch.compile", "Wall Clock Time (ms)")]
+    wall = got[("02_executor_timing", "torch.compile", "wall_ms")]
     assert wall["b"] is None and wall["ratio"] is None and wall["beyond_spread"] is None
+    numbers = [e for e in report["rows"] if e["metric"] != "status"]
+    assert C.tally(report).startswith(f"{len(numbers)} numbers compared") and len(numbers) == len(report["rows"]) - 1
+    assert C.tally(report).endswith("; 1 rows changed status.")
+
+
+def test_lists_print_as_lists_and_only_spreads_as_ranges(runs, tmp_path):
+    c = tmp_path / "c"
+    timing_notebook(c, {"eager": (10, 9, 11), "torch.compile": (5, 4, 6)}, {"eager": 12})
+    path = c / "02_executor_timing.results.json"
+    data = json.loads(path.read_text())
+    data["params"]["depths"] = [1, 2]
+    path.write_text(json.dumps(data))
+    a = runs / "a" / "02_executor_timing.results.json"
+    data = json.loads(a.read_text())
+    data["params"]["depths"] = [1, 2, 4]
+    a.write_text(json.dumps(data))
+    out = C.text(C.compare(C.load_run(runs / "a"), C.load_run(c)))
+    assert "depths: [1, 2, 4] -> [1, 2]" in out, out
+    eager = next(line for line in out.splitlines() if line.startswith("02_executor_timing") and "eager" in line
+                 and "wall_ms" in line)
+    assert eager.split()[-5:-2] == ["9-11", "10", "9-11"]  # the q1-q3 spreads, as ranges
+
+
+WRONG_SHAPES = {
+    "a number": "5",
+    "a list": "[1, 2]",
+    "key_table null": None,
+    "params a list": None,
+    "rows of the wrong length": None,
+    "column names not text": None,
+    "measured a list": None,
+    "truncated": None,
+    "nested too deep": "[" * 100_000 + "]" * 100_000,
+    "not UTF-8": None,
+}
+
+
+@pytest.mark.parametrize("shape", WRONG_SHAPES)
+def test_results_of_the_wrong_shape_are_unreadable_not_a_traceback(runs, shape, capsys):
+    """A hand-edited or truncated results file: skipped as unreadable (saying why) while the other
+    notebooks compare; when it was the only notebook in common, a one-line error that says so."""
+    path = runs / "b" / "02_executor_timing.results.json"
+    data = json.loads(path.read_text())
+    if shape == "key_table null":
+        data["key_table"] = None
+    elif shape == "params a list":
+        data["params"] = [1]
+    elif shape == "rows of the wrong length":
+        data["key_table"]["rows"][0] = data["key_table"]["rows"][0][:2]
+    elif shape == "column names not text":
+        data["key_table"]["columns"][0] = 5
+    elif shape == "measured a list":
+        data["measured"] = [1, 2]
+    text = WRONG_SHAPES[shape] or json.dumps(data)
+    if shape == "truncated":
+        text = text[: len(text) // 2]
+    path.write_bytes(b"\xff\xfe" + text.encode() if shape == "not UTF-8" else text.encode())
+    assert C.main(["a", "b", "--output-dir", str(runs)]) == 0
+    out = capsys.readouterr().out
+    if shape == "measured a list":  # a section compare does not read may hold anything
+        assert "02_executor_timing" in out and "host_submit_ms" in out
+        return
+    assert "unreadable in B: 02_executor_timing.results.json: " in out and "04_op_microbenchmarks" in out
+    (runs / "a" / "04_op_microbenchmarks.results.json").unlink()
+    assert C.main(["a", "b", "--output-dir", str(runs)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "have no notebook in common; unreadable in b: 02_executor_timing.results.json" in err
+    if shape == "truncated":
+        assert "not a readable JSON file (truncated?)" in err
+
+
+def test_a_run_of_unreadable_files_only_is_named_so(runs, capsys):
+    (runs / "b" / "02_executor_timing.results.json").write_text("{")
+    (runs / "b" / "04_op_microbenchmarks.results.json").write_text("5")
+    assert C.main(["a", "b", "--output-dir", str(runs)]) == 2
+    err = capsys.readouterr().err
+    assert "no readable results file: 02_executor_timing.results.json: not a readable JSON file" in err
+    assert "04_op_microbenchmarks.results.json: a results file is a JSON object, this holds a int" in err
+
+
+def test_nothing_is_written_into_a_published_copy(runs, tmp_path, capsys):
+    """``compare X outputs/reference-h200``: the report goes to X's folder, never into the committed
+    reference; with two published copies it needs --out, and --out cannot be one either."""
+    reference = ROOT / "outputs" / "reference-h200"
+    before = sorted(p.name for p in reference.iterdir())
+    timing_notebook(tmp_path / "x", {"eager": (10, 9, 11)}, {"eager": 12})
+    assert C.main([str(tmp_path / "x"), str(reference)]) == 0
+    assert (tmp_path / "x" / "compare-x-vs-reference-h200.json").is_file()
+    assert C.main([str(reference), str(tmp_path / "x")]) == 0
+    assert (tmp_path / "x" / "compare-reference-h200-vs-x.json").is_file()
+    capsys.readouterr()
+    assert C.main([str(reference), str(reference)]) == 2
+    assert "both runs are published copies" in capsys.readouterr().err
+    assert C.main([str(tmp_path / "x"), str(tmp_path / "x"), "--out", str(reference)]) == 2
+    assert "is a published copy of a run; nothing writes into one" in capsys.readouterr().err
+    assert sorted(p.name for p in reference.iterdir()) == before
 
 
 def test_cli_prints_and_writes_the_report_into_run_b(runs):
@@ -111,7 +206,7 @@ def test_cli_prints_and_writes_the_report_into_run_b(runs):
     assert proc.returncode == 0, proc.stderr
     assert "parameters that differ:" in proc.stdout and "cache_mode: seed -> none" in proc.stdout
     assert "packages.torch: 2.9.1 -> 2.11.0" in proc.stdout
-    line = next(l for l in proc.stdout.splitlines() if l.startswith("02_executor_timing") and "Wall Clock" in l)
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("02_executor_timing") and "wall_ms" in l)
     assert line.split()[-2:] == ["2.00", "yes"]
     assert "7 numbers compared, 5 with a spread in both runs; 4 differ by more than that spread (4 higher in B, 0 lower)" in proc.stdout
     page, data = runs / "b" / "compare-a-vs-b.html", runs / "b" / "compare-a-vs-b.json"
@@ -146,7 +241,7 @@ def test_real_tiny_run_against_itself(tiny_run, tmp_path, capsys):
     assert set(report["notebooks"]) == {p.name[: -len(results.SUFFIX)] for p in tiny_run.glob("*.results.json")}
     assert report["parameters"] == [] and report["environment"] == [] and report["skipped"] == []
     assert all(e["ratio"] in (1, None) and e["beyond_spread"] in (False, None) for e in report["rows"])
-    walls = [e for e in report["rows"] if e["notebook"] == "02_executor_timing" and e["metric"] == "Wall Clock Time (ms)"]
+    walls = [e for e in report["rows"] if e["notebook"] == "02_executor_timing" and e["metric"] == "wall_ms"]
     assert walls and all(e["a_q1_q3"] for e in walls)
 
 
@@ -161,7 +256,7 @@ def test_published_reference_against_a_fresh_tiny_run(tiny_run, tmp_path, capsys
     differing = {e["name"] for e in report["parameters"]}
     assert {"preset", "device"} <= differing, report["parameters"]
     assert any(e["name"] == "gpu" or "gpu" in str(e) for e in report["environment"]), report["environment"]
-    walls = [e for e in report["rows"] if e["notebook"] == "02_executor_timing" and e["metric"] == "Wall Clock Time (ms)"]
+    walls = [e for e in report["rows"] if e["notebook"] == "02_executor_timing" and e["metric"] == "wall_ms"]
     ratios = {e["row"]: e["ratio"] for e in walls}
     assert ratios["eager"] > 0 and ratios["torch.compile"] > 0  # measured in both runs
     assert ratios["thunder"] is None  # no nvFuser on a CPU: a row without a number, not a ratio
@@ -170,7 +265,7 @@ def test_published_reference_against_a_fresh_tiny_run(tiny_run, tmp_path, capsys
 
 def test_publish_keeps_what_compare_and_the_index_need(tiny_run, tmp_path):
     from latency_lab import report
-    files = {p.name for p in report.publish(tiny_run, tmp_path / "pub")}
+    files = {p.name for p in report.publish(tiny_run, tmp_path / "pub")[1]}
     assert {"summary.json", "environment.json", "index.html", "plotly.packed.js"} <= files
     assert {p.name for p in tiny_run.glob("*.results.json")} <= files and not any(f.endswith((".ipynb", ".html")) and f != "index.html" for f in files)
     page = (tmp_path / "pub" / "index.html").read_text()

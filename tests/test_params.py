@@ -92,3 +92,50 @@ def test_sweeps_resolve_per_preset_and_keep_given_points_sorted():
         P.TINY_SWEEPS[k] for k in ("depths", "prompt_lengths", "decode_tokens"))
     p = P.validate(device="cpu", depths=[16, 1, 4, 4], prompt_lengths=(512, 1), decode_tokens=3)
     assert (p.depths, p.prompt_lengths, p.decode_tokens) == ((1, 4, 16), (1, 512), 3)
+
+
+@pytest.mark.parametrize("text", ["1+" * 5000 + "1", "[" * 100_000, "(" * 300 + ")" * 300, "1\x00", "9" * 5000,
+                                  "'" + "a" * 10, "{1: " * 2000, "-" * 10_000 + "1"])
+def test_parse_value_never_raises(text):
+    """Text the parser cannot take (too deep, too long, null bytes) is a plain string, not a crash."""
+    value = P.parse_value(text)
+    assert value == text or isinstance(value, int)
+
+
+def test_long_bad_values_are_echoed_shortened():
+    with pytest.raises(P.ParameterError) as err:
+        P.validate(seed="1+" * 5000)
+    message = str(err.value)
+    assert message.startswith("invalid parameter seed='1+1+1+") and "(10,002 characters)" in message
+    assert len(message) < 200 and message.endswith("allowed an integer 0..4294967295")
+    nested = []
+    for _ in range(2000):
+        nested = [nested]
+    with pytest.raises(P.ParameterError) as err:
+        P.validate(depths=nested, device="cpu")
+    assert len(str(err.value)) < 200 and "[[[[" in str(err.value)
+
+
+@pytest.mark.parametrize("name", P.SIZE_PARAMS)
+def test_sizes_are_bounded_by_what_the_machine_holds(name):
+    """A size too large for this machine's memory is refused, naming the largest that fits, which
+    validates, and one more does not."""
+    huge = {"sizes": ["99999999999999x"], "depths": [10**9], "prompt_lengths": [10**9]}.get(name, 10**9)
+    with pytest.raises(P.ParameterError) as err:
+        P.validate({name: huge, "device": "cpu"})
+    message = str(err.value)
+    assert err.value.name == name and "on this machine" in message and "GiB of RAM" in message, message
+    top = int(message.split(" up to ")[1].split(" ")[0].replace(",", ""))
+    at = (lambda n: [f"{n}x"]) if name == "sizes" else (lambda n: [n]) if name in ("depths", "prompt_lengths") else int
+    P.validate({name: at(top), "device": "cpu"})
+    with pytest.raises(P.ParameterError):
+        P.validate({name: at(top + 1), "device": "cpu"})
+    memory = P.machine_memory("cpu")[0]
+    assert P.step_bytes(P.validate({name: at(top), "device": "cpu"})) <= memory
+
+
+def test_step_bytes_counts_the_seed_models_weights():
+    """One layer of the seed model in bf16: 648.5 MB of weights (01's byte count), plus its few activations."""
+    p = P.validate(device="cpu", depths=[1], prompt_lengths=[6], decode_tokens=1)
+    assert 648e6 < P.step_bytes(p) < 660e6
+    assert P.step_bytes(P.validate(device="cpu", layers=16, prompt_lengths=[6], decode_tokens=1)) > 2.4e9

@@ -230,3 +230,44 @@ def test_run_pages_draw_offline_and_fit_the_size_budget(tiny_run: Path, tmp_path
     size = sum(p.stat().st_size for p in tiny_run.rglob("*") if p.is_file())
     assert size < MAX_RUN_MB * 1e6, f"run folder is {size / 1e6:.1f} MB"
     assert list(tiny_run.glob("*.js")) == [tiny_run / html_assets.PLOTLY_JS]
+
+
+# --- statuses, what each notebook ran with, writes that fail ------------------------------------------
+
+def test_index_tells_failed_interrupted_and_not_run_apart_and_shows_what_each_notebook_ran_with(tmp_path):
+    from latency_lab import parameters as P
+    run = tmp_path / "run"
+    run.mkdir()
+    p = P.validate({"preset": "tiny", "device": "cpu"})
+    results.save(run, "01_model_setup", p, {}, results.key_table("t", [{"x": 1}]))
+    results.save(run, "05_host_overhead", P.validate({"preset": "tiny", "device": "cpu", "repeats": 4}), {},
+                 results.key_table("t", [{"x": 1}]))
+    outcomes = [notebook_run.Outcome("01_model_setup", "ok", 1.0), notebook_run.Outcome("05_host_overhead", "ok", 2.0),
+                notebook_run.Outcome("02_executor_timing", "failed", 3.0,
+                                     {"cell": 4, "ename": "RuntimeError", "evalue": "x"}),
+                notebook_run.Outcome("03_trace_counters", "interrupted", 98.2,
+                                     {"cell": 5, "ename": "Interrupted", "evalue": "SIGINT"}),
+                notebook_run.Outcome("04_op_microbenchmarks", "not run")]
+    meta = {"run_id": "r", "started": "now", "seconds": 104.0, "command": "runner.py", "interrupted": "SIGINT",
+            "parameters": {"given": {}, "resolved": {**p.to_dict(), "repeats": 20}}}
+    summary = report.summarize(run, meta, outcomes)
+    assert [n["seconds"] for n in summary["notebooks"]] == [1.0, 2.0, 3.0, 98.2, 0.0]
+    page = report.index_html(summary, run)
+    for status, why in (("failed", "the notebook failed"), ("interrupted", "the run was interrupted in this notebook"),
+                        ("not-run", "not run: the run stopped before it")):
+        assert f'<div class="finding {status}">' in page and f"no findings saved ({why})" in page
+    assert "cell 5: Interrupted: SIGINT" in page and ">98.2<" in page
+    assert report.ran_with(summary, summary["notebooks"][1]) == {"repeats": (4, 20)}
+    assert report.ran_with(summary, summary["notebooks"][0]) == {"repeats": (2, 20)}  # tiny's 2 against the run's 20
+    assert "Ran with, unlike the run: repeats 4 (run: 20)" in page
+    assert "<th>parameter</th><th>run</th><th>01</th><th>05</th>" in page
+    assert '<tr><td>repeats</td><td>20</td><td class="differs">2</td><td class="differs">4</td></tr>' in page
+
+
+def test_write_writes_what_it_can_and_names_the_rest(tmp_path):
+    run, summary = _fake_run(tmp_path)
+    (run / "report.html").mkdir()  # cannot be replaced by a file: a write that fails
+    unwritten = report.write(run, summary)
+    assert len(unwritten) == 1 and unwritten[0].startswith("report.html (")
+    assert json.loads((run / "summary.json").read_text())["run_id"] == "fake" and (run / "index.html").is_file()
+    assert not list(run.glob(".*.tmp"))

@@ -41,3 +41,27 @@ def test_select_notebooks_by_number_or_name():
     assert list(notebook_run.select(found, "02_executor_timing")) == ["02_executor_timing"]
     with pytest.raises(ValueError, match="invalid --notebooks entry '77'"):
         notebook_run.select(found, "01,77")
+
+
+def test_write_atomic_keeps_the_old_file_when_a_write_fails(tmp_path):
+    path = tmp_path / "summary.json"
+    results.write_atomic(path, '{"old": 1}')
+    with pytest.raises(UnicodeEncodeError):  # fails mid-write, as a full disk does
+        results.write_atomic(path, '{"new": "' + "x" * 100_000 + '\udcff"}')
+    assert path.read_text() == '{"old": 1}' and sorted(p.name for p in tmp_path.iterdir()) == ["summary.json"]
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("5", "a results file is a JSON object, this holds a int"),
+    ('{"notebook": "x"', "not a readable JSON file (truncated?)"),
+    ('{"notebook": "x", "created": 1, "params": [], "environment": {}, "key_table": {}}',
+     "wrong shape: params, key_table"),
+    ('{"notebook": "x", "created": 1, "params": {}, "environment": {}, '
+     '"key_table": {"columns": ["a"], "rows": [[1, 2]]}}', "wrong shape: key_table"),
+])
+def test_load_names_what_is_wrong(tmp_path, text, fragment):
+    path = tmp_path / "x.results.json"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=r"^x\.results\.json: ") as err:
+        results.load(path)
+    assert fragment in str(err.value)

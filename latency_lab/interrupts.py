@@ -1,0 +1,62 @@
+"""Signals that stop a run (Ctrl-C, SIGTERM, a closed terminal's SIGHUP), taken at a point where the
+run can still be finished and marked.
+
+``Stop`` installs one handler for all three. While armed, the first signal raises ``Interrupted``
+in the main thread (papermill's wait for a cell included); while held (making the run folder, and
+finishing the run: killing the kernel, writing summary and index, moving ``latest``) it is only
+recorded, and ``arm`` raises it then. Every later signal is ignored, so that a second Ctrl-C, or
+the same signal from the terminal and from ``tasks.py``, cannot cut the finishing short.
+"""
+
+from __future__ import annotations
+
+import signal
+from contextlib import contextmanager
+from typing import Iterator
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(BaseException):
+    """A stopping signal arrived; ``code`` is the exit status (128 + signal number)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.code = 128 + signum
+
+
+class Stop:
+    """The run's stopping signals: ``received`` is the first one's number, or None."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self.armed = True
+
+    def _handle(self, signum, frame) -> None:
+        if self.received is not None:
+            return
+        self.received = signum
+        if self.armed:
+            self.armed = False
+            raise Interrupted(signum)
+
+    @contextmanager
+    def installed(self) -> Iterator["Stop"]:
+        """The handler in place for ``SIGNALS`` (armed), the previous ones back afterwards."""
+        previous = {s: signal.signal(s, self._handle) for s in SIGNALS}
+        try:
+            yield self
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+    def hold(self) -> None:
+        """From now on a signal is recorded, not raised."""
+        self.armed = False
+
+    def arm(self) -> None:
+        """Raise ``Interrupted`` for a signal recorded while held; else raise at the next one."""
+        self.armed = True  # first: a signal from here on raises itself, one before is seen below
+        if self.received is not None:
+            self.armed = False
+            raise Interrupted(self.received)
