@@ -33,7 +33,8 @@ if __name__ == "__main__":  # a Python without the suite's packages hands over t
 
     tasks.use_suite_python(__file__, sys.argv[1:])
 
-from latency_lab import compile_cache, environment, notebook_run, report, results
+from latency_lab import compile_cache, environment, notebook_changes, notebook_run, report, results
+from latency_lab import params as P
 from latency_lab.params import SCHEMA, ParameterError, parse_value, validate
 
 
@@ -107,10 +108,28 @@ def check_args(args: argparse.Namespace) -> None:
 
 
 def list_notebooks(notebooks: dict[str, Path]) -> None:
+    """Each notebook's parameters with the package's defaults (what a run injects), not the file's values."""
     for name, path in notebooks.items():
         print(name)
-        for pname, info in notebook_run.declared_parameters(path).items():
-            print(f"    {pname:14s} = {info['default']:<12s} {info.get('help') or SCHEMA.get(pname, ('', ''))[1]}")
+        defaults = P.notebook_defaults(name)
+        for pname in (n for n in declared_names(path) if n in SCHEMA):
+            print(f"    {pname:14s} = {defaults[pname]!r:<12} {SCHEMA[pname][1]}")
+
+
+def declared_names(path: Path) -> list[str]:
+    """The parameters a notebook takes: its parameters cell's names and ``params.EVERY_NOTEBOOK``."""
+    names = list(notebook_run.declared_parameters(path))
+    return names + [n for n in P.EVERY_NOTEBOOK if n not in names]
+
+
+def notebook_parameters(name: str, values: dict, path: Path) -> dict:
+    """What the runner injects into notebook ``name``: every parameter its cell declares and any of its
+    own defaults (``params.NOTEBOOK_DEFAULTS``), resolved from ``values`` and the package alone, so an
+    edited parameters cell never changes a batch run. An undeclared ``EVERY_NOTEBOOK`` parameter goes
+    in when given (else the notebook's setup resolves the same default itself)."""
+    names = {*notebook_run.declared_parameters(path), *P.NOTEBOOK_DEFAULTS.get(name, {}),
+             *(n for n in P.EVERY_NOTEBOOK if n in values)}
+    return P.injected(P.for_notebook(name, values), names)
 
 
 def output_root(path: str) -> Path:
@@ -168,7 +187,7 @@ def cache_folder(mode: str, run_dir: Path) -> Path | None:
                          f"{e.strerror or e} (or use --compile-cache default)") from None
 
 
-def ignored_by(values: dict, declared: dict[str, dict]) -> dict[str, list[str]]:
+def ignored_by(values: dict, declared: dict[str, list[str]]) -> dict[str, list[str]]:
     """Per given parameter, the selected notebooks that do not declare it (and so ignore it)."""
     return {name: [nb for nb, names in declared.items() if name not in names]
             for name in values if any(name not in names for names in declared.values())}
@@ -181,7 +200,7 @@ def prepare_run(args: argparse.Namespace):
     if not notebooks:
         raise SetupError(f"no notebooks found in {args.notebook_dir}")
     values = run_values(args)
-    declared = {name: notebook_run.declared_parameters(path) for name, path in notebooks.items()}
+    declared = {name: declared_names(path) for name, path in notebooks.items()}
     known = set().union(*declared.values())
     for name in parse_overrides(args.param):
         if name == "output_dir":
@@ -189,6 +208,8 @@ def prepare_run(args: argparse.Namespace):
         if name not in known:
             raise ParameterError(name, values[name], "parameters of the selected notebooks: " + ", ".join(sorted(known)))
     params = validate(values)
+    for name in notebooks:  # a notebook's own defaults with the given values, checked before any notebook starts
+        P.for_notebook(name, values)
     root = output_root(args.output_dir)
     return notebooks, values, declared, params, root
 
@@ -221,7 +242,7 @@ def main(argv=None) -> int:
     try:
         with notebook_run.kernel_environment(kernels):
             try:
-                run_notebooks(notebooks, values, declared, params, run_dir, args, meta, outcomes)
+                run_notebooks(notebooks, values, params, run_dir, args, meta, outcomes)
             finally:
                 if cache_root:
                     meta["compile_cache"].update(compile_cache.close(cache_root))
@@ -246,17 +267,22 @@ def main(argv=None) -> int:
     return EXIT_FAILED if failed or rows else 0
 
 
-def run_notebooks(notebooks, values, declared, params, run_dir, args, meta, outcomes) -> None:
+def run_notebooks(notebooks, values, params, run_dir, args, meta, outcomes) -> None:
     """Each selected notebook in turn, its outcome appended to ``outcomes`` as soon as it starts."""
+    P.apply_threads(params)  # the record names the threads the notebooks set (the runner itself times nothing)
+    environment.quiet_known_noise()  # and what they filter (the kernels inherit KINETO_LOG_LEVEL)
     meta["environment"] = environment.collect(params.device)
     (run_dir / "environment.json").write_text(json.dumps(meta["environment"], indent=1))
+    meta["notebook_changes"] = notebook_changes.changes(notebooks)
+    for name, change in meta["notebook_changes"].items():
+        print(f"note: {name} is not the committed notebook: {change}", flush=True)
     kernel = notebook_run.kernel_name()
     print(f"run {run_dir} · {len(notebooks)} notebooks · device {params.device} · kernel {kernel}", flush=True)
     for i, (name, path) in enumerate(notebooks.items(), 1):
         print(f"[{i}/{len(notebooks)}] {name} ...", flush=True)
-        given = {k: v for k, v in values.items() if k in declared[name]}
+        injected = notebook_parameters(name, values, path)
         outcomes.append(notebook_run.Outcome(name, status="interrupted"))
-        outcomes[-1] = notebook_run.execute(path, run_dir, {**given, "output_dir": str(run_dir.resolve())},
+        outcomes[-1] = notebook_run.execute(path, run_dir, {**injected, "output_dir": str(run_dir.resolve())},
                                             kernel, args.timeout, progress=sys.stderr.isatty())
         o = outcomes[-1]
         detail = "" if o.status == "ok" else f": {notebook_run.error_line(o.error)}"

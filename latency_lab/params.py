@@ -8,6 +8,8 @@ raises ``ParameterError`` naming the parameter and the allowed values, before an
 from __future__ import annotations
 
 import ast
+import functools
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -44,6 +46,17 @@ TINY_SWEEPS = {"depths": (1, 2), "prompt_lengths": (1, 6), "decode_tokens": 4}
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
+# Notebooks whose defaults differ from SCHEMA's. Each parameters cell mirrors SCHEMA and this table (a
+# test checks it), and the runner injects every parameter a notebook declares with the package's value,
+# so an edited parameters cell (JupyterLab's autosave) never changes a batch run.
+NOTEBOOK_DEFAULTS: dict[str, dict[str, object]] = {
+    "00_explorer": {"executors": "eager,torch.compile"},
+    "05_host_overhead": {"repeats": 4},  # kept small: 05 takes steps apart, 02 times them
+    "06_scaling": {"executors": "eager,torch.compile,torch.compile:reduce-overhead,thunder", "repeats": 6},
+}
+# Parameters every notebook applies in its setup (``from_namespace``), whether its cell declares them or not.
+EVERY_NOTEBOOK = ("threads",)
+
 
 class ParameterError(ValueError):
     """A parameter value the suite cannot use; the message names it and the allowed values."""
@@ -75,6 +88,7 @@ class Params:
     depths: tuple[int, ...] = (1,)
     prompt_lengths: tuple[int, ...] = (6,)
     decode_tokens: int = 32
+    threads: int = 1
 
     @property
     def is_cuda(self) -> bool:
@@ -104,6 +118,8 @@ SCHEMA: dict[str, tuple[object, str]] = {
     "depths": (None, "num_hidden_layers of the depth sweep, a list of integers >= 1 (None: per-device default)"),
     "prompt_lengths": (None, "prompt tokens of the prefill sweep, a list of integers >= 1 (None: per-device default)"),
     "decode_tokens": (None, "new tokens of the greedy decode loop, an integer >= 1 (None: per-device default)"),
+    "threads": (None, "torch's intra-op threads, an integer 1..CPUs (None: 1 on a CPU, for stable timing; "
+                      "torch's default on a GPU)"),
 }
 
 
@@ -218,6 +234,7 @@ def validate(raw: dict | None = None, **kwargs) -> Params:
     for name in ("depths", "prompt_lengths"):
         resolved[name] = _int_list(name, v[name], sweeps[name])
     resolved["decode_tokens"] = sweeps["decode_tokens"] if v["decode_tokens"] is None else _int("decode_tokens", v["decode_tokens"], 1)
+    resolved["threads"] = _threads(v["threads"], device)
 
     return Params(
         preset=v["preset"], layers=v["layers"], batch_size=v["batch_size"], seq_len=v["seq_len"],
@@ -228,5 +245,46 @@ def validate(raw: dict | None = None, **kwargs) -> Params:
 
 
 def from_namespace(namespace: dict) -> Params:
-    """Validate the parameters a notebook's ``parameters`` cell defined (pass ``globals()``)."""
-    return validate({name: namespace[name] for name in SCHEMA if name in namespace})
+    """Validate the parameters a notebook's ``parameters`` cell defined (pass ``globals()``) and apply
+    ``threads`` to this process, before the notebook times anything."""
+    params = validate({name: namespace[name] for name in SCHEMA if name in namespace})
+    apply_threads(params)
+    return params
+
+
+@functools.cache
+def torch_default_threads() -> int:
+    """torch's intra-op threads before this process changed them (read once, before ``apply_threads``)."""
+    import torch
+
+    return torch.get_num_threads()
+
+
+def _threads(value, device: str) -> int:
+    if value is None:
+        return 1 if device == "cpu" else torch_default_threads()
+    return _int("threads", value, 1, os.cpu_count() or 1)
+
+
+def apply_threads(params: Params) -> int:
+    """Set torch's intra-op threads to ``params.threads``; returns the number now in use."""
+    import torch
+
+    torch_default_threads()
+    torch.set_num_threads(params.threads)
+    return torch.get_num_threads()
+
+
+def notebook_defaults(notebook: str) -> dict:
+    """The package's default of every parameter for ``notebook``: SCHEMA's, then ``NOTEBOOK_DEFAULTS``."""
+    return {name: default for name, (default, _) in SCHEMA.items()} | NOTEBOOK_DEFAULTS.get(notebook, {})
+
+
+def for_notebook(notebook: str, given: dict) -> Params:
+    """The parameters ``notebook`` runs with in a batch run: ``given`` over its package defaults."""
+    return validate({**NOTEBOOK_DEFAULTS.get(notebook, {}), **given})
+
+
+def injected(params: Params, names) -> dict:
+    """``params``' values of ``names`` as papermill literals (tuples as lists)."""
+    return {n: list(v) if isinstance(v, tuple) else v for n, v in params.to_dict().items() if n in names}
