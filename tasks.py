@@ -60,7 +60,7 @@ def lab_args(folder: Path = ROOT, start: str | None = START_PAGE) -> list[str]:
     root, as in CI and containers, must say so."""
     root = hasattr(os, "geteuid") and os.geteuid() == 0
     return ["-m", "jupyterlab", f"--ServerApp.root_dir={folder}",
-            *([f"--ServerApp.default_url=/lab/tree/{start}"] if start else []), *(["--allow-root"] if root else [])]
+            *([f"--LabApp.default_url=/lab/tree/{start}"] if start else []), *(["--allow-root"] if root else [])]
 
 
 def lab_environment(env: dict | None = None) -> dict:

@@ -219,7 +219,8 @@ def _row(p: registry.Prepared, found: dict) -> dict:
     return p.row(**{"wall (ms)": wall.get("median"), "q1 (ms)": wall.get("q1"), "q3 (ms)": wall.get("q3"),
                     "wall IQR (%)": 100 * wall["rel_spread"] if wall else None,
                     "host ref IQR (%)": 100 * reference["rel_spread"] if reference else None,
-                    "noisy": noisy, "host submit (ms)": host.get("median"), "kernels / step": kernels.get("kernels_per_step"),
+                    "noisy": noisy, "host submit (ms)": host.get("median"),
+                    "kernels / step": kernels.get("kernels_per_step"),
                     "kernel time (ms)": kernels.get("kernel_ms_per_step"), "first call (s)": p.first_call_s,
                     "method": wall.get("method"), "blocks_ms": wall.get("blocks_ms"),
                     "host_reference_ms": reference.get("median")})
@@ -284,7 +285,10 @@ def measure(settings: dict, progress: Progress | None = None, stop: StopSwitch |
         if out["stopped"]:
             break
     out["calls"] = stop.calls
-    progress.step(total if not out["stopped"] else done, total, f"stopped ({out['stopped']})" if out["stopped"] else "done")
+    if out["stopped"]:
+        progress.step(done, total, f"stopped ({out['stopped']})")
+    else:
+        progress.step(total, total, "done")
     return out
 
 
@@ -314,8 +318,8 @@ def _phases(trace_row: dict) -> str:
 def describe_settings(settings: dict) -> str:
     """A short label of a run's setting for legends and tables."""
     s = settings
-    return (f"{s.get('preset')} {s.get('dtype')} {s.get('device')}, {s.get('step', 'prefill')}, {s.get('layers')} layer(s), "
-            f"{s.get('batch_size')}x{s.get('seq_len')} tok, cache {s.get('cache_mode')}, "
+    return (f"{s.get('preset')} {s.get('dtype')} {s.get('device')}, {s.get('step', 'prefill')}, "
+            f"{s.get('layers')} layer(s), {s.get('batch_size')}x{s.get('seq_len')} tok, cache {s.get('cache_mode')}, "
             f"{s.get('warmup')}+{s.get('iters')}x{s.get('repeats')}, {s.get('threads')} thread(s)")
 
 
@@ -377,7 +381,8 @@ def summary_line(run: dict) -> str:
 def findings(run: dict) -> list[str]:
     """Sentences about one run, generated from its rows."""
     if run["error"] or run["stopped"]:
-        return [f"The explorer's default run did not finish: {(run['error'] or 'stopped ' + run['stopped']).splitlines()[0]}"]
+        why = run["error"] or f"stopped ({run['stopped']})"
+        return [f"The explorer's default run did not finish: {why.splitlines()[0]}"]
     ok = sorted((r for r in run["rows"] if r["wall (ms)"] is not None), key=lambda r: r["wall (ms)"])
     out = [f"{run['label']}: " + (", ".join(f"{r['label']} {r['wall (ms)']:.3g} ms (q1-q3 {r['q1 (ms)']:.3g}-{r['q3 (ms)']:.3g})"
                                             for r in ok) if ok else "no executor produced a wall time") + "."]
@@ -429,20 +434,23 @@ def details_html(run: dict, executor: str, notebook_dir: Path | None = None) -> 
     if timeline:
         path = Path(timeline["path"])
         href = os.path.relpath(path, notebook_dir) if notebook_dir else path.name
+        step = timeline["step"]
         parts.append(f"<p>Profiler timeline of one step (the median of {PROFILE_STEPS}): <a href='{html.escape(href)}' "
                      f"download>{html.escape(path.name)}</a> (open in ui.perfetto.dev or chrome://tracing); host "
-                     f"{tables.number(timeline['step']['host_us'])} µs, {timeline['step']['host_ops']} top-level host ops.</p>")
+                     f"{tables.number(step['host_us'])} µs, {step['host_ops']} top-level host ops.</p>")
     if d.get("top_kernels"):
         parts.append("<b>Top kernels</b>" + table_html(d["top_kernels"], ["name", "calls_per_step", "us_per_step"]))
     if d.get("top_ops"):
-        parts.append("<b>Top host ops (top-level spans of the step)</b>" + table_html(d["top_ops"], ["op", "calls", "us"]))
+        parts.append("<b>Top host ops (top-level spans of the step)</b>"
+                     + table_html(d["top_ops"], ["op", "calls", "us"]))
     thunder = d.get("thunder")
     if thunder:
         if thunder.get("status") != "ok":
             parts.append(f"<p>Thunder trace: {html.escape(str(thunder.get('reason')))}</p>")
         regions = [{**r, "ops": _ops(r.get("ops"))} for r in thunder.get("regions") or []]
         parts.append(f"<b>Thunder: {len(regions)} fusion region(s), {thunder.get('bound_symbols')} top-level symbols; "
-                     f"first call: {_phases(thunder)}</b>" + table_html(regions, ["region", "kind", "inside", "n_ops", "ops"]))
+                     f"first call: {_phases(thunder)}</b>"
+                     + table_html(regions, ["region", "kind", "inside", "n_ops", "ops"]))
         parts.append(f"<details><summary>final trace ({thunder.get('trace_lines')} lines)</summary>"
                      f"<pre>{html.escape(thunder.get('trace') or '')}</pre></details>")
     if len(parts) == 1:
@@ -478,8 +486,9 @@ def beside_reference(runs: list[dict], environment: dict, reference: Path = REFE
 
     def entry(params, rows):
         return {"params": params, "rows": rows, "key_table": {"title": "", "columns": columns, "rows": []}}
+    ref_entry = entry(timing_results["params"], reference_rows(timing_results))
     a = {"name": Path(reference).name, "path": str(reference), "environment": ref["environment"], "unreadable": [],
-         "notebooks": {f"run {r['id']}": entry(timing_results["params"], reference_rows(timing_results)) for r in measured}}
+         "notebooks": {f"run {r['id']}": ref_entry for r in measured}}
     b = {"name": "explorer", "path": "this explorer session", "environment": environment, "unreadable": [],
          "notebooks": {f"run {r['id']}": entry(r["params"], r["rows"]) for r in measured}}
     return compare.compare(a, b)
@@ -559,7 +568,8 @@ class ExplorerUI:
         self.dtype = w.Dropdown(options=sorted(set(DTYPES.values())), value=params.dtype, description="dtype", **wide)
         self.device = w.Dropdown(options=device_options(), value=params.device, description="device", **wide)
         self.batch_size = w.BoundedIntText(value=params.batch_size, min=1, max=1024, description="batch", **wide)
-        self.threads = w.BoundedIntText(value=params.threads, min=1, max=os.cpu_count() or 1, description="threads", **wide)
+        self.threads = w.BoundedIntText(value=params.threads, min=1, max=os.cpu_count() or 1, description="threads",
+                                        **wide)
         self.executors = w.SelectMultiple(options=executor_options(params.device), value=tuple(params.executors),
                                           rows=len(registry.REGISTRY), description="executors",
                                           layout=w.Layout(width="56em"), **wide)
@@ -574,7 +584,8 @@ class ExplorerUI:
         self.stop_button = w.Button(description="Stop", button_style="danger", icon="stop", disabled=True)
         self.save_button = w.Button(description="Save", icon="save")
         self.save_path = w.Text(value=str(save_path), description="save to", layout=w.Layout(width="40em"))
-        self.compare_button = w.Button(description="Beside H200 reference", icon="columns", layout=w.Layout(width="16em"))
+        self.compare_button = w.Button(description="Beside H200 reference", icon="columns",
+                                       layout=w.Layout(width="16em"))
         self.progress = w.IntProgress(value=0, min=0, max=1, description="idle")
         self.status = w.HTML()
         self.log = w.HTML()
@@ -600,6 +611,7 @@ class ExplorerUI:
         self.widget = w.VBox([controls, self.chart, self.table, self.row_choice, self.details, self.timeline,
                               self.comparison])
         self._refresh()
+        _register_profiler()
 
     def view(self, interactive: bool = True):
         """The widgets; in a batch run (``interactive`` False: no one to click, no widget state saved)
@@ -711,6 +723,15 @@ class ExplorerUI:
         except Exception as e:
             self.comparison.value = f"<b style='color:#c22'>{html_escape(registry.describe(e))}</b>"
             return None
+
+
+def _register_profiler() -> None:
+    """One empty profile in this (the kernel's main) thread: kineto registers here, and a first
+    profile from the worker thread would log 'External init callback must run in same thread'."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]):
+        pass
 
 
 def html_escape(text: str) -> str:

@@ -23,14 +23,15 @@ def cells(text: str) -> list[tuple]:
 
 
 def change(path: Path) -> str | None:
-    """None when ``path``'s cells equal the committed version's (HEAD); else what differs, in words."""
+    """What differs between ``path``'s cells and the committed version's (HEAD), in words; None when
+    nothing does, or when there is no commit to compare with (not a git checkout, no git)."""
     path = Path(path).resolve()
     try:
         top = _git(path.parent, "rev-parse", "--show-toplevel")
-    except (OSError, subprocess.SubprocessError) as e:
-        return f"unknown: git could not run ({type(e).__name__})"
+    except (OSError, subprocess.SubprocessError):
+        return None
     if top.returncode:
-        return "unknown: not in a git checkout"
+        return None
     rel = path.relative_to(Path(top.stdout.strip()).resolve()).as_posix()
     committed = _git(path.parent, "show", f"HEAD:{rel}")
     if committed.returncode:

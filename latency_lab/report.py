@@ -213,7 +213,8 @@ th{background:#f4f4f4;border-bottom:2px solid #bbb}
 .finding{border-left:5px solid #c22;padding:.1em 0 .1em 1em;margin:.8em 0}.finding.ok{border-color:#2a2}
 .finding ul{margin:.2em 0;padding-left:1.2em}.finding li{margin:.25em 0}li.none{color:#888}
 .status{font-weight:600;font-size:90%;color:#c22}.ok .status,tr.ok .status{color:#2a2}
-pre.error,p.error{background:#fee;padding:.5em;white-space:pre-wrap}details{margin:.5em 0}summary{cursor:pointer;color:#345}
+pre.error{background:#fee;padding:.5em;white-space:pre-wrap}details{margin:.5em 0}summary{cursor:pointer;color:#345}
+p.error{background:#fee;padding:.5em}
 .note{color:#666;font-size:90%}.chart{margin:1em 0}"""
 
 

@@ -60,8 +60,8 @@ def text(notebook_dir: Path = NOTEBOOK_DIR, latest: Path = LATEST, reference: Pa
         return f"{table[name]:.0f} s" if name in table else "—"
     rows = [f"| [{title(path)}]({path.name}) | {QUESTIONS.get(name, '')} | {secs(here, name)} | {secs(ref, name)} |"
             for name, path in discover(notebook_dir).items()]
-    here_note = (f"*here*: this machine's latest run ({here_label})" if here
-                 else "*here*: no run on this machine yet (`python runner.py --preset tiny` takes a few minutes on a CPU)")
+    here_note = (f"*here*: this machine's latest run ({here_label})" if here else
+                 "*here*: no run on this machine yet (`python runner.py --preset tiny` takes a few minutes on a CPU)")
     return "\n".join([
         "# latency-lab: start here", "",
         "Why is one step of a 1-layer Llama 3.2 1B slower under Thunder than in eager PyTorch, and far slower than "
