@@ -426,17 +426,16 @@ def table_html(rows: list[dict], columns: list[str] = COLUMNS) -> str:
 
 
 def details_html(run: dict, executor: str, notebook_dir: Path | None = None) -> str:
-    """One row's details: first call, the Chrome trace file, top ops and kernels, Thunder's fusion
-    regions and its final trace. Links are relative to ``notebook_dir`` (the notebook's folder)."""
+    """One row's details: first call, the Chrome trace file (its path relative to ``notebook_dir``, the
+    notebook's folder), top ops and kernels, Thunder's fusion regions and its final trace."""
     d = run["details"].get(executor) or {}
     parts = [f"<h4>{html.escape(run['label'])} · {html.escape(executor)}</h4>"]
     timeline = d.get("timeline")
     if timeline:
-        path = Path(timeline["path"])
-        href = os.path.relpath(path, notebook_dir) if notebook_dir else path.name
+        path = os.path.relpath(timeline["path"], notebook_dir) if notebook_dir else timeline["path"]
         step = timeline["step"]
-        parts.append(f"<p>Profiler timeline of one step (the median of {PROFILE_STEPS}): <a href='{html.escape(href)}' "
-                     f"download>{html.escape(path.name)}</a> (open in ui.perfetto.dev or chrome://tracing); host "
+        parts.append(f"<p>Profiler timeline of one step (the median of {PROFILE_STEPS}), below; its Chrome trace: "
+                     f"<code>{html.escape(path)}</code> (open it in ui.perfetto.dev or chrome://tracing). Host "
                      f"{tables.number(step['host_us'])} µs, {step['host_ops']} top-level host ops.</p>")
     if d.get("top_kernels"):
         parts.append("<b>Top kernels</b>" + table_html(d["top_kernels"], ["name", "calls_per_step", "us_per_step"]))
@@ -545,7 +544,8 @@ class _WidgetProgress(Progress):
         self.text = text
         ui.status.value = html_escape(text)
         self.lines = (self.lines + [f"[{done}/{total}] {text}"])[-8:]
-        ui.log.value = f"<pre>{html.escape(chr(10).join(self.lines))}</pre>"
+        log = "\n".join(self.lines)
+        ui.log.value = f"<pre>{html.escape(log)}</pre>"
 
     def detail(self, text: str) -> None:
         self.ui.status.value = html_escape(f"{self.text} · {text}")
