@@ -394,6 +394,24 @@ def test_edited_parameters_cell_changes_neither_the_batch_run_nor_git(tmp_path):
     assert all(not c.outputs and c.execution_count is None for c in staged.cells if c.cell_type == "code")
 
 
+def test_tasks_lab_writes_the_start_page_and_opens_lab_there(monkeypatch):
+    calls = []
+    monkeypatch.setattr(tasks, "install", lambda: None)
+    monkeypatch.setattr(tasks, "install_git_filter", lambda: calls.append("filter"))
+    def run(cmd, **kw):
+        calls.append((cmd, kw))
+        return subprocess.CompletedProcess(cmd, 0)
+    monkeypatch.setattr(tasks.subprocess, "run", run)
+    assert tasks.main(["lab", "--no-browser"]) == 0
+    filtered, (page, _), (lab, options) = calls
+    assert filtered == "filter" and page[1:] == ["-m", "latency_lab.start_page", str(ROOT / tasks.START_PAGE)]
+    assert lab[1:3] == ["-m", "jupyterlab"] and f"--ServerApp.root_dir={ROOT}" in lab and lab[-1] == "--no-browser"
+    assert f"--LabApp.default_url=/lab/tree/{tasks.START_PAGE}" in lab
+    assert options["env"]["JUPYTER_CONFIG_PATH"].split(os.pathsep)[0] == str(tasks.LAB_CONFIG)
+    overrides = json.loads((tasks.LAB_CONFIG / "labconfig" / "default_setting_overrides.json").read_text())
+    assert overrides["@jupyterlab/docmanager-extension:plugin"]["defaultViewers"]["markdown"] == "Markdown Preview"
+
+
 def test_widget_extension_is_installed():
     needs_jupyterlab()
     proc = subprocess.run([sys.executable, "-m", "jupyter", "labextension", "list"], capture_output=True, text=True, timeout=120)
