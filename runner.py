@@ -33,7 +33,8 @@ if __name__ == "__main__":  # a Python without the suite's packages hands over t
     for _s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # until main's own: stop quietly, nothing made yet
         signal.signal(_s, lambda signum, frame: sys.exit(128 + signum))
 
-from latency_lab import compile_cache, environment, interrupts, notebook_run, report, results, run_folder, scheduler
+from latency_lab import compile_cache, environment, interrupts, notebook_changes, notebook_run, parameters, report
+from latency_lab import results, run_folder, scheduler
 from latency_lab.parameters import MAX_VALUE_CHARS, SCHEMA, ParameterError, clip, parse_value, short, validate
 from latency_lab.run_folder import SetupError
 
@@ -108,11 +109,28 @@ def check_args(args: argparse.Namespace) -> None:
 
 
 def list_notebooks(notebooks: dict[str, Path]) -> None:
+    """Each notebook's parameters with the package's defaults (what a run injects), not the file's values."""
     for name, path in notebooks.items():
         print(name)
-        for pname, info in notebook_run.declared_parameters(path).items():
-            if pname in SETTABLE:
-                print(f"    {pname:14s} = {info['default']:<12s} {info.get('help') or SCHEMA.get(pname, ('', ''))[1]}")
+        defaults = parameters.notebook_defaults(name)
+        for pname in (n for n in declared_names(path) if n in SETTABLE):
+            print(f"    {pname:14s} = {defaults[pname]!r:<12} {SCHEMA[pname][1]}")
+
+
+def declared_names(path: Path) -> list[str]:
+    """The parameters a notebook takes: its parameters cell's names and ``parameters.EVERY_NOTEBOOK``."""
+    names = list(notebook_run.declared_parameters(path))
+    return names + [n for n in parameters.EVERY_NOTEBOOK if n not in names]
+
+
+def notebook_parameters(name: str, values: dict, path: Path) -> dict:
+    """What the runner injects into notebook ``name``: every parameter its cell declares and any of its
+    own defaults (``parameters.NOTEBOOK_DEFAULTS``), resolved from ``values`` and the package alone, so
+    an edited parameters cell never changes a batch run. An undeclared ``EVERY_NOTEBOOK`` parameter goes
+    in when given (else the notebook's setup resolves the same default itself)."""
+    names = {*notebook_run.declared_parameters(path), *parameters.NOTEBOOK_DEFAULTS.get(name, {}),
+             *(n for n in parameters.EVERY_NOTEBOOK if n in values)}
+    return parameters.injected(parameters.for_notebook(name, values), names)
 
 
 def cache_folder(mode: str, run_dir: Path) -> Path | None:
@@ -128,7 +146,7 @@ def cache_folder(mode: str, run_dir: Path) -> Path | None:
                          f"{e.strerror or e} (or use --compile-cache default)") from None
 
 
-def ignored_by(values: dict, declared: dict[str, dict]) -> dict[str, list[str]]:
+def ignored_by(values: dict, declared: dict[str, list[str]]) -> dict[str, list[str]]:
     """Per given parameter, the selected notebooks that do not declare it (and so ignore it)."""
     return {name: [nb for nb, names in declared.items() if name not in names]
             for name in values if any(name not in names for names in declared.values())}
@@ -141,7 +159,7 @@ def prepare_run(args: argparse.Namespace):
     if not notebooks:
         raise SetupError(f"no notebooks found in {args.notebook_dir}")
     values = run_values(args)
-    declared = {name: notebook_run.declared_parameters(path) for name, path in notebooks.items()}
+    declared = {name: declared_names(path) for name, path in notebooks.items()}
     known = sorted(n for n in set().union(*declared.values()) if n in SETTABLE)
     for name in parse_overrides(args.param):
         if name == "output_dir":
@@ -149,6 +167,8 @@ def prepare_run(args: argparse.Namespace):
         if name not in known:
             raise ParameterError(name, values[name], "parameters of the selected notebooks: " + ", ".join(known))
     params = validate(values)
+    for name in notebooks:  # a notebook's own defaults with the given values, checked before any notebook starts
+        parameters.for_notebook(name, values)
     root = run_folder.output_root(args.output_dir)
     return notebooks, values, declared, params, root
 
@@ -192,7 +212,7 @@ def run(args: argparse.Namespace, argv, stop: interrupts.Stop) -> int:
                                             declared).items():
                 print(f"note: -p {name} is not a parameter of {', '.join(skipped)}, which run without it", flush=True)
             with notebook_run.kernel_environment(kernels):
-                run_notebooks(notebooks, values, declared, params, run_dir, args, meta, outcomes, slots)
+                run_notebooks(notebooks, values, params, run_dir, args, meta, outcomes, slots)
         except Exception as e:  # a write that failed (a full disk), or a bug: the run is finished all the same
             meta["stopped"] = f"{type(e).__name__}: {e}"
             if not isinstance(e, OSError):
@@ -248,25 +268,30 @@ def _say(text: str, file=None) -> None:
         pass
 
 
-def run_notebooks(notebooks, values, declared, params, run_dir, args, meta, outcomes, slots) -> None:
+def run_notebooks(notebooks, values, params, run_dir, args, meta, outcomes, slots) -> None:
     """Each selected notebook in turn (or side by side on several GPUs: ``scheduler``), its outcome
     appended to ``outcomes`` as soon as it starts."""
+    parameters.apply_threads(params)  # the record names the threads the notebooks set (the runner times nothing)
+    environment.quiet_known_noise()  # and what they filter (the kernels inherit KINETO_LOG_LEVEL)
     meta["environment"] = environment.collect(params.device)
     results.write_atomic(run_dir / "environment.json", json.dumps(meta["environment"], indent=1))
+    meta["notebook_changes"] = notebook_changes.changes(notebooks)
+    for name, change in meta["notebook_changes"].items():
+        print(f"note: {name} is not the committed notebook: {change}", flush=True)
     kernel = notebook_run.kernel_name()
     where = f"GPUs {', '.join(s.gpu for s in slots)} side by side" if len(slots) > 1 else f"device {params.device}"
     print(f"run {run_dir} · {len(notebooks)} notebooks · {where} · kernel {kernel}", flush=True)
-    parameters = {name: {**{k: v for k, v in values.items() if k in declared[name]},
-                         "output_dir": str(run_dir.resolve())} for name in notebooks}
+    injected = {name: {**notebook_parameters(name, values, path), "output_dir": str(run_dir.resolve())}
+                for name, path in notebooks.items()}
     if len(slots) > 1:
-        scheduler.run_side_by_side(notebooks, parameters, slots, run_dir, kernel, args.timeout, outcomes)
+        scheduler.run_side_by_side(notebooks, injected, slots, run_dir, kernel, args.timeout, outcomes)
         return
     for i, (name, path) in enumerate(notebooks.items(), 1):
         print(f"[{i}/{len(notebooks)}] {name} ...", flush=True)
         outcomes.append(notebook_run.Outcome(name, status="interrupted", gpu=slots[0].gpu,
                                              started=time.perf_counter()))
         with notebook_run.kernel_environment(slots[0].env):
-            outcomes[-1] = notebook_run.execute(path, run_dir, parameters[name], kernel, args.timeout,
+            outcomes[-1] = notebook_run.execute(path, run_dir, injected[name], kernel, args.timeout,
                                                 progress=sys.stderr.isatty())
         outcomes[-1].gpu = slots[0].gpu
         o = outcomes[-1]

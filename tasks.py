@@ -3,10 +3,11 @@
 
     python3 tasks.py run [runner.py args]     # the whole investigation: python runner.py
     python3 tasks.py test [pytest args]       # the test suite
-    python3 tasks.py lab                      # JupyterLab on notebooks/
+    python3 tasks.py lab                      # JupyterLab on the project, opened at a start page
     python3 tasks.py install                  # only the setup
 
-Needs nothing but Python 3.11+. nvFuser is added where ``nvidia-smi`` sees a GPU on Linux x86-64.
+Needs nothing but Python 3.11+. nvFuser is added where ``nvidia-smi`` sees a GPU on Linux x86-64. In a
+git checkout every task also installs the clean filter that keeps notebook outputs out of commits.
 A task runs as the terminal's foreground job (Ctrl-C goes to it alone); SIGINT, SIGTERM and SIGHUP
 sent to tasks.py are passed on to it, and tasks.py waits for it and exits with its status.
 """
@@ -17,6 +18,7 @@ import hashlib
 import importlib.util
 import os
 import platform
+import shlex
 import shutil
 import signal
 import subprocess
@@ -28,6 +30,9 @@ VENV = ROOT / ".venv"
 PY = VENV / "bin" / "python"
 STAMP = VENV / ".installed"
 KERNEL = "latency-lab"
+FILTER = "notebook-outputs"  # .gitattributes applies it to notebooks/*.ipynb
+START_PAGE = "notebooks/START.md"  # written by ``tasks.py lab`` (latency_lab.start_page); not tracked
+LAB_CONFIG = ROOT / ".jupyter"  # labconfig: Markdown opens rendered (the start page, the README)
 SUITE_MODULES = ("torch", "papermill", "nbconvert", "plotly")  # what runner.py cannot start without
 
 
@@ -62,10 +67,31 @@ def install() -> None:
     STAMP.write_text(want)
 
 
-def lab_args(folder: Path = ROOT / "notebooks") -> list[str]:
-    """``python`` arguments of JupyterLab on ``folder`` (root, as in CI and containers, must say so)."""
+def lab_args(folder: Path = ROOT, start: str | None = START_PAGE) -> list[str]:
+    """``python`` arguments of JupyterLab on ``folder``, its front page ``start`` (a path under it);
+    root, as in CI and containers, must say so."""
     root = hasattr(os, "geteuid") and os.geteuid() == 0
-    return ["-m", "jupyterlab", f"--ServerApp.root_dir={folder}", *(["--allow-root"] if root else [])]
+    return ["-m", "jupyterlab", f"--ServerApp.root_dir={folder}",
+            *([f"--LabApp.default_url=/lab/tree/{start}"] if start else []), *(["--allow-root"] if root else [])]
+
+
+def lab_environment(env: dict | None = None) -> dict:
+    """``env`` (default: this process's) with the project's Jupyter config dir first on the path."""
+    env = dict(os.environ if env is None else env)
+    env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(filter(None, [str(LAB_CONFIG), env.get("JUPYTER_CONFIG_PATH")]))
+    return env
+
+
+def install_git_filter(root: Path = ROOT) -> bool:
+    """Set git's clean filter for notebooks in ``root``'s repository: what git stores has no outputs
+    (``tools/strip_notebook_outputs.py``). False where ``root`` is not a git checkout or its config
+    cannot be written (the tests then still fail on a notebook committed with outputs)."""
+    if not shutil.which("git") or subprocess.run(["git", "-C", str(root), "rev-parse"], capture_output=True).returncode:
+        return False
+    python = getattr(sys, "_base_executable", None) or sys.executable  # outlives a rebuilt .venv
+    command = f"{shlex.quote(python)} tools/strip_notebook_outputs.py"  # git runs it in the work tree's root
+    config = ["git", "-C", str(root), "config", f"filter.{FILTER}.clean", command]
+    return subprocess.run(config, capture_output=True).returncode == 0
 
 
 def use_suite_python(script: str, argv: list[str]) -> None:
@@ -114,7 +140,7 @@ def _give_terminal(fd: int | None, pgid: int) -> None:
         signal.signal(signal.SIGTTOU, previous)
 
 
-def run_task(cmd: list[str]) -> int:
+def run_task(cmd: list[str], env: dict | None = None) -> int:
     """Run ``cmd`` in its own process group and wait for it, whatever arrives meanwhile; return its
     exit status (128 + N when signal N ended it). On a terminal we own, its group becomes the
     foreground job, so Ctrl-C reaches it (and its children) once, as if typed to it, and not
@@ -135,7 +161,7 @@ def run_task(cmd: list[str]) -> int:
     previous = {s: signal.signal(s, forward) for s in FORWARDED}
     terminal = _owned_terminal()
     try:
-        child = subprocess.Popen(cmd, process_group=0)
+        child = subprocess.Popen(cmd, process_group=0, env=env)
         if terminal is not None:
             _give_terminal(terminal, child.pid)
             os.killpg(child.pid, signal.SIGCONT)  # had it read the terminal before it was its own, it stopped
@@ -165,9 +191,13 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     install()
+    install_git_filter()
     if tasks[argv[0]] is None:
         return 0
     os.chdir(ROOT)
+    if argv[0] == "lab":
+        subprocess.run([str(PY), "-m", "latency_lab.start_page", str(ROOT / START_PAGE)], check=True)
+        return run_task([*tasks["lab"], *argv[1:]], env=lab_environment())
     return run_task([*tasks[argv[0]], *argv[1:]])
 
 

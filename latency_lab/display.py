@@ -13,11 +13,15 @@ PLOTLY_RENDERER = "plotly_mimetype"  # figure JSON only: no plotly.js copy in ev
 
 
 def setup_notebook() -> None:
-    """Keep figures as plotly JSON in outputs and silence import-time warnings of optional thunder
-    executors that are not installed."""
+    """Keep figures as plotly JSON in outputs, filter the known harmless noise out of the rendered pages
+    (``environment.quiet_known_noise``, which the environment record lists) and silence import-time
+    warnings of optional thunder executors that are not installed."""
     import plotly.io as pio
 
+    from . import environment
+
     pio.renderers.default = PLOTLY_RENDERER
+    environment.quiet_known_noise()
     warnings.filterwarnings("ignore", message=".*module not found.*")
     warnings.filterwarnings("ignore", category=FutureWarning)
 

@@ -1,13 +1,19 @@
-"""The environment a run measured in: versions, hardware and which compile caches it used (never
-environment variables' values), and the device's memory bandwidth (datasheet and measured) for
-bandwidth floors."""
+"""The environment a run measured in: versions, hardware, torch's threads and the machine's load, which
+compile caches it used (never environment variables' values), the known noise filtered from the pages,
+and the device's memory bandwidth (datasheet and measured) for bandwidth floors."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
+import io
+import logging
 import os
 import platform
+import re
 import subprocess
+import sys
+import warnings
 from datetime import datetime, timezone
 
 import torch
@@ -73,6 +79,84 @@ def gpu_info(device: str) -> dict | None:
     return info
 
 
+# Known, harmless messages that would clutter the rendered pages: (what, pattern, why it is harmless).
+KNOWN_NOISE = (
+    ("No CUDA runtime is found", r"No CUDA runtime is found",
+     "torch.utils.cpp_extension's log line where a CUDA toolkit is installed but no GPU is visible"),
+    ("%timeit: The slowest run took ...", r"The slowest run took .* times longer than the fastest",
+     "IPython's %timeit note; the spread of its runs is in the results"),
+    ("Profiler clears events at the end of each cycle", r"(?s).*Profiler clears events at the end of each cycle",
+     "torch.profiler's warning (torch 2.10+) for a profiler without a schedule, which this suite never cycles"),
+    ("TF32 settings", r"(?s).*(TF32|tf32|fp32_precision)",
+     "torch's notes on its TF32 settings API, which Inductor and thunder read; no value is changed"),
+)
+KINETO_ON_CPU = ("gpuGetDeviceCount failed with code 35",
+                 "kineto's log line for every profile on a machine without a GPU (KINETO_LOG_LEVEL=5 there)")
+_quieted: list[dict] = []  # what quiet_known_noise filters in this process, for the environment record
+
+
+class _DropMessages(logging.Filter):
+    def __init__(self, pattern: str):
+        super().__init__()
+        self.pattern = re.compile(pattern)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not self.pattern.search(record.getMessage())
+
+
+def quiet_known_noise() -> list[dict]:
+    """Filter the ``KNOWN_NOISE`` messages from this process's output: the log line, the warnings, in
+    IPython %timeit's slowest-run note (its result line stays), and without a GPU kineto's log line.
+    Idempotent; ``collect`` records what is filtered, once per environment record."""
+    if _quieted:
+        return _quieted
+    (what, pattern, why), timeit_note, profiler, tf32 = KNOWN_NOISE
+    logging.getLogger("torch.utils.cpp_extension").addFilter(_DropMessages(pattern))
+    for _, message, _ in (profiler, tf32):
+        warnings.filterwarnings("ignore", message=message, category=UserWarning)
+    entries = [(what, why), (profiler[0], profiler[2]), (tf32[0], tf32[2])]
+    if _quiet_timeit(re.compile(timeit_note[1])):
+        entries.insert(1, (timeit_note[0], timeit_note[2]))
+    if not torch.cuda.is_available() and os.environ.setdefault("KINETO_LOG_LEVEL", "5") == "5":  # read by a profile
+        entries.append(KINETO_ON_CPU)
+    _quieted.extend({"message": m, "why": w} for m, w in entries)
+    return _quieted
+
+
+class _Captured(io.StringIO):
+    """A StringIO with the encoding of the stream it stands in for (%timeit prints µ and ± where it allows)."""
+
+    def __init__(self, encoding: str | None):
+        super().__init__()
+        self._encoding = encoding
+
+    @property
+    def encoding(self):
+        return self._encoding
+
+
+def _quiet_timeit(note: re.Pattern) -> bool:
+    """Wrap IPython's %timeit so that its slowest-run note is dropped; False outside IPython."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    if shell is None:
+        return False
+    manager = shell.magics_manager  # IPython 9 registers magics lazily: find() loads the real one
+    original = manager.find("line", "timeit") if hasattr(manager, "find") else manager.magics["line"]["timeit"]
+
+    def timeit(line="", cell=None, local_ns=None):
+        with contextlib.redirect_stdout(_Captured(getattr(sys.stdout, "encoding", None))) as out:
+            result = original(line, cell, local_ns)
+        sys.stdout.write("".join(s for s in out.getvalue().splitlines(keepends=True) if not note.search(s)))
+        return result
+    timeit.needs_local_scope = True  # IPython passes the caller's namespace, as to the original
+    manager.magics["line"]["timeit"] = timeit
+    return True
+
+
 def collect(device: str) -> dict:
     """Versions and hardware of this process, for the run's ``environment.json`` and every result."""
     return {
@@ -86,6 +170,10 @@ def collect(device: str) -> dict:
         "torch_cuda_build": torch.version.cuda,
         "packages": {name: _version(name) for name in PACKAGES} | {"nvfuser": nvfuser_version()},
         "compile_cache": compile_cache.describe(),
+        "threads": torch.get_num_threads(),
+        "interop_threads": torch.get_num_interop_threads(),
+        "load_average": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
+        "quieted_noise": list(_quieted),
     }
 
 

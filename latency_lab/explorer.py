@@ -1,40 +1,103 @@
-"""The explorer notebook's logic: measure one setting (executors, layers, prompt length, prefill or
-decode step, cache mode, warm-up and timed calls) with the suite's own code, keep every run so that
-settings can be compared on one chart, and the ipywidgets front end around it.
+"""The explorer notebook's logic: measure one setting (preset, dtype, device, batch, threads,
+executors, layers, prompt length, prefill or decode step, cache mode, warm-up and timed calls) with
+the suite's own code, keep every run so that settings compare on one chart, and the ipywidgets front
+end around it.
 
-``measure`` is the measurement (no widgets); ``Explorer`` holds the runs and never raises on a bad
-setting or a failing executor (the run keeps its error); ``ExplorerUI`` builds the widgets.
+``measure`` is the measurement (no widgets): per executor its first call (``harness.prepare``; a
+Thunder first call reports its phase as it goes), its final Thunder trace (``thunder_traces.trace_row``),
+wall and steady-state host time in blocks (``timing.block``) with the host reference loop timed beside
+each block (its spread flags a noisy machine), kernels (``timing.profile_kernels``, GPU) and one
+profiled step saved as a Chrome trace (``host_overhead.step_timeline``). A ``StopSwitch`` ends a run
+before its next call. ``Explorer`` holds the runs and never raises on a bad setting or a failing
+executor (the run keeps its error); ``ExplorerUI`` builds the widgets, whose state the kernel keeps,
+so a reloaded page shows the same chart, table and details.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import html
 import json
+import os
+import threading
 import time
 import traceback
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
 
-from . import harness, model as llama, registry, tables, timing
-from .parameters import CACHE_MODES, ParameterError, Params, validate
+from . import compare, harness, host_overhead, model as llama, registry, results, tables, thunder_traces, timing
+from .metrics import Stat
+from .parameters import CACHE_MODES, DTYPES, PRESETS, REPO_ROOT, ParameterError, Params, apply_threads, validate
 
 STEPS = ("prefill", "decode")
-# Settings the widgets change; the rest (preset, dtype, device, batch size, seed) come from the
-# notebook's parameters.
-SETTINGS = ("executors", "layers", "seq_len", "step", "cache_mode", "warmup", "iters", "repeats")
-BASE = ("preset", "dtype", "device", "batch_size", "seed")
+# The widgets set all of these; ``seed`` comes from the notebook's parameters.
+SETTINGS = ("preset", "dtype", "device", "batch_size", "threads", "executors", "layers", "seq_len", "step",
+            "cache_mode", "warmup", "iters", "repeats", "seed")
 PROFILE_STEPS = 3
-COLUMNS = ["run", "executor", "label", "status", "wall_ms", "wall_q1_ms", "wall_q3_ms", "host_ms",
-           "kernels_per_step", "kernel_ms", "first_call_s", "reason"]
+TOP = 12  # rows of the top ops / kernels tables
+COLUMNS = ["run", "executor", "label", "status", "wall_ms", "wall_q1_ms", "wall_q3_ms", "wall_iqr_pct",
+           "host_reference_iqr_pct", "noisy", "host_ms", "kernels_per_step", "kernel_ms", "first_call_s", "reason"]
+REFERENCE = REPO_ROOT / "outputs" / "reference-h200"
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
+
+
+class Stopped(BaseException):
+    """Raised before the next call once Stop was pressed; a BaseException, so that no measurement's
+    ``except Exception`` turns it into a failed row and goes on."""
+
+
+class StopSwitch:
+    """Stop between calls: ``guard(fn)`` checks the switch before each call of ``fn`` and counts the
+    calls (0.2 µs per call on the 2-core CI machine: under 0.1% of the fastest step measured here)."""
+
+    def __init__(self):
+        self._event = threading.Event()
+        self.calls = 0
+
+    def set(self) -> None:
+        self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def check(self) -> None:
+        if self._event.is_set():
+            raise Stopped()
+
+    def guard(self, fn):
+        event = self._event
+
+        def call(**kwargs):
+            if event.is_set():
+                raise Stopped()
+            self.calls += 1
+            return fn(**kwargs)
+        return call
+
+
+class Progress:
+    """Where a run reports: ``step`` once per step (printed as one line when ``echo``), ``detail``
+    while a long step runs (shown only by a ``live`` progress, the widgets)."""
+
+    live = False
+
+    def __init__(self, echo: bool = False):
+        self.echo = echo
+
+    def step(self, done: int, total: int, text: str) -> None:
+        if self.echo:
+            print(f"[{done}/{total}] {text}", flush=True)
+
+    def detail(self, text: str) -> None:
+        pass
 
 
 def settings_from(params: Params, step: str = "prefill") -> dict:
     """The explorer's settings for a notebook's validated parameters."""
     d = params.to_dict()
-    return {**{k: d[k] for k in BASE}, **{k: d[k] for k in SETTINGS if k in d}, "executors": list(params.executors),
-            "step": step}
+    return {**{k: d[k] for k in SETTINGS if k in d}, "executors": list(params.executors), "step": step}
 
 
 def check(settings: dict) -> tuple[Params, str]:
@@ -62,79 +125,230 @@ def step_setup(params: Params, step: str) -> llama.Setup:
     return setup
 
 
-def _methods(kwargs: dict, params: Params) -> dict:
-    """What each executor is measured with, in order (``harness.build_and_measure``): the seed's timer
-    (wall and steady-state host time of the same blocks), then kernels per step."""
-    device = params.device
-    return {
-        "wall": lambda p: timing.event_timer(p.fn, kwargs, device, params.warmup, params.iters, params.repeats),
-        "kernels": lambda p: timing.profile_kernels(p.fn, kwargs, device, PROFILE_STEPS),
-    }
+PART_TEXT = {"trace": "final trace and fusion regions",
+             "wall": "wall and steady-state host time (blocks, host reference beside each)",
+             "kernels": "kernels (torch.profiler)",
+             "timeline": "one profiled step (Chrome trace)"}
 
 
-def measured_row(p: harness.Prepared, measured: dict | None) -> dict:
-    """One executor's row: wall median and quartiles, host time, kernels, first call, reason."""
-    m = measured or {}
-    timed, kernels = m.get("wall") or {}, m.get("kernels") or {}
-    wall, host = timed.get("wall"), timed.get("host")
-    return p.row(**(wall.flat("wall_ms") if wall else {"wall_ms": None}), host_ms=host and host.median,
+def parts_of(executor: registry.Executor, device: str) -> list[str]:
+    """The measurements an executor gets, in order."""
+    return ["first call", *(["trace"] if executor.needs_thunder else []), "wall",
+            *(["kernels"] if device.startswith("cuda") else []), "timeline"]
+
+
+def first_call_phase(fn, executor: registry.Executor) -> str:
+    """What a first call of ``fn`` is doing now: for Thunder, the phase its compile statistics have
+    stamped so far (interpreting, transforms, first run); else what the executor does in one."""
+    if not executor.needs_thunder:
+        return "running" if executor.name == "eager" else "Dynamo tracing, Inductor compiling"
+    import thunder
+
+    fns = thunder_traces.thunder_functions(fn)  # thunderfx: none until Dynamo hands a graph to thunder
+    cs = thunder.compile_stats(fns[-1]) if fns else None
+    if cs is None:
+        return "Dynamo tracing"
+    start, stop = cs.last_trace_tracing_start, cs.last_trace_tracing_stop
+    run_start, run_stop = cs.last_trace_host_execution_start, cs.last_trace_host_execution_stop
+    if start <= 0:
+        return "looking up its cache"
+    if stop < start:
+        return "interpreting the model's Python"
+    if run_start < stop:
+        return "transforms (fusion passes, prologue)"
+    return "first run (compiling fusions)" if run_stop < run_start else "finishing"
+
+
+@contextmanager
+def watched(executor: registry.Executor, progress: Progress):
+    """``executor`` with a factory that keeps what it builds; while the block runs, a live progress
+    gets the first call's phase and seconds every half second."""
+    if not progress.live:
+        yield executor
+        return
+    built, done, t0 = [], threading.Event(), time.perf_counter()
+
+    def factory(module, notes):
+        built.append(executor.factory(module, notes))
+        return built[-1]
+
+    def tick():
+        while not done.wait(0.5):
+            phase = first_call_phase(built[-1], executor) if built else "building"
+            progress.detail(f"{phase} · {time.perf_counter() - t0:.0f} s")
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    try:
+        yield dataclasses.replace(executor, factory=factory)
+    finally:
+        done.set()
+        ticker.join()
+
+
+def wall_blocks(fn, kwargs: dict, params: Params, progress: Progress) -> tuple[dict, dict]:
+    """``repeats`` blocks of ``iters`` back-to-back calls (``timing.block``: wall and steady-state host
+    time at once; warm-up before the first), each followed by ``timing.host_reference_ms``: the wall
+    record (with the host time's statistics) and the host reference's statistics."""
+    walls, hosts, reference = [], [], []
+    timing.warm_up(fn, kwargs, params.warmup)
+    for i in range(params.repeats):
+        progress.detail(f"block {i + 1}/{params.repeats}")
+        block = timing.block(fn, kwargs, params.device, params.iters)
+        walls.append(block.wall_ms)
+        hosts.append(block.host_ms)
+        reference.append(timing.host_reference_ms())
+    wall = {"method": timing.method_name(params.device), "warmup": params.warmup, "iters": params.iters,
+            "blocks_ms": walls, **Stat.of(walls).to_dict(), "host": Stat.of(hosts).to_dict()}
+    return wall, Stat.of(reference).to_dict()
+
+
+def top_host_ops(rows: list[dict], top: int = TOP) -> list[dict]:
+    """The profiled step's top-level host spans by name: calls and µs in the step, largest first."""
+    by_name: dict[str, dict] = {}
+    for r in rows:
+        if r["lane"] == "host":
+            entry = by_name.setdefault(r["name"], {"op": r["name"], "calls": 0, "us": 0.0})
+            entry["calls"] += 1
+            entry["us"] += r["dur_us"]
+    return sorted(by_name.values(), key=lambda e: e["us"], reverse=True)[:top]
+
+
+def trace_path(folder: Path, tag: str, executor: str) -> Path:
+    return host_overhead.trace_file(str(folder), f"{results.EXPLORER}.{tag}", executor)
+
+
+def _row(p: harness.Prepared, found: dict) -> dict:
+    wall, reference = found.get("wall") or {}, found.get("reference") or {}
+    kernels = found.get("kernels") or {}
+    noisy = None if not wall else bool(wall.get("noisy") or reference.get("noisy"))
+    return p.row(wall_ms=wall.get("median"), wall_q1_ms=wall.get("q1"), wall_q3_ms=wall.get("q3"),
+                 wall_iqr_pct=100 * wall["rel_spread"] if wall else None,
+                 host_reference_iqr_pct=100 * reference["rel_spread"] if reference else None,
+                 noisy=noisy, host_ms=(wall.get("host") or {}).get("median"),
                  kernels_per_step=kernels.get("kernels_per_step"), kernel_ms=kernels.get("kernel_ms"),
-                 first_call_s=p.first_call_s, method=timed.get("method"),
-                 blocks_ms=[w for w, _ in timed.get("blocks", [])] or None)
+                 first_call_s=p.first_call_s, method=wall.get("method"), blocks_ms=wall.get("blocks_ms"),
+                 host_reference_ms=reference.get("median"))
 
 
-def measure(settings: dict, progress: Callable[[int, int, str], None] | None = None) -> dict:
-    """Measure every selected executor on one setting; returns the resolved parameters, the step
-    and one row per executor. A bad setting raises ``ParameterError`` before any work; an executor
-    that is unavailable or fails is a row with its reason. ``progress(done, total, text)`` is called
-    before the model is built and after each executor."""
+def _details(p: harness.Prepared, found: dict) -> dict:
+    timeline = found.get("timeline") or {}
+    return {"first_call_s": p.first_call_s, "thunder": found.get("trace"),
+            "timeline": {k: timeline.get(k) for k in ("file", "path", "step", "rows")} if timeline else None,
+            "top_ops": top_host_ops(timeline.get("rows") or []),
+            "top_kernels": (found.get("kernels") or {}).get("top_kernels") or []}
+
+
+def measure(settings: dict, progress: Progress | None = None, stop: StopSwitch | None = None,
+            trace_folder: Path | None = None, tag: str = "run") -> dict:
+    """Measure every selected executor on one setting: the resolved parameters, the step, one row per
+    executor and per executor its details (Thunder trace, timeline, top ops and kernels). A bad
+    setting raises ``ParameterError`` before any work; an executor that is unavailable or fails is a
+    row with its reason; Stop ends the run before its next call (``stopped``: where)."""
     params, step = check(settings)
+    progress, stop = progress or Progress(), stop or StopSwitch()
+    apply_threads(params)
     chosen = registry.selected(params.executors)
-    total = len(chosen) + 1
-    tell = progress or (lambda done, total, text: None)
-    tell(0, total, f"building the model ({step}, {params.layers} layer(s), {params.seq_len} tokens)")
+    plan = {ex.name: parts_of(ex, params.device) for ex in chosen}
+    total, done = 1 + sum(map(len, plan.values())), 0
+    out = {"params": params.to_dict(), "step": step, "rows": [], "details": {}, "stopped": None}
+    progress.step(done, total, f"building the model ({params.preset}, {step}, {params.layers} layer(s), "
+                               f"{params.seq_len} tokens, {params.threads} thread(s))")
     setup = step_setup(params, step)
-    methods = _methods(setup.kwargs, params)
-    rows = []
-    for i, ex in enumerate(chosen, 1):
-        tell(i, total, f"measuring {ex.name}")
-        prepared, measured = harness.build_and_measure([ex], setup.model, setup.kwargs, methods, params.device,
-                                                       progress=lambda text: None)
-        rows.append(measured_row(prepared[ex.name], measured.get(ex.name)))
-        del prepared, measured
+    kwargs = setup.kwargs
+    for ex in chosen:
+        found, part = {}, "first call"
+        p = harness.Prepared(ex, "stopped")
+        try:
+            stop.check()
+            done += 1
+            progress.step(done, total, f"{ex.name}: first call (build, trace, compile)")
+            with watched(ex, progress) as spied:
+                p = harness.prepare(spied, setup.model, kwargs, params.device)
+            if not p.ok:
+                done += len(plan[ex.name]) - 1
+            progress.step(done, total, f"{ex.name}: first call {p.first_call_s:.2f} s" if p.ok
+                          else f"{ex.name}: {p.status}: {p.reason}")
+            for part in plan[ex.name][1:] if p.ok else []:
+                stop.check()
+                done += 1
+                progress.step(done, total, f"{ex.name}: {PART_TEXT[part]}")
+                found.update(_measure_part(part, p, stop.guard(p.fn), kwargs, params, progress, trace_folder, tag))
+                if part == "trace":
+                    progress.step(done, total, f"{ex.name}: first call phases: {_phases(found[part])}")
+        except Stopped:
+            p.status, p.reason = "stopped", f"stopped during its {part}"
+            out["stopped"] = f"{ex.name}, {part}"
+        except Exception as e:  # one executor's failure is its row's reason
+            p.fail(e, part)
+        out["rows"].append(_row(p, found))
+        out["details"][ex.name] = _details(p, found)
+        del p, found
         gc.collect()
-    tell(total, total, "done")
-    return {"params": params.to_dict(), "step": step, "rows": rows}
+        if out["stopped"]:
+            break
+    out["calls"] = stop.calls
+    if out["stopped"]:
+        progress.step(done, total, f"stopped ({out['stopped']})")
+    else:
+        progress.step(total, total, "done")
+    return out
+
+
+def _measure_part(part, p, fn, kwargs, params, progress, trace_folder, tag) -> dict:
+    """``{part: its record}`` for one measurement of ``parts_of`` on a prepared executor (``fn``: its
+    guarded callable); the wall time comes with its host ``reference``."""
+    device = params.device
+    if part == "trace":
+        return {part: thunder_traces.trace_row(p, kwargs)}  # a failed analysis keeps its reason, the timing goes on
+    if part == "wall":
+        return dict(zip(("wall", "reference"), wall_blocks(fn, kwargs, params, progress)))
+    if part == "kernels":
+        return {part: timing.profile_kernels(fn, kwargs, device, PROFILE_STEPS)}
+    path = trace_path(Path(trace_folder or params.output_dir), tag, p.executor.name)
+    return {part: {**host_overhead.step_timeline(fn, kwargs, device, path), "path": str(path)}}
+
+
+def _phases(trace_row: dict) -> str:
+    phases = trace_row.get("first_call_phases") or {}
+    names = {"interpret_s": "interpreting", "transform_s": "transforms", "first_run_s": "first run"}
+    return ", ".join(f"{names[k]} {v:.2f} s" for k, v in phases.items() if v is not None) or "no phases stamped"
 
 
 def describe_settings(settings: dict) -> str:
     """A short label of a run's setting for legends and tables."""
     s = settings
-    return (f"{s.get('step', 'prefill')}, {s.get('layers')} layer(s), {s.get('seq_len')} tok, "
-            f"cache {s.get('cache_mode')}, {s.get('warmup')}+{s.get('iters')}x{s.get('repeats')}")
+    return (f"{s.get('preset')} {s.get('dtype')} {s.get('device')}, {s.get('step', 'prefill')}, "
+            f"{s.get('layers')} layer(s), {s.get('batch_size')}x{s.get('seq_len')} tok, cache {s.get('cache_mode')}, "
+            f"{s.get('warmup')}+{s.get('iters')}x{s.get('repeats')}, {s.get('threads')} thread(s)")
 
 
 class Explorer:
-    """The runs of one explorer session. ``run`` never raises: a bad setting or an error is kept in
-    the run's ``error`` (the kernel stays usable)."""
+    """The runs of one explorer session; traces go to ``output_dir``. ``run`` never raises: a bad
+    setting or an error is kept in the run's ``error``, a Stop (or the kernel's interrupt) in its
+    ``stopped`` (the kernel stays usable)."""
 
-    def __init__(self):
+    def __init__(self, output_dir: str | Path):
+        self.output_dir = Path(output_dir)
         self.runs: list[dict] = []
 
-    def run(self, settings: dict, progress: Callable[[int, int, str], None] | None = None) -> dict:
-        record = {"id": len(self.runs) + 1, "settings": dict(settings), "label": "", "params": None, "step": None,
-                  "rows": [], "error": None, "seconds": None,
+    def run(self, settings: dict, progress: Progress | None = None, stop: StopSwitch | None = None) -> dict:
+        number = len(self.runs) + 1
+        record = {"id": number, "settings": dict(settings), "label": "", "params": None, "step": None, "rows": [],
+                  "details": {}, "error": None, "stopped": None, "calls": None, "seconds": None,
                   "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
         t0 = time.perf_counter()
         try:
-            record.update(measure(settings, progress))
+            record.update(measure(settings, progress, stop, self.output_dir, f"run{number}"))
         except ParameterError as e:
             record["error"] = str(e)
+        except KeyboardInterrupt:  # the kernel's interrupt, while a run blocks the notebook
+            record["stopped"] = "interrupted"
         except Exception as e:  # the session goes on; the run says what went wrong
-            record["error"] = harness.describe(e) + "\n" + traceback.format_exc(limit=3)
+            record["error"] = registry.describe(e) + "\n" + traceback.format_exc(limit=3)
         record["seconds"] = round(time.perf_counter() - t0, 2)
         shown = {**record["params"], "step": record["step"]} if record["params"] else settings
-        record["label"] = f"run {record['id']}: {describe_settings(shown)}"
+        record["label"] = f"run {number}: {describe_settings(shown)}"
+        record["noisy"] = any(r.get("noisy") for r in record["rows"])
         self.runs.append(record)
         return record
 
@@ -143,17 +357,31 @@ class Explorer:
         return [{"run": r["label"], **{c: row.get(c) for c in COLUMNS[1:]}} for r in self.runs for row in r["rows"]]
 
     def save(self, path: str | Path) -> Path:
-        """Write every run (settings, resolved parameters, rows, errors) to ``path`` as JSON."""
+        """Write every run (settings, resolved parameters, rows, details, errors) to ``path`` as JSON."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"runs": self.runs}, indent=1, default=str))
         return path
 
 
+def summary_line(run: dict) -> str:
+    """One line about a run for the status line: what ran, how long, stopped or noisy."""
+    if run["error"]:
+        return f"{run['label']}: {run['error']}"
+    if run["stopped"]:
+        return (f"{run['label']}: stopped ({run['stopped']}) after {run['seconds']} s; "
+                f"{run['calls']} guarded calls ran, none after Stop")
+    noisy = [f"{r['executor']} (wall IQR {tables.number(r['wall_iqr_pct'])}%, host reference IQR "
+             f"{tables.number(r['host_reference_iqr_pct'])}%)" for r in run["rows"] if r.get("noisy")]
+    return (f"{run['label']}: {len(run['rows'])} executor(s) in {run['seconds']} s"
+            + (f"; noisy: {', '.join(noisy)}: compare within quieter runs" if noisy else ""))
+
+
 def findings(run: dict) -> list[str]:
     """Sentences about one run, generated from its rows."""
-    if run["error"]:
-        return [f"The explorer's default run failed: {run['error'].splitlines()[0]}"]
+    if run["error"] or run["stopped"]:
+        why = run["error"] or f"stopped ({run['stopped']})"
+        return [f"The explorer's default run did not finish: {why.splitlines()[0]}"]
     ok = sorted((r for r in run["rows"] if r["wall_ms"] is not None), key=lambda r: r["wall_ms"])
     out = [f"{run['label']}: " + (", ".join(f"{r['label']} {r['wall_ms']:.3g} ms (q1-q3 {r['wall_q1_ms']:.3g}-{r['wall_q3_ms']:.3g})"
                                             for r in ok) if ok else "no executor produced a wall time") + "."]
@@ -162,42 +390,113 @@ def findings(run: dict) -> list[str]:
         overlap = slow["wall_q1_ms"] <= fast["wall_q3_ms"]
         out.append(f"{fast['label']} is the fastest; {slow['label']} takes {slow['wall_ms'] / fast['wall_ms']:.3g}x as long"
                    + (" (their quartiles overlap: this run cannot order them)." if overlap else "."))
+    noisy = [r["label"] for r in ok if r["noisy"]]
+    if noisy:
+        out.append(f"Noisy (wall or host-reference IQR over {timing.NOISY_REL_SPREAD:.0%} of the median): "
+                   f"{', '.join(noisy)}; the machine was busy or drifting.")
     skipped = [f"{r['executor']} ({r['status']})" for r in run["rows"] if r["wall_ms"] is None]
     if skipped:
         out.append("Without a wall time: " + ", ".join(skipped) + ".")
     return out
 
 
-def figure(runs: list[dict], widget: bool = True):
-    """Wall time per executor, one bar group per run, whiskers at the quartiles: a plotly
-    ``FigureWidget`` (updated in place) or, with ``widget=False``, a plain ``Figure``."""
+def figure(runs: list[dict]):
+    """Wall time per executor, one bar group per run, whiskers at the quartiles."""
     import plotly.graph_objects as go
 
-    fig = (go.FigureWidget if widget else go.Figure)(
-        layout=dict(title="Wall time per step (median, whiskers at q1-q3)", barmode="group",
-                    yaxis_title="wall time per step (ms)", xaxis_title="executor", height=420))
+    fig = go.Figure(layout=dict(title="Wall time per step (median, whiskers at q1-q3)", barmode="group",
+                                yaxis_title="wall time per step (ms)", xaxis_title="executor", height=420,
+                                legend=dict(orientation="h", y=-0.25)))
     for run in runs:
-        if run["rows"]:
-            fig.add_trace(bar_of(run))
+        ok = [r for r in run["rows"] if r["wall_ms"] is not None]
+        if ok:
+            fig.add_bar(name=run["label"], x=[r["label"] for r in ok], y=[r["wall_ms"] for r in ok],
+                        error_y=dict(type="data", symmetric=False, array=[r["wall_q3_ms"] - r["wall_ms"] for r in ok],
+                                     arrayminus=[r["wall_ms"] - r["wall_q1_ms"] for r in ok]))
     return fig
 
 
-def bar_of(run: dict):
-    import plotly.graph_objects as go
-
-    ok = [r for r in run["rows"] if r["wall_ms"] is not None]
-    return go.Bar(name=run["label"], x=[r["label"] for r in ok], y=[r["wall_ms"] for r in ok],
-                  error_y=dict(type="data", symmetric=False, array=[r["wall_q3_ms"] - r["wall_ms"] for r in ok],
-                               arrayminus=[r["wall_ms"] - r["wall_q1_ms"] for r in ok]))
-
-
-def table_html(rows: list[dict]) -> str:
-    """The runs' rows as an HTML table, cells as ``tables.number`` prints them."""
-    def cell(v):
-        return html.escape(tables.number(v))
-    head = "".join(f"<th>{html.escape(tables.header(c))}</th>" for c in COLUMNS)
-    body = "".join("<tr>" + "".join(f"<td>{cell(r.get(c))}</td>" for c in COLUMNS) + "</tr>" for r in rows)
+def table_html(rows: list[dict], columns: list[str] = COLUMNS) -> str:
+    """Rows as an HTML table, cells as ``tables.number`` prints them."""
+    head = "".join(f"<th>{html.escape(tables.header(c))}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(tables.number(r.get(c)))}</td>" for c in columns) + "</tr>"
+                   for r in rows)
     return f"<table class='latency-lab'><tr>{head}</tr>{body}</table>"
+
+
+def details_html(run: dict, executor: str, notebook_dir: Path | None = None) -> str:
+    """One row's details: first call, the Chrome trace file (its path relative to ``notebook_dir``, the
+    notebook's folder), top ops and kernels, Thunder's fusion regions and its final trace."""
+    d = run["details"].get(executor) or {}
+    parts = [f"<h4>{html.escape(run['label'])} · {html.escape(executor)}</h4>"]
+    timeline = d.get("timeline")
+    if timeline:
+        path = os.path.relpath(timeline["path"], notebook_dir) if notebook_dir else timeline["path"]
+        step = timeline["step"]
+        parts.append(f"<p>Profiler timeline of one step (the median of {PROFILE_STEPS}), below; its Chrome trace: "
+                     f"<code>{html.escape(path)}</code> (open it in ui.perfetto.dev or chrome://tracing). Host "
+                     f"{tables.number(step['host_us'])} µs, {step['host_ops']} top-level host ops.</p>")
+    if d.get("top_kernels"):
+        parts.append("<b>Top kernels</b>" + table_html(d["top_kernels"], ["name", "calls_per_step", "device_us"]))
+    if d.get("top_ops"):
+        parts.append("<b>Top host ops (top-level spans of the step)</b>"
+                     + table_html(d["top_ops"], ["op", "calls", "us"]))
+    thunder = d.get("thunder")
+    if thunder:
+        if thunder.get("status") != "ok":
+            parts.append(f"<p>Thunder trace: {html.escape(str(thunder.get('reason')))}</p>")
+        regions = [{**r, "ops": _ops(r.get("ops"))} for r in thunder.get("regions") or []]
+        parts.append(f"<b>Thunder: {len(regions)} fusion region(s), {thunder.get('bound_symbols')} top-level symbols; "
+                     f"first call: {_phases(thunder)}</b>"
+                     + table_html(regions, ["region", "kind", "inside", "n_ops", "ops"]))
+        parts.append(f"<details><summary>final trace ({thunder.get('trace_lines')} lines)</summary>"
+                     f"<pre>{html.escape(thunder.get('trace') or '')}</pre></details>")
+    if len(parts) == 1:
+        parts.append("<p>No details: the executor did not run here.</p>")
+    return "".join(parts)
+
+
+def _ops(counts) -> str:
+    return ", ".join(f"{k} {v}" for k, v in (counts or {}).items())
+
+
+def reference_rows(timing_results: dict) -> list[dict]:
+    """Notebook 02's rows of a run (its results file) in the explorer's columns (the same vocabulary)."""
+    return [{c: r.get(c) for c in COLUMNS[1:]} for r in timing_results.get("rows") or []]
+
+
+def beside_reference(runs: list[dict], environment: dict, reference: Path = REFERENCE) -> dict:
+    """``compare.compare`` of each run that measured (B) against the reference run's executor timing
+    (A, notebook 02's rows), one section per run."""
+    ref = compare.load_run(Path(reference))
+    timing_results = ref["notebooks"].get(results.EXECUTOR_TIMING)
+    if not timing_results:
+        raise compare.CompareError(f"{reference} holds no {results.EXECUTOR_TIMING} results")
+    measured = [r for r in runs if r["rows"]]
+    if not measured:
+        raise compare.CompareError("no explorer run has rows yet: press Run first")
+    columns = ["executor", *COLUMNS[2:]]
+
+    def entry(params, rows):
+        return {"params": params, "rows": rows, "key_table": {"title": "", "columns": columns, "rows": []}}
+    ref_entry = entry(timing_results["params"], reference_rows(timing_results))
+    a = {"name": Path(reference).name, "path": str(reference), "environment": ref["environment"], "unreadable": [],
+         "notebooks": {f"run {r['id']}": ref_entry for r in measured}}
+    b = {"name": "explorer", "path": "this explorer session", "environment": environment, "unreadable": [],
+         "notebooks": {f"run {r['id']}": entry(r["params"], r["rows"]) for r in measured}}
+    return compare.compare(a, b)
+
+
+def comparison_html(report: dict, page: Path | None = None) -> str:
+    """The comparison's rows as one table (the full page, when written, is linked)."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h, _ in compare.TABLE) + "<th>beyond spread</th>"
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(compare.fmt(e[k]))}</td>" for _, k in compare.TABLE)
+                   + f"<td>{compare.verdict(e)}</td></tr>" for e in report["rows"])
+    differ = ", ".join(sorted({d["name"] for d in report["parameters"]})) or "none"
+    link = f" Full report: <code>{html.escape(str(page))}</code>." if page else ""
+    return (f"<p><b>A: {html.escape(report['a']['name'])} (its 02 executor timing) · B: this session's runs.</b> "
+            f"Parameters that differ: {html.escape(differ)}. {html.escape(compare.tally(report))}{link}</p>"
+            f"<table class='latency-lab'><tr>{head}</tr>{body}</table>")
 
 
 def executor_options(device: str) -> list[tuple[str, str]]:
@@ -210,15 +509,61 @@ def executor_options(device: str) -> list[tuple[str, str]]:
     return out
 
 
-class ExplorerUI:
-    """The widgets: settings, Run and Save buttons, progress, status, a chart and a table, all
-    updated in place. Errors of a run show in the status line; callbacks never raise."""
+def device_options() -> list[str]:
+    import torch
 
-    def __init__(self, explorer: Explorer, params: Params, save_path: str | Path):
+    cuda = [f"cuda:{i}" for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    return ["cpu", *(["cuda"] if cuda else []), *cuda]
+
+
+def plotly_output(fig) -> dict:
+    """A display_data output of ``fig`` as plotly JSON (JupyterLab draws it; a widget keeps it)."""
+    return {"output_type": "display_data", "metadata": {},
+            "data": {PLOTLY_MIME: json.loads(fig.to_json()), "text/plain": f"<{fig.layout.title.text}>"}}
+
+
+class _WidgetProgress(Progress):
+    """The widgets' progress: bar, status line and a log of the last steps, one line each."""
+
+    live = True
+
+    def __init__(self, ui: "ExplorerUI", echo: bool):
+        super().__init__(echo)
+        self.ui, self.text, self.lines = ui, "", []
+
+    def step(self, done: int, total: int, text: str) -> None:
+        super().step(done, total, text)
+        ui = self.ui
+        ui.progress.max, ui.progress.value, ui.progress.description = total, done, f"{done}/{total}"
+        self.text = text
+        ui.status.value = html_escape(text)
+        self.lines = (self.lines + [f"[{done}/{total}] {text}"])[-8:]
+        log = "\n".join(self.lines)
+        ui.log.value = f"<pre>{html.escape(log)}</pre>"
+
+    def detail(self, text: str) -> None:
+        self.ui.status.value = html_escape(f"{self.text} · {text}")
+
+
+class ExplorerUI:
+    """The widgets: settings, Run, Stop, Save and Beside-reference buttons, progress, status, a chart,
+    a table, a row's details and the comparison, all kept in the widgets' state (a reload shows
+    them again). Run measures in a worker thread, so the kernel stays free for Stop; callbacks
+    never raise."""
+
+    def __init__(self, explorer: Explorer, params: Params, save_path: str | Path, notebook_dir: Path | None = None):
         import ipywidgets as w
 
-        self.explorer, self.base = explorer, settings_from(params)
+        self.explorer, self.seed, self.notebook_dir = explorer, params.seed, notebook_dir
+        self.worker: threading.Thread | None = None
+        self.stop_switch = StopSwitch()
         wide = {"style": {"description_width": "8em"}}
+        self.preset = w.Dropdown(options=PRESETS, value=params.preset, description="preset", **wide)
+        self.dtype = w.Dropdown(options=sorted(set(DTYPES.values())), value=params.dtype, description="dtype", **wide)
+        self.device = w.Dropdown(options=device_options(), value=params.device, description="device", **wide)
+        self.batch_size = w.BoundedIntText(value=params.batch_size, min=1, max=1024, description="batch", **wide)
+        self.threads = w.BoundedIntText(value=params.threads, min=1, max=os.cpu_count() or 1, description="threads",
+                                        **wide)
         self.executors = w.SelectMultiple(options=executor_options(params.device), value=tuple(params.executors),
                                           rows=len(registry.REGISTRY), description="executors",
                                           layout=w.Layout(width="56em"), **wide)
@@ -227,75 +572,129 @@ class ExplorerUI:
         self.step = w.ToggleButtons(options=STEPS, value="prefill", description="step", **wide)
         self.cache_mode = w.Dropdown(options=CACHE_MODES, value=params.cache_mode, description="cache mode", **wide)
         self.warmup = w.BoundedIntText(value=params.warmup, min=0, max=10_000, description="warm-up calls", **wide)
-        self.iters = w.BoundedIntText(value=params.iters, min=1, max=100_000, description="calls / block", **wide)
+        self.iters = w.BoundedIntText(value=params.iters, min=1, max=1_000_000, description="calls / block", **wide)
         self.repeats = w.BoundedIntText(value=params.repeats, min=2, max=10_000, step=2, description="blocks", **wide)
         self.run_button = w.Button(description="Run", button_style="primary", icon="play")
+        self.stop_button = w.Button(description="Stop", button_style="danger", icon="stop", disabled=True)
         self.save_button = w.Button(description="Save", icon="save")
         self.save_path = w.Text(value=str(save_path), description="save to", layout=w.Layout(width="40em"))
+        self.compare_button = w.Button(description="Beside H200 reference", icon="columns",
+                                       layout=w.Layout(width="16em"))
         self.progress = w.IntProgress(value=0, min=0, max=1, description="idle")
         self.status = w.HTML()
-        self.log = w.Output(layout=w.Layout(max_height="12em", overflow="auto"))
+        self.log = w.HTML()
+        self.chart = w.Output()
         self.table = w.HTML(table_html(explorer.rows()))
-        self.chart = self._chart()
+        self.row_choice = w.Dropdown(options=[], description="details of", layout=w.Layout(width="56em"), **wide)
+        self.details = w.HTML()
+        self.timeline = w.Output()
+        self.comparison = w.HTML()
         self.step.observe(self._step_changed, names="value")
+        for base in (self.preset, self.device):
+            base.observe(self._base_changed, names="value")
+        self.row_choice.observe(lambda _: self.show_details(), names="value")
         self.run_button.on_click(lambda _: self.on_run())
+        self.stop_button.on_click(lambda _: self.on_stop())
         self.save_button.on_click(lambda _: self.on_save())
-        controls = w.VBox([self.executors, w.HBox([self.layers, self.seq_len]), self.step,
+        self.compare_button.on_click(lambda _: self.on_compare())
+        controls = w.VBox([w.HBox([self.preset, self.dtype, self.device]), w.HBox([self.batch_size, self.threads]),
+                           self.executors, w.HBox([self.layers, self.seq_len]), self.step,
                            w.HBox([self.cache_mode, self.warmup]), w.HBox([self.iters, self.repeats]),
-                           w.HBox([self.run_button, self.progress]), w.HBox([self.save_button, self.save_path]),
-                           self.status])
-        self.widget = w.VBox([controls, self.chart, self.table, self.log])
+                           w.HBox([self.run_button, self.stop_button, self.progress]), self.status, self.log,
+                           w.HBox([self.save_button, self.save_path, self.compare_button])])
+        self.widget = w.VBox([controls, self.chart, self.table, self.row_choice, self.details, self.timeline,
+                              self.comparison])
+        self._refresh()
+        _register_profiler()
 
-    def _chart(self):
-        """A FigureWidget updated in place; without anywidget (plotly 6+ needs it for FigureWidget)
-        an Output that ``_show`` redraws after each run."""
-        try:
-            return figure(self.explorer.runs)
-        except ImportError as e:
-            import ipywidgets as w
+    def view(self, interactive: bool = True):
+        """The widgets; in a batch run (``interactive`` False: no one to click, no widget state saved)
+        a note instead, since the page would show the widgets' text form."""
+        if interactive:
+            return self.widget
+        from IPython.display import HTML
 
-            self.status.value = f"<i>the chart is redrawn after each run ({html_escape(str(e))})</i>"
-            return w.Output()
+        return HTML("<p><i>The explorer's widgets show in JupyterLab (python3 tasks.py lab); the batch run's "
+                    "measurement follows.</i></p>")
 
     def _step_changed(self, change) -> None:
         if change["new"] == "decode":  # a decode step needs the pre-filled StaticCache
             self.cache_mode.value = "static"
 
-    def settings(self) -> dict:
-        return {**self.base, "executors": list(self.executors.value), "layers": self.layers.value,
-                "seq_len": self.seq_len.value, "step": self.step.value, "cache_mode": self.cache_mode.value,
-                "warmup": self.warmup.value, "iters": self.iters.value, "repeats": self.repeats.value}
-
-    def _progress(self, done: int, total: int, text: str) -> None:
-        self.progress.max, self.progress.value, self.progress.description = total, done, f"{done}/{total}"
-        self.status.value = html_escape(text)
-
-    def on_run(self) -> dict | None:
-        self.run_button.disabled = True
+    def _base_changed(self, change) -> None:
+        """A new preset or device: its timing defaults, and the executors' availability there."""
         try:
-            with self.log:
-                run = self.explorer.run(self.settings(), self._progress)
-            if run["error"]:
-                self.status.value = f"<b style='color:#c22'>{html_escape(run['label'])}: {html_escape(run['error'])}</b>"
-            else:
-                self.status.value = f"{html_escape(run['label'])}: {len(run['rows'])} executor(s) in {run['seconds']} s"
-                self._show(run)
-            self.table.value = table_html(self.explorer.rows())
+            p = validate(preset=self.preset.value, device=self.device.value)
+        except ParameterError as e:
+            self.status.value = f"<b style='color:#c22'>{html_escape(str(e))}</b>"
+            return
+        self.warmup.value, self.iters.value, self.repeats.value = p.warmup, p.iters, p.repeats
+        if change["owner"] is self.device:
+            chosen = self.executors.value
+            self.executors.options = executor_options(p.device)
+            self.executors.value = chosen
+
+    def settings(self) -> dict:
+        return {"preset": self.preset.value, "dtype": self.dtype.value, "device": self.device.value,
+                "batch_size": self.batch_size.value, "threads": self.threads.value, "seed": self.seed,
+                "executors": list(self.executors.value), "layers": self.layers.value, "seq_len": self.seq_len.value,
+                "step": self.step.value, "cache_mode": self.cache_mode.value, "warmup": self.warmup.value,
+                "iters": self.iters.value, "repeats": self.repeats.value}
+
+    def on_run(self) -> threading.Thread | None:
+        """Run the widgets' setting in a worker thread (the kernel stays free for Stop)."""
+        if self.worker and self.worker.is_alive():
+            return None
+        self.worker = threading.Thread(target=self.run_now, args=(self.settings(),), daemon=True)
+        self.worker.start()
+        return self.worker
+
+    def run_now(self, settings: dict, echo: bool = False) -> dict | None:
+        """Run ``settings`` in this thread (the notebook's own run: ``echo`` prints one line per step)."""
+        self.stop_switch = StopSwitch()
+        self.run_button.disabled, self.stop_button.disabled = True, False
+        try:
+            run = self.explorer.run(settings, _WidgetProgress(self, echo), self.stop_switch)
+            colour = "#c22" if run["error"] or run["stopped"] else "#a60" if run["noisy"] else "inherit"
+            self.status.value = f"<b style='color:{colour}'>{html_escape(summary_line(run))}</b>"
+            self._refresh()
             return run
         except Exception as e:  # a widget callback must never take the kernel's session down
-            self.status.value = f"<b style='color:#c22'>{html_escape(harness.describe(e))}</b>"
+            self.status.value = f"<b style='color:#c22'>{html_escape(registry.describe(e))}</b>"
             return None
         finally:
-            self.run_button.disabled = False
+            self.run_button.disabled, self.stop_button.disabled = False, True
             self.progress.description = "idle"
 
-    def _show(self, run: dict) -> None:
-        if hasattr(self.chart, "add_trace"):
-            self.chart.add_trace(bar_of(run))
+    def on_stop(self) -> None:
+        self.stop_switch.set()
+        self.status.value = html_escape("stopping before the next call ...")
+
+    def _refresh(self) -> None:
+        """Chart, table and the rows to pick details from, after a run."""
+        self.chart.outputs = (plotly_output(figure(self.explorer.runs)),)
+        self.table.value = table_html(self.explorer.rows())
+        choices = [(f"run {r['id']} · {row['executor']} ({row['status']})", f"{r['id']}|{row['executor']}")
+                   for r in self.explorer.runs for row in r["rows"]]
+        self.row_choice.options = choices
+        if choices:
+            self.row_choice.value = choices[-1][1]
+
+    def show_details(self) -> None:
+        """The chosen row's details and its profiled step's timeline."""
+        if not self.row_choice.value:
+            return
+        number, executor = self.row_choice.value.split("|", 1)
+        run = self.explorer.runs[int(number) - 1]
+        self.details.value = details_html(run, executor, self.notebook_dir)
+        timeline = (run["details"].get(executor) or {}).get("timeline")
+        if timeline:
+            from .profiler_timeline import timeline_figure
+
+            fig = timeline_figure(timeline["rows"], f"run {number} · {executor}: one profiled step")
+            self.timeline.outputs = (plotly_output(fig),)
         else:
-            self.chart.clear_output(wait=True)
-            with self.chart:
-                figure(self.explorer.runs, widget=False).show()
+            self.timeline.outputs = ()
 
     def on_save(self) -> Path | None:
         try:
@@ -303,8 +702,30 @@ class ExplorerUI:
             self.status.value = f"saved {len(self.explorer.runs)} run(s) to {html_escape(str(path))}"
             return path
         except Exception as e:
-            self.status.value = f"<b style='color:#c22'>save failed: {html_escape(harness.describe(e))}</b>"
+            self.status.value = f"<b style='color:#c22'>save failed: {html_escape(registry.describe(e))}</b>"
             return None
+
+    def on_compare(self, reference: Path = REFERENCE) -> dict | None:
+        """Every run beside the reference run (``beside_reference``), shown and written as a page."""
+        from . import environment
+
+        try:
+            report = beside_reference(self.explorer.runs, environment.collect(self.device.value), reference)
+            page, _ = compare.write(report, self.explorer.output_dir)
+            self.comparison.value = comparison_html(report, page)
+            return report
+        except Exception as e:
+            self.comparison.value = f"<b style='color:#c22'>{html_escape(registry.describe(e))}</b>"
+            return None
+
+
+def _register_profiler() -> None:
+    """One empty profile in this (the kernel's main) thread: kineto registers here, and a first
+    profile from the worker thread would log 'External init callback must run in same thread'."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]):
+        pass
 
 
 def html_escape(text: str) -> str:

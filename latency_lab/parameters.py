@@ -8,6 +8,7 @@ raises ``ParameterError`` naming the parameter and the allowed values, before an
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import reprlib
 from dataclasses import asdict, dataclass
@@ -49,6 +50,27 @@ SWEEP_DEFAULTS = {
 TINY_SWEEPS = {"depths": (1, 2), "prompt_lengths": (1, 6), "decode_tokens": 4}
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# Notebooks whose defaults differ from SCHEMA's. Each parameters cell mirrors SCHEMA and this table (a
+# test checks it), and the runner injects every parameter a notebook declares with the package's value,
+# so an edited parameters cell (JupyterLab's autosave) never changes a batch run.
+NOTEBOOK_DEFAULTS: dict[str, dict[str, object]] = {
+    "00_explorer": {"executors": "eager,torch.compile"},
+    # the seed's executors and the CUDA-graph variants: the full registry is one executors=all away
+    "02_executor_timing": {"executors": "eager,torch.compile,torch.compile:reduce-overhead,thunder,thunder:torch,"
+                                        "thunder:torchcompile,thunder:cudagraphs"},
+    "03_trace_counters": {"executors": "thunder,thunder:torch,thunder:torchcompile,thunder:cudagraphs"},  # 02's
+    "04_op_microbenchmarks": {"executors": "eager,torch.compile,thunder,thunder:torch,thunder:torchcompile"},
+    # each CUDA-graph variant beside its baseline; rounds kept small: 05 takes steps apart, 02 times them
+    "05_host_overhead": {"executors": "eager,torch.compile,torch.compile:reduce-overhead,thunder,thunder:cudagraphs",
+                         "repeats": 4},
+    "06_scaling": {"executors": "eager,torch.compile,torch.compile:reduce-overhead,thunder", "repeats": 6},
+    "07_levers": {"executors": "thunder,thunder:nv-linear,thunder:nv-embedding,thunder:nv-skip-cache,"
+                               "thunder:cache-same-input,thunder:cache-symbolic,thunder:torchcompile,thunder:cudagraphs,"
+                               "torch.compile", "repeats": 4, "depths": [1]},
+}
+# Parameters every notebook applies in its setup (``from_namespace``), whether its cell declares them or not.
+EVERY_NOTEBOOK = ("threads",)
 
 
 class ParameterError(ValueError):
@@ -98,6 +120,7 @@ class Params:
     depths: tuple[int, ...] = (1,)
     prompt_lengths: tuple[int, ...] = (6,)
     decode_tokens: int = 32
+    threads: int = 1
 
     @property
     def is_cuda(self) -> bool:
@@ -127,6 +150,8 @@ SCHEMA: dict[str, tuple[object, str]] = {
     "depths": (None, "num_hidden_layers of the depth sweep, a list of integers >= 1 (None: per-device default)"),
     "prompt_lengths": (None, "prompt tokens of the prefill sweep, a list of integers >= 1 (None: per-device default)"),
     "decode_tokens": (None, "new tokens of the greedy decode loop, an integer >= 1 (None: per-device default)"),
+    "threads": (None, "torch's intra-op threads, an integer 1..CPUs (None: 1 on a CPU, for stable timing; "
+                      "torch's default on a GPU)"),
 }
 
 
@@ -241,6 +266,7 @@ def validate(raw: dict | None = None, **kwargs) -> Params:
     for name in ("depths", "prompt_lengths"):
         resolved[name] = _int_list(name, v[name], sweeps[name])
     resolved["decode_tokens"] = sweeps["decode_tokens"] if v["decode_tokens"] is None else _int("decode_tokens", v["decode_tokens"], 1)
+    resolved["threads"] = _threads(v["threads"], device)
 
     p = Params(
         preset=v["preset"], layers=v["layers"], batch_size=v["batch_size"], seq_len=v["seq_len"],
@@ -331,5 +357,46 @@ def check_fits(p: Params, given: dict) -> None:
 
 
 def from_namespace(namespace: dict) -> Params:
-    """Validate the parameters a notebook's ``parameters`` cell defined (pass ``globals()``)."""
-    return validate({name: namespace[name] for name in SCHEMA if name in namespace})
+    """Validate the parameters a notebook's ``parameters`` cell defined (pass ``globals()``) and apply
+    ``threads`` to this process, before the notebook times anything."""
+    params = validate({name: namespace[name] for name in SCHEMA if name in namespace})
+    apply_threads(params)
+    return params
+
+
+@functools.cache
+def torch_default_threads() -> int:
+    """torch's intra-op threads before this process changed them (read once, before ``apply_threads``)."""
+    import torch
+
+    return torch.get_num_threads()
+
+
+def _threads(value, device: str) -> int:
+    if value is None:
+        return 1 if device == "cpu" else torch_default_threads()
+    return _int("threads", value, 1, os.cpu_count() or 1)
+
+
+def apply_threads(params: Params) -> int:
+    """Set torch's intra-op threads to ``params.threads``; returns the number now in use."""
+    import torch
+
+    torch_default_threads()
+    torch.set_num_threads(params.threads)
+    return torch.get_num_threads()
+
+
+def notebook_defaults(notebook: str) -> dict:
+    """The package's default of every parameter for ``notebook``: SCHEMA's, then ``NOTEBOOK_DEFAULTS``."""
+    return {name: default for name, (default, _) in SCHEMA.items()} | NOTEBOOK_DEFAULTS.get(notebook, {})
+
+
+def for_notebook(notebook: str, given: dict) -> Params:
+    """The parameters ``notebook`` runs with in a batch run: ``given`` over its package defaults."""
+    return validate({**NOTEBOOK_DEFAULTS.get(notebook, {}), **given})
+
+
+def injected(params: Params, names) -> dict:
+    """``params``' values of ``names`` as papermill literals (tuples as lists)."""
+    return {n: list(v) if isinstance(v, tuple) else v for n, v in params.to_dict().items() if n in names}

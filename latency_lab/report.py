@@ -345,6 +345,7 @@ th{background:#f4f4f4;border-bottom:2px solid #bbb}
 .finding ul{margin:.2em 0;padding-left:1.2em}.finding li{margin:.25em 0}li.none{color:#888}
 .status{font-weight:600;font-size:90%;color:#c22}.ok .status,tr.ok .status{color:#2a2}
 pre.error{background:#fee;padding:.5em;white-space:pre-wrap}details{margin:.5em 0}summary{cursor:pointer;color:#345}
+p.error{background:#fee;padding:.5em}
 .note{color:#666;font-size:90%}.chart{margin:1em 0}"""
 
 
@@ -380,6 +381,10 @@ def index_html(summary: dict, run_dir: Path | None = None, standalone: bool = Fa
             else '<p class="note"><a href="report.html">report.html</a>: this page and the notebooks\' charts in one file, to send.</p>')
     headline = "".join(charts) or \
         '<p class="note">No headline chart: the timing notebook (02) did not run or wrote no results.</p>'
+    changed = summary.get("notebook_changes") or {}
+    if changed:
+        note += ('<p class="error"><b>Not the committed notebooks</b> (edited files ran): '
+                 + "; ".join(f"{html.escape(n)}: {html.escape(c)}" for n, c in changed.items()) + "</p>")
     params = html.escape(json.dumps(summary.get("parameters"), indent=1))
     env = html.escape(json.dumps(summary.get("environment"), indent=1))
     title = f"latency-lab run {summary.get('run_id', run_dir.name if run_dir else '')}"

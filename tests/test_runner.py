@@ -24,16 +24,6 @@ from conftest import CPU_ONLY, ROOT, cpu_environment, run_runner  # noqa: E402
 NOTEBOOKS = list(notebook_run.discover())
 
 
-def test_notebooks_committed_without_outputs():
-    for path in notebook_run.discover().values():
-        nb = nbformat.read(path, as_version=4)
-        for cell in nb.cells:
-            if cell.cell_type == "code":
-                assert not cell.outputs and cell.execution_count is None, f"{path.name} has outputs"
-        tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
-        assert len(tagged) == 1, f"{path.name} needs exactly one cell tagged parameters"
-
-
 def test_declared_parameters_are_schema_names():
     from latency_lab.parameters import SCHEMA
     for name, path in notebook_run.discover().items():
