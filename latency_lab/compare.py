@@ -23,7 +23,7 @@ from pathlib import Path
 
 from . import metrics, results, run_folder, scheduler, tables
 
-KEY_COLUMNS = ("op", "size", "layers", "tokens", "executor")  # a row's identity, where a notebook's rows have them
+KEY_COLUMNS = ("op", "size", "step", "layers", "tokens", "prompt_tokens", "executor")  # a row's identity, where a notebook's rows have them
 # Times that do not move with the host's speed: device time, measured by the profiler.
 HOST_FREE = ("kernel_", "copy_")
 IGNORED_PARAMS = ("output_dir",)

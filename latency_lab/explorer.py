@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import compare, harness, host_overhead, model as llama, registry, results, tables, thunder_traces, timing
+from . import metrics
 from .metrics import Stat
 from .parameters import CACHE_MODES, DTYPES, PRESETS, REPO_ROOT, ParameterError, Params, apply_threads, validate
 
@@ -392,7 +393,7 @@ def findings(run: dict) -> list[str]:
                    + (" (their quartiles overlap: this run cannot order them)." if overlap else "."))
     noisy = [r["label"] for r in ok if r["noisy"]]
     if noisy:
-        out.append(f"Noisy (wall or host-reference IQR over {timing.NOISY_REL_SPREAD:.0%} of the median): "
+        out.append(f"Noisy (wall or host-reference IQR over {metrics.NOISY_REL_SPREAD:.0%} of the median): "
                    f"{', '.join(noisy)}; the machine was busy or drifting.")
     skipped = [f"{r['executor']} ({r['status']})" for r in run["rows"] if r["wall_ms"] is None]
     if skipped:

@@ -54,18 +54,6 @@ def step_timeline(fn, kwargs: dict, device: str, path: Path) -> dict:
             "rows": profiler_timeline.timeline_rows(steps[median])}
 
 
-def memory_held(before: dict, after: dict) -> dict:
-    """MiB an executor holds (after its warm-up, less before it was built, both from an emptied
-    allocator cache); a negative difference is no measurement (something else was freed meanwhile)."""
-    if not before or not after:
-        return {"reason": "GPU memory needs a CUDA device"}
-    held = {k: after[k] - before[k] for k in after}
-    if any(v < 0 for v in held.values()):
-        return {"reason": "not measurable: memory was released while this executor was built "
-                          f"({', '.join(f'{k} {number(v)}' for k, v in held.items())})"}
-    return held
-
-
 def plan(kwargs: dict, params, reference_logits, notebook: str) -> harness.Plan:
     """The per-executor measurements, in order, right after its first call (module docstring)."""
     device = params.device
@@ -80,7 +68,9 @@ def plan(kwargs: dict, params, reference_logits, notebook: str) -> harness.Plan:
             return {"reason": describe(e)}
 
     def memory_after(p: Prepared):
-        return memory_held(before.get("reading", {}), harness.memory(device, empty=True))
+        if not device.startswith("cuda"):
+            return {"reason": "GPU memory needs a CUDA device"}
+        return harness.memory_held(before["reading"], harness.memory(device, empty=True))
 
     return {
         "output": lambda p: harness.check_output(p, reference_logits, params.dtype, params.layers),

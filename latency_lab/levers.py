@@ -35,6 +35,15 @@ def baseline_first(executors: list) -> list:
     return sorted(executors, key=lambda ex: ex.name != BASELINE)
 
 
+def unsupported(prepared: dict[str, Prepared]) -> None:
+    """A lever whose first call this Thunder refuses (an option it rejects or cannot trace) is not a
+    broken run but a finding: its row becomes ``unavailable``, the error kept as the reason."""
+    for p in prepared.values():
+        if p.executor.lever and p.status == "failed" and (p.reason or "").startswith("first call: "):
+            p.status = "unavailable"
+            p.reason = f"this Thunder cannot run {options_text(p.executor)}: {p.reason.removeprefix('first call: ')}"
+
+
 def options_text(ex) -> str | None:
     return ", ".join(f"{k}={v!r}" for k, v in ex.options.items()) or None
 

@@ -22,7 +22,7 @@ COUNTS = ("per_step", "per_call", "count", "calls", "blocks", "rounds", "kernels
 SPREAD_PARTS = ("q1", "q3")
 # words a header spells out differently from its name
 WORDS = {"gpu": "GPU", "cpu": "CPU", "iqr": "IQR", "rel": "relative", "err": "error", "tpot": "time per output token",
-         "nvfusion": "nvFusion", "vs": "vs."}
+         "nvfusion": "nvFusion", "vs": "vs.", "rms": "RMS", "se": "SE"}
 
 
 @dataclass(frozen=True)
@@ -103,6 +103,8 @@ def header(name: str) -> str:
     """A table header from a vocabulary name: ``wall_q1_ms`` -> ``wall q1 (ms)``, ``gpu_busy_pct`` ->
     ``GPU busy (%)``, ``kernels_per_step`` -> ``kernels per step``. Other names print as they are,
     underscores as spaces."""
+    if name.endswith("_per_s"):  # a rate: tokens_per_s -> tokens/s
+        return header(name.removesuffix("_per_s")) + "/s"
     base, unit = split_unit(name)
     words = " ".join(WORDS.get(w, w) for w in base.split("_"))
     return f"{words} ({UNITS[unit]})" if unit else words

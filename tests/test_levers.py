@@ -113,8 +113,8 @@ def test_07_on_cpu_every_lever_is_a_row_with_its_reason(run07):
     for name in ("thunder", "thunder:nv-linear", "thunder:nv-skip-cache", "thunder:cudagraphs"):
         assert rows[name]["status"] == "unavailable" and "CUDA" in rows[name]["reason"], name
     for name in ("thunder:cache-same-input", "thunder:cache-symbolic"):
-        assert rows[name]["status"] in ("ok", "failed") and (rows[name]["status"] == "ok" or rows[name]["reason"]), name
+        assert rows[name]["status"] in ("ok", "unavailable") and (rows[name]["status"] == "ok" or "this Thunder cannot run" in rows[name]["reason"]), name
     assert rows["torch.compile"]["status"] == "ok" and rows["torch.compile"]["wall_ms"] > 0
     assert {"triu in nvFuser", "RoPE in nvFuser"} <= set(rows)
     assert res["counterfactual"] == [] and res["findings"][0] == "No lever ran beside the baseline here, so none is ranked."
-    assert proc.returncode in (0, 1)  # a failed lever row makes the run exit 1, never a crash
+    assert proc.returncode == 0, proc.stdout[-2000:]  # a lever this Thunder refuses is a finding, not a failed run

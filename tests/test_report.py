@@ -10,7 +10,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from latency_lab import display, html_assets, notebook_run, reference, report, results, tables, thunder_traces
+from dataclasses import replace
+
+from latency_lab import display, executor_timing, html_assets, notebook_run, reference, report, results, tables, thunder_traces
 from conftest import chromium_dom
 
 MAX_RUN_MB = 10
@@ -28,46 +30,47 @@ def test_number_prints_three_significant_figures_and_blanks(value, text):
     assert tables.number(value) == text
 
 
-@pytest.mark.parametrize("name, unit, text", [
-    ("first_call_s", None, "first call (s)"), ("ms_per_call", None, "per call (ms)"),
-    ("kernel_ms_per_call", None, "kernel per call (ms)"), ("bandwidth_measured_GBps", None, "bandwidth measured (GB/s)"),
-    ("rel_err", None, "rel err"), ("median", "ms", "median (ms)"), ("Wall Clock Time (ms)", None, "Wall Clock Time (ms)"),
-    ("Overhead / Kernel (us)", None, "Overhead / Kernel (µs)"), ("kernels_per_step", None, "kernels per step"),
+@pytest.mark.parametrize("name, text", [
+    ("first_call_s", "first call (s)"), ("wall_q1_ms", "wall q1 (ms)"), ("kernel_ms", "kernel (ms)"),
+    ("bandwidth_measured_gbps", "bandwidth measured (GB/s)"), ("rel_err", "relative error"),
+    ("gpu_busy_pct", "GPU busy (%)"), ("Overhead / Kernel (us)", "Overhead / Kernel (us)"),
+    ("kernels_per_step", "kernels per step"),
 ])
-def test_header_carries_the_unit(name, unit, text):
-    assert tables.header(name, unit) == text
+def test_header_carries_the_unit(name, text):
+    assert tables.header(name) == text
 
 
 def test_frame_formats_for_display_and_keeps_raw_numbers():
-    rows = [{"executor": "eager", "first_call_s": 0.123456, "kernels": 32, "reason": None},
-            {"executor": "thunder", "first_call_s": None, "kernels": None, "reason": "needs CUDA"}]
-    table = display.frame(rows, ["executor", "kernels"], units={"kernels": "per step"}, caption="Demo")
-    assert list(table.columns) == ["executor", "kernels", "first_call_s", "reason"]  # raw names and numbers
-    assert table.iloc[0]["first_call_s"] == 0.123456 and table.iloc[1]["kernels"] is None
+    rows = [{"executor": "eager", "first_call_s": 0.123456, "kernels_per_step": 32, "reason": None, "empty": None},
+            {"executor": "thunder", "first_call_s": None, "kernels_per_step": None, "reason": "needs CUDA", "empty": None}]
+    table = display.frame(rows, ["executor", "kernels_per_step"], caption="Demo")
+    assert list(table.columns) == ["executor", "kernels_per_step", "first_call_s", "reason"]  # raw names; empty dropped
+    assert table.iloc[0]["first_call_s"] == 0.123456 and table.iloc[1]["kernels_per_step"] is None
     page = table._repr_html_()
-    assert ">kernels (per step)<" in page and ">first call (s)<" in page and "Demo" in page
+    assert ">kernels per step<" in page and ">first call (s)<" in page and "Demo" in page
     assert ">0.123<" in page and ">32<" in page
     assert "nan" not in page.lower() and "None" not in page
     renamed = table.rename(columns={"reason": "why"})  # still a DataFrame to callers, still shown formatted
     assert isinstance(renamed, display.Table) and ">why<" in renamed._repr_html_() and ">0.123<" in renamed._repr_html_()
+    only = display.frame(rows, ["executor"], only=True)
+    assert list(only.columns) == ["executor"]
 
 
 # --- the seed and here, one table per metric -----------------------------------------------------------
 
-def _measured_row(name: str, label: str, wall, kernel=None, kernels=None) -> dict:
+def _measured_row(name: str, label: str, wall, kernel=None, kernels=None, timeit=None) -> dict:
     overhead = wall - kernel if kernel is not None else None
-    return {"executor": name, "Execution Type": label, "Wall Clock Time (ms)": wall, "CPU Overhead (ms)": overhead,
-            "Kernel Time (ms)": kernel, "Kernels": kernels,
-            "Overhead / Kernel (us)": overhead * 1e3 / kernels if kernels else None}
+    return {"executor": name, "label": label, "wall_ms": wall, "cpu_overhead_ms": overhead, "kernel_ms": kernel,
+            "kernels_per_step": kernels, "overhead_per_kernel_us": overhead * 1e3 / kernels if kernels else None,
+            "timeit_ms": timeit, "status": "ok", "reason": None}
 
 
 def test_seed_tables_one_per_metric_with_ratio():
-    rows = [_measured_row("eager", "torch-eager", 2.028, 0.5, 60),
+    rows = [_measured_row("eager", "torch-eager", 2.028, 0.5, 60, timeit=4.1),
             _measured_row("torch.compile:reduce-overhead", "torch.compile+CUDA graphs", 0.3, 0.25, 20),
             _measured_row("thunder", "Thunder-nvFuser", None)]
-    measured = {"eager": {"timeit": {"mean_ms": 4.1}}}
-    built = {t["title"].split(":")[0]: t for t in tables.seed_tables(rows, measured)}
-    assert len(built) == len(tables.SEED_METRICS)
+    built = {t["title"].split(":")[0]: t for t in executor_timing.seed_tables(rows)}
+    assert len(built) == len(executor_timing.SEED_METRICS)
     wall = built["Wall time per step"]
     assert wall["columns"] == ["executor", "seed DGX H100 (ms)", "here (ms)", "here / seed"]
     lines = {line[0]: line for line in wall["rows"]}
@@ -90,11 +93,10 @@ def test_seed_tables_one_per_metric_with_ratio():
     assert {line[0]: line for line in timeit["rows"]}["torch-eager"][1:] == [2.05, 4.1, pytest.approx(2.0)]
 
 
-def test_seed_tables_shown_only_with_a_number_measured_here():
+def test_seed_tables_left_out_without_a_number_measured_here():
     rows = [_measured_row("eager", "torch-eager", 60.0)]  # a CPU run: no kernel times
-    shown = display.seed_tables(rows, {}).data
-    assert shown.count("<table") == 2  # the Nsight wall and the cuda_timer wall
-    assert "No number measured here for: CPU overhead per step" in shown and "Kernels per step" in shown
+    titles = [t["title"].split(":")[0] for t in executor_timing.seed_tables(rows)]
+    assert titles == ["Wall time per step", "Wall time per step, the seed's cuda_timer"]
 
 
 # --- 03's findings -------------------------------------------------------------------------------------------
@@ -149,7 +151,8 @@ def _fake_run(tmp_path: Path) -> tuple[Path, dict]:
     results.save(run, "01_model_setup", p, {}, results.key_table("Outputs against eager", [{"executor": "eager", "rel_err": 1.5e-5}]),
                  findings=["One step moves at least 0.263 MB."])
     rows = [_measured_row("eager", "torch-eager", 2.028, 0.5, 60), _measured_row("thunder", "Thunder-nvFuser", None)]
-    results.save(run, "02_executor_timing", p, {}, results.key_table("Executor timing", rows, ["Execution Type", "Wall Clock Time (ms)"]),
+    gpu = replace(p, device="cuda", preset="seed")  # the seed's step on a GPU: shown beside the seed
+    results.save(run, "02_executor_timing", gpu, {}, results.key_table("Executor timing", rows, ["label", "wall_ms"]),
                  rows=rows, measured={}, findings=["Fastest to slowest by median wall time: torch-eager (2.028 ms)."])
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("fig.show()")
@@ -184,7 +187,7 @@ def test_report_write_index_and_standalone_report(tmp_path):
 
 def test_headline_figure_splits_host_and_kernel_time():
     rows = [_measured_row("eager", "torch-eager", 2.0, 0.5, 60), _measured_row("torch.compile", "torch.compile", 1.0)]
-    fig = report.headline_figure({"rows": rows, "params": {"preset": "seed"}}, "H200")
+    fig = report.headline_figure({"rows": rows, "params": {"preset": "seed", "device": "cuda"}}, "H200")
     bars = {(t["xaxis"], t["name"]): dict(zip(t["x"], t["y"])) for t in fig["data"] if t["type"] == "bar"}
     totals = {t["xaxis"]: dict(zip(t["x"], t["text"])) for t in fig["data"] if t["type"] == "scatter"}
     assert totals["x"]["torch-eager"] == "1.01" and totals["x2"] == {"torch-eager": "2.00", "torch.compile": "1.00"}
@@ -192,6 +195,8 @@ def test_headline_figure_splits_host_and_kernel_time():
     assert bars[("x2", report.KERNEL)] == {"torch-eager": 0.5} and bars[("x2", report.HOST)] == {"torch-eager": 1.5}
     assert bars[("x2", report.UNSPLIT)] == {"torch.compile": 1.0}  # no kernel time: the wall, unsplit
     assert "here: H200, preset seed" in json.dumps(fig["layout"]["annotations"])
+    alone = report.headline_figure({"rows": rows, "params": {"preset": "tiny", "device": "cpu"}}, "CPU")
+    assert {t["xaxis"] for t in alone["data"]} == {"x"} and "seed:" not in json.dumps(alone["layout"]["annotations"])
 
 
 # --- offline rendering in headless Chromium -----------------------------------------------------------
