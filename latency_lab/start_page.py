@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from .notebook_run import NOTEBOOK_DIR, discover
-from .params import REPO_ROOT
+from .parameters import REPO_ROOT
 
 QUESTIONS = {
     "00_explorer": "How fast is a setting you pick (executors, preset, dtype, device, layers, tokens, threads)? "

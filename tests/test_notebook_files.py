@@ -46,9 +46,9 @@ def committed_text(path: Path) -> str:
 def test_parameters_cell_mirrors_the_package_defaults(name):
     values = cell_values(parameters_cell(nbformat.read(NOTEBOOKS[name], as_version=4)))
     defaults = P.notebook_defaults(name)
-    assert set(values) <= set(defaults), f"{name} declares {set(values) - set(defaults)}, not in params.SCHEMA"
+    assert set(values) <= set(defaults), f"{name} declares {set(values) - set(defaults)}, not in parameters.SCHEMA"
     differ = {k: (v, defaults[k]) for k, v in values.items() if v != defaults[k]}
-    assert not differ, f"{name}: cell value vs package default {differ}: change params.NOTEBOOK_DEFAULTS or the cell"
+    assert not differ, f"{name}: cell value vs package default {differ}: change parameters.NOTEBOOK_DEFAULTS or the cell"
     missing = set(P.NOTEBOOK_DEFAULTS.get(name, {})) - set(values)
     assert not missing, f"{name} has its own default for {missing} but its cell does not show it"
     P.for_notebook(name, {"device": "cpu"})  # the package's defaults validate
