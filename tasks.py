@@ -2,7 +2,7 @@
 """Set up ``.venv`` (once, and again when pyproject.toml changes), then run a task in it.
 
     python3 tasks.py run [runner.py args]     # the whole investigation: python runner.py
-    python3 tasks.py test [pytest args]       # the test suite
+    python3 tasks.py test [pytest args]       # ruff (lint, format check), then the test suite
     python3 tasks.py lab                      # JupyterLab on the project, opened at a start page
     python3 tasks.py install                  # only the setup
 
@@ -198,6 +198,9 @@ def main(argv: list[str]) -> int:
     if argv[0] == "lab":
         subprocess.run([str(PY), "-m", "latency_lab.start_page", str(ROOT / START_PAGE)], check=True)
         return run_task([*tasks["lab"], *argv[1:]], env=lab_environment())
+    if argv[0] == "test" and (lint := run_task([str(PY), "-m", "ruff", "check", "."]) or
+                              run_task([str(PY), "-m", "ruff", "format", "--check", "."])):
+        return lint  # ruff's findings first: a tree that does not lint is not tested
     return run_task([*tasks[argv[0]], *argv[1:]])
 
 

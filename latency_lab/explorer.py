@@ -345,7 +345,7 @@ class Explorer:
         except KeyboardInterrupt:  # the kernel's interrupt, while a run blocks the notebook
             record["stopped"] = "interrupted"
         except Exception as e:  # the session goes on; the run says what went wrong
-            record["error"] = registry.describe(e) + "\n" + traceback.format_exc(limit=3)
+            record["error"] = harness.describe(e) + "\n" + traceback.format_exc(limit=3)
         record["seconds"] = round(time.perf_counter() - t0, 2)
         shown = {**record["params"], "step": record["step"]} if record["params"] else settings
         record["label"] = f"run {number}: {describe_settings(shown)}"
@@ -482,8 +482,9 @@ def beside_reference(runs: list[dict], environment: dict, reference: Path = REFE
         return {"params": params, "rows": rows, "key_table": {"title": "", "columns": columns, "rows": []}}
     ref_entry = entry(timing_results["params"], reference_rows(timing_results))
     a = {"name": Path(reference).name, "path": str(reference), "environment": ref["environment"], "unreadable": [],
+         "ran_on": ref.get("ran_on") or {},
          "notebooks": {f"run {r['id']}": ref_entry for r in measured}}
-    b = {"name": "explorer", "path": "this explorer session", "environment": environment, "unreadable": [],
+    b = {"name": "explorer", "path": "this explorer session", "environment": environment, "unreadable": [], "ran_on": {},
          "notebooks": {f"run {r['id']}": entry(r["params"], r["rows"]) for r in measured}}
     return compare.compare(a, b)
 
@@ -661,7 +662,7 @@ class ExplorerUI:
             self._refresh()
             return run
         except Exception as e:  # a widget callback must never take the kernel's session down
-            self.status.value = f"<b style='color:#c22'>{html_escape(registry.describe(e))}</b>"
+            self.status.value = f"<b style='color:#c22'>{html_escape(harness.describe(e))}</b>"
             return None
         finally:
             self.run_button.disabled, self.stop_button.disabled = False, True
@@ -703,7 +704,7 @@ class ExplorerUI:
             self.status.value = f"saved {len(self.explorer.runs)} run(s) to {html_escape(str(path))}"
             return path
         except Exception as e:
-            self.status.value = f"<b style='color:#c22'>save failed: {html_escape(registry.describe(e))}</b>"
+            self.status.value = f"<b style='color:#c22'>save failed: {html_escape(harness.describe(e))}</b>"
             return None
 
     def on_compare(self, reference: Path = REFERENCE) -> dict | None:
@@ -716,7 +717,7 @@ class ExplorerUI:
             self.comparison.value = comparison_html(report, page)
             return report
         except Exception as e:
-            self.comparison.value = f"<b style='color:#c22'>{html_escape(registry.describe(e))}</b>"
+            self.comparison.value = f"<b style='color:#c22'>{html_escape(harness.describe(e))}</b>"
             return None
 
 

@@ -91,7 +91,7 @@ def row(p: Prepared, measured: dict, timed: Rounds, broken: dict[str, dict], flo
     kernels = measured.get("kernels") or {}
     nv, other, symbols = regions_of(measured.get("trace"))
     s = saved(timed, p.name) if p.name != BASELINE else None
-    deltas = part_deltas(broken, p.name)
+    deltas = part_deltas(broken, p.name) if p.name != BASELINE else {}
     largest = max(deltas.items(), key=lambda kv: abs(kv[1])) if deltas else None
     out = p.row(options=options_text(p.executor), lever=p.executor.lever, first_call_s=p.first_call_s,
                 nvfusion_regions=nv, other_regions=other, bound_symbols=symbols,

@@ -39,18 +39,18 @@ def test_explorer_keeps_runs_details_and_reports_bad_settings(tiny_params, tmp_p
     eager, thunder = first["rows"]
     assert eager["status"] == "ok" and eager["wall_q1_ms"] <= eager["wall_ms"] <= eager["wall_q3_ms"]
     assert eager["method"] == "perf_counter" and len(eager["blocks_ms"]) == 2 and 0 < eager["host_ms"] <= eager["wall_ms"]
-    assert eager["host ref IQR (%)"] >= 0 and eager["noisy"] in (True, False) and eager["host_reference_ms"] > 0
+    assert eager["host_reference_iqr_pct"] >= 0 and eager["noisy"] in (True, False) and eager["host_reference_ms"] > 0
     assert thunder["status"] == "unavailable" and "CUDA" in thunder["reason"] and thunder["wall_ms"] is None
     # one line per step; the bar ends full; block progress goes to the live detail only
-    assert progress.steps[0][:2] == (0, 10) and progress.steps[-1] == (10, 10, "done")
-    assert any("eager: wall time" in text for _, _, text in progress.steps) and "block 2/2" in progress.details
+    assert progress.steps[0][:2] == (0, 8) and progress.steps[-1] == (8, 8, "done")
+    assert any("eager: wall and steady-state host time" in text for _, _, text in progress.steps) and "block 2/2" in progress.details
     # the profiled step: a Chrome trace file that opens, and the step's top host ops
     details = first["details"]["eager"]
     trace = json.loads(gzip.open(details["timeline"]["path"], "rt").read())
     assert trace["traceEvents"] and details["top_ops"][0]["us"] >= details["top_ops"][-1]["us"] > 0
     assert "aten::linear" in {op["op"] for op in details["top_ops"]}
     page = X.details_html(first, "eager", tmp_path)
-    assert "00_explorer.run1.eager.trace.json.gz" in page and "aten::linear" in page
+    assert "00_explorer.run1.eager.chrome-trace.json.gz" in page and "aten::linear" in page
     assert "did not run here" in X.details_html(first, "thunder")
     decode = explorer.run({**X.settings_from(tiny_params), "executors": ["eager"], "step": "decode", "cache_mode": "static"})
     assert decode["error"] is None and decode["step"] == "decode" and decode["rows"][0]["wall_ms"] > 0
@@ -86,7 +86,7 @@ def test_stop_ends_a_run_before_its_next_call(tmp_path):
     worker = threading.Thread(target=explorer.run, args=(X.settings_from(params), progress, stop))
     worker.start()
     deadline = time.monotonic() + 120
-    while not any("eager: wall time" in t for _, _, t in progress.steps) and time.monotonic() < deadline:
+    while not any("eager: wall and steady-state host time" in t for _, _, t in progress.steps) and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.5)
     calls, t0 = stop.calls, time.perf_counter()
