@@ -73,14 +73,18 @@ def saved(timed: Rounds, name: str, baseline: str = BASELINE) -> Stat | None:
 
 
 def part_deltas(broken: dict[str, dict], name: str, baseline: str = BASELINE) -> dict[str, float]:
-    """Per in-place part (phases and statement kinds), the baseline's µs less this configuration's."""
-    def parts(b):
-        if "phases" not in b:
-            return {}
-        return {**{k: v["median"] for k, v in b["phases"].items() if k != "statements"},
-                **{host_overhead.kind_label(k): v["median"] for k, v in b["kinds"].items()}}
-    mine, base = parts(broken.get(name) or {}), parts(broken.get(baseline) or {})
-    return {k: base.get(k, 0.0) - mine.get(k, 0.0) for k in dict.fromkeys([*base, *mine])} if mine and base else {}
+    """Per in-place part (phases around the computation and statement kinds), the baseline's µs less
+    this configuration's, round by round (both instrumented in the same round), median over rounds."""
+    def per_block(b):
+        return {**{k: v for k, v in b.get("phases_per_block", {}).items() if k != "statements"},
+                **{host_overhead.kind_label(k): v for k, v in b.get("kinds_per_block", {}).items()}}
+    mine, base = per_block(broken.get(name) or {}), per_block(broken.get(baseline) or {})
+    if not mine or not base:
+        return {}
+    rounds = min(len(v) for v in [*mine.values(), *base.values()])
+    zero = [0.0] * rounds
+    return {k: Stat.of(b - m for b, m in zip(base.get(k, zero), mine.get(k, zero))).median
+            for k in dict.fromkeys([*base, *mine])}
 
 
 def row(p: Prepared, measured: dict, timed: Rounds, broken: dict[str, dict], floor_ms: float | None) -> dict:

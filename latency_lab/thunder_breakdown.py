@@ -270,7 +270,8 @@ def summarize(insitu: InSitu, blocks: list[dict], host_ms: list[float]) -> dict:
         "statements": [{"index": s.index, "name": s.name, "kind": s.kind, **st.to_dict()}
                        for s, st in zip(insitu.statements, statements)],
         "kinds": {k: Stat.of(v).to_dict() for k, v in kinds.items()},
-        "kinds_per_block": kinds, "startup_us": Stat.of(startup).to_dict(),
+        "kinds_per_block": kinds, "phases_per_block": {k: [b["phases_us"][k] for b in blocks] for k in PHASES},
+        "startup_us": Stat.of(startup).to_dict(),
         "call_us": Stat.of(b["call_us"] for b in blocks).to_dict(),
         "plain_host_us": Stat.of(plain).to_dict() if plain else None,
         "remainder_pct": Stat.of(remainder).to_dict() if remainder else None,

@@ -327,7 +327,7 @@ def test_explorer_stop_and_reload_in_jupyterlab(tmp_path):
         page.wait(KERNEL_IDLE, 120, "idle kernel after Run All", log)
         set_widget_number(page, "calls / block", 100_000)
         click_widget_button(page, "Run")
-        page.wait(f"{WIDGET_TEXTS}.some(t => t.includes('eager: wall time') && t.includes('block 1/2'))", 120,
+        page.wait(f"{WIDGET_TEXTS}.some(t => t.includes('eager: wall and steady-state host time') && t.includes('block 1/2'))", 120,
                   "run 2 in its wall-time blocks", log)
         time.sleep(2)
         click_widget_button(page, "Stop")

@@ -24,11 +24,14 @@ def _prepared(name):
     return harness.Prepared(registry.REGISTRY[name], "ok", fn=lambda **kw: None, first_call_s=15.0)
 
 
-def _broken(nv_us: float, op_us: float, prologue_us: float = 200.0):
+def _broken(nv_us: float, op_us: float, prologue_us: float = 200.0, drift=(1.0, 2.0, 1.0, 2.0)):
+    """A breakdown over four rounds whose host speed moves by ``drift``, round by round."""
     phases = {k: Stat.of([10.0]).to_dict() for k in thunder_breakdown.PHASES}
     phases["prologue"] = Stat.of([prologue_us]).to_dict()
     return {"phases": phases, "kinds": {"nvFusion": Stat.of([nv_us]).to_dict(), "op": Stat.of([op_us]).to_dict()},
-            "kinds_per_block": {"nvFusion": [nv_us] * 4}}
+            "kinds_per_block": {"nvFusion": [nv_us * d for d in drift], "op": [op_us * d for d in drift]},
+            "phases_per_block": {k: [(prologue_us if k == "prologue" else 10.0) * d for d in drift]
+                                 for k in thunder_breakdown.PHASES}}
 
 
 def test_saving_is_taken_within_rounds_and_lands_on_its_part():
@@ -38,12 +41,16 @@ def test_saving_is_taken_within_rounds_and_lands_on_its_part():
     assert levers.saved(timed, "thunder:nv-linear").median == pytest.approx(300.0)
     assert levers.saved(timed, "thunder:nv-linear").iqr == pytest.approx(0.0)
     broken = {"thunder": _broken(1136.0, 723.0), "thunder:nv-linear": _broken(1311.0, 292.0)}
-    deltas = levers.part_deltas(broken, "thunder:nv-linear")
-    assert deltas["ops outside fusions"] == pytest.approx(431.0) and deltas["nvFusion regions"] == pytest.approx(-175.0)
+    deltas = levers.part_deltas(broken, "thunder:nv-linear")  # medians of per-round differences
+    assert deltas["ops outside fusions"] == pytest.approx(431.0 * 1.5) and deltas["nvFusion regions"] == pytest.approx(-175.0 * 1.5)
+    assert deltas["prologue"] == pytest.approx(0.0)
+    # the same parts measured in other rounds: a difference of medians would mix the host's drift in
+    shifted = {"thunder": _broken(1136.0, 723.0), "thunder:nv-linear": _broken(1136.0, 723.0, drift=(2.0, 1.0, 2.0, 1.0))}
+    assert levers.part_deltas(shifted, "thunder:nv-linear")["nvFusion regions"] == pytest.approx(0.0)
     rows = [levers.row(_prepared(n), {"trace": {"composition": {"nvFusion regions": 8, "unfused ops": 5}, "bound_symbols": 53}},
                        timed, broken, 0.15) for n in ("thunder", "thunder:nv-linear", "thunder:nv-skip-cache")]
     linear = rows[1]
-    assert linear["host_saved_us"] == pytest.approx(300.0) and linear["largest_change"] == "ops outside fusions 431 µs"
+    assert linear["host_saved_us"] == pytest.approx(300.0) and linear["largest_change"] == "ops outside fusions 646 µs"
     assert linear["nvfusion_regions"] == 8 and linear["other_regions"] == 0 and linear["bound_symbols"] == 53
     assert linear["options"] == "nv_enable_linear=True, nv_enable_matmul=True" and rows[0]["host_saved_us"] is None
     # skip-cache's saving straddles zero: ranked, but not combined
@@ -51,7 +58,7 @@ def test_saving_is_taken_within_rounds_and_lands_on_its_part():
     assert levers.best_levers(rows) == ["thunder:nv-linear"]
     text = levers.ranking_text(rows, timed)
     assert text.startswith("Host time saved per step against Thunder-nvFuser, within rounds, best first")
-    assert "thunder:nv-linear 300 µs (IQR 300 to 300; largest in-place change: ops outside fusions 431 µs)" in text
+    assert "thunder:nv-linear 300 µs (IQR 300 to 300; largest in-place change: ops outside fusions 646 µs)" in text
     assert "moved by 67% during these rounds" in text  # the host moved more than the saving
 
 
