@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import signal
 import sys
@@ -30,8 +31,8 @@ if __name__ == "__main__":  # a Python without the suite's packages hands over t
     import tasks
 
     tasks.use_suite_python(__file__, sys.argv[1:])
-    for _s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # until main's own: stop quietly, nothing made yet
-        signal.signal(_s, lambda signum, frame: sys.exit(128 + signum))
+    for _s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # until main's own, nothing made yet: stop at once
+        signal.signal(_s, lambda signum, frame: os._exit(128 + signum))  # (an exception could be lost in an import)
 
 from latency_lab import compile_cache, environment, interrupts, notebook_changes, notebook_run, parameters, report
 from latency_lab import results, run_folder, scheduler
@@ -176,7 +177,10 @@ def prepare_run(args: argparse.Namespace):
 def main(argv=None) -> int:
     args = parse_args(argv)
     with interrupts.Stop().installed() as stop:
-        return run(args, argv, stop)
+        try:
+            return run(args, argv, stop)
+        except interrupts.Interrupted as e:  # a second signal while the first one was handled, before the run
+            return e.code
 
 
 def run(args: argparse.Namespace, argv, stop: interrupts.Stop) -> int:

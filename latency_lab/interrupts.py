@@ -1,11 +1,11 @@
 """Signals that stop a run (Ctrl-C, SIGTERM, a closed terminal's SIGHUP), taken at a point where the
 run can still be finished and marked.
 
-``Stop`` installs one handler for all three. While armed, the first signal raises ``Interrupted``
-in the main thread (papermill's wait for a cell included); while held (making the run folder, and
-finishing the run: killing the kernel, writing summary and index, moving ``latest``) it is only
-recorded, and ``arm`` raises it then. Every later signal is ignored, so that a second Ctrl-C, or
-the same signal from the terminal and from ``tasks.py``, cannot cut the finishing short.
+``Stop`` installs one handler for all three. While armed, a signal raises ``Interrupted`` in the
+main thread (papermill's wait for a cell included), and so does the next one should library code
+have swallowed it; while held (making the run folder, and finishing the run: killing the kernel,
+writing summary and index, moving ``latest``) a signal is only recorded, and ``arm`` raises it then.
+A second Ctrl-C cannot cut the finishing short. ``received`` is the first signal, the exit status's.
 """
 
 from __future__ import annotations
@@ -33,12 +33,10 @@ class Stop:
         self.armed = True
 
     def _handle(self, signum, frame) -> None:
-        if self.received is not None:
-            return
-        self.received = signum
+        if self.received is None:
+            self.received = signum
         if self.armed:
-            self.armed = False
-            raise Interrupted(signum)
+            raise Interrupted(self.received)
 
     @contextmanager
     def installed(self) -> Iterator["Stop"]:
@@ -58,5 +56,4 @@ class Stop:
         """Raise ``Interrupted`` for a signal recorded while held; else raise at the next one."""
         self.armed = True  # first: a signal from here on raises itself, one before is seen below
         if self.received is not None:
-            self.armed = False
             raise Interrupted(self.received)

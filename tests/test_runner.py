@@ -542,6 +542,30 @@ def test_signal_during_start_up_writes_nothing_or_marks_the_run(tmp_path, signum
     assert (run / "index.html").is_file() and (tmp_path / "out" / "latest").resolve() == run.resolve()
 
 
+def test_stop_raises_until_held_and_keeps_the_first_signal():
+    """``interrupts.Stop`` with real signals to this process: an ``Interrupted`` that library code
+    swallowed is raised again by the next signal; held, a signal is only recorded, and ``arm``
+    raises it; the exit status is the first signal's."""
+    from latency_lab import interrupts
+    previous = signal.getsignal(signal.SIGINT)
+    with interrupts.Stop().installed() as stop:
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        except BaseException:  # as a library's bare except would
+            pass
+        with pytest.raises(interrupts.Interrupted) as err:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+        assert err.value.code == 128 + signal.SIGTERM
+        stop.hold()
+        os.kill(os.getpid(), signal.SIGHUP)
+        time.sleep(0.2)  # recorded, not raised
+        with pytest.raises(interrupts.Interrupted):
+            stop.arm()
+    assert signal.getsignal(signal.SIGINT) is previous
+
+
 def _kernel_started(pid: int) -> bool:
     for child in psutil.Process(pid).children():
         try:
