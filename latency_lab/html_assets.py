@@ -12,6 +12,8 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
+from .results import write_atomic
+
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 PLOTLY_JS = "plotly.packed.js"
 NOTEBOOK_CSS = "notebook.css"
@@ -59,9 +61,7 @@ def ensure_plotly_js(folder: Path) -> Path:
     """``folder/plotly.packed.js`` (``packed_plotly_js``), written unless it is there already."""
     target = Path(folder) / PLOTLY_JS
     if not target.is_file():
-        tmp = target.with_name(f".{PLOTLY_JS}.tmp")
-        tmp.write_text(packed_plotly_js(), encoding="ascii")
-        tmp.replace(target)
+        write_atomic(target, packed_plotly_js())
     return target
 
 
@@ -74,9 +74,7 @@ def ensure_notebook_css(folder: Path, environment) -> Path:
         own = re.search(r'\{% endif %\}\s*<style type="text/css">(.*?)</style>\s*\{% endblock notebook_css %\}',
                         source("lab/index.html.j2"), re.S)
         css = "\n".join([source("static/index.css"), source("static/theme-light.css"), own.group(1) if own else ""])
-        tmp = target.with_name(f".{NOTEBOOK_CSS}.tmp")
-        tmp.write_text(css, encoding="utf-8")
-        tmp.replace(target)
+        write_atomic(target, css)
     return target
 
 

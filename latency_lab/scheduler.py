@@ -180,7 +180,8 @@ def run(names: list[str], slots: list[Slot], start: Callable, outcomes: list, ru
                 waiting.remove(name)
                 print(f"[{len(outcomes) + 1}/{len(names)}] {name} on {ran_on(slot.gpu, slot.cpus)} ...", flush=True)
                 handle = start(name, slot)
-                outcomes.append(notebook_run.Outcome(name, status="interrupted", gpu=slot.gpu, cpus=slot.cpus))
+                outcomes.append(notebook_run.Outcome(name, status="interrupted", gpu=slot.gpu, cpus=slot.cpus,
+                                                     started=time.perf_counter()))
                 running[name] = (handle, slot, len(outcomes) - 1)
             time.sleep(poll_s)
             for name, (handle, slot, i) in list(running.items()):
