@@ -34,11 +34,20 @@ if __name__ == "__main__":  # a Python without the suite's packages hands over t
     for _s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # until main's own, nothing made yet: stop at once
         signal.signal(_s, lambda signum, frame: os._exit(128 + signum))  # (an exception could be lost in an import)
 
-from latency_lab import compile_cache, environment, interrupts, notebook_changes, notebook_run, parameters, report
-from latency_lab import results, run_folder, scheduler
+from latency_lab import (
+    compile_cache,
+    environment,
+    interrupts,
+    notebook_changes,
+    notebook_run,
+    parameters,
+    report,
+    results,
+    run_folder,
+    scheduler,
+)
 from latency_lab.parameters import MAX_VALUE_CHARS, SCHEMA, ParameterError, clip, parse_value, short, validate
 from latency_lab.run_folder import SetupError
-
 
 EXIT_FAILED, EXIT_SETUP = 1, 2  # a notebook or an executor row failed; bad input or output folder
 SETTABLE = [name for name in SCHEMA if name != "output_dir"]  # output_dir: the runner sets it (--output-dir)
@@ -49,18 +58,31 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--preset", help="model preset: seed (default) or tiny")
     ap.add_argument("--device", help="auto (default: CUDA when present), cpu, cuda, cuda:N")
     ap.add_argument("--notebooks", help="comma list of numbers or names, e.g. 01,02 (default: all)")
-    ap.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
-                    help="set a notebook parameter; VALUE is a Python literal or a plain string (repeatable)")
+    ap.add_argument(
+        "-p",
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set a notebook parameter; VALUE is a Python literal or a plain string (repeatable)",
+    )
     ap.add_argument("--output-dir", default="outputs", help="folder that holds the runs (default: outputs)")
     ap.add_argument("--run-id", help="name of the run folder, a plain name (default: timestamp-preset-device)")
-    ap.add_argument("--compile-cache", choices=("run", "default"), default="run",
-                    help="run (default): Inductor's cache and nvFuser's kernel DB fresh per run, shared by its "
-                         "notebooks; default: the tools' own (Inductor's machine-wide cache, no kernel DB)")
-    ap.add_argument("--gpus", metavar="0,1,2,3|all",
-                    help="run the notebooks side by side, one GPU each: each kernel sees only its GPU and is pinned "
-                         "to its share of the CPU cores; a notebook that reads another's results starts after it. "
-                         "One GPU chosen: one after another on it. On a CPU (--device cpu, or no GPU) or a machine "
-                         "with one GPU it changes nothing (default: one after another on --device)")
+    ap.add_argument(
+        "--compile-cache",
+        choices=("run", "default"),
+        default="run",
+        help="run (default): Inductor's cache and nvFuser's kernel DB fresh per run, shared by its "
+        "notebooks; default: the tools' own (Inductor's machine-wide cache, no kernel DB)",
+    )
+    ap.add_argument(
+        "--gpus",
+        metavar="0,1,2,3|all",
+        help="run the notebooks side by side, one GPU each: each kernel sees only its GPU and is pinned "
+        "to its share of the CPU cores; a notebook that reads another's results starts after it. "
+        "One GPU chosen: one after another on it. On a CPU (--device cpu, or no GPU) or a machine "
+        "with one GPU it changes nothing (default: one after another on --device)",
+    )
     ap.add_argument("--timeout", type=int, default=1800, help="seconds a single cell may run, > 0 (default: 1800)")
     ap.add_argument("--notebook-dir", default=str(notebook_run.NOTEBOOK_DIR), help=argparse.SUPPRESS)
     ap.add_argument("--list", action="store_true", help="list notebooks and their parameters, then exit")
@@ -78,8 +100,9 @@ def parse_overrides(pairs: list[str]) -> dict:
         if len(text) > MAX_VALUE_CHARS:
             raise ParameterError(name, text, f"a value of at most {MAX_VALUE_CHARS:,} characters")
         if name in values:
-            raise ParameterError(name, parse_value(text), f"one -p {clip(name, 60)}: it is given twice "
-                                                          f"(first {short(values[name], 40)})")
+            raise ParameterError(
+                name, parse_value(text), f"one -p {clip(name, 60)}: it is given twice (first {short(values[name], 40)})"
+            )
         values[name] = parse_value(text)
     return values
 
@@ -91,8 +114,9 @@ def run_values(args: argparse.Namespace) -> dict:
     for name in ("preset", "device"):
         flag = getattr(args, name)
         if flag is not None and name in values and values[name] != flag:
-            raise SetupError(f"--{name} {clip(flag, 60)} and -p {name}={clip(str(values[name]), 60)} disagree: "
-                             "give one")
+            raise SetupError(
+                f"--{name} {clip(flag, 60)} and -p {name}={clip(str(values[name]), 60)} disagree: give one"
+            )
         if name not in values:
             values[name] = flag or SCHEMA[name][0]
     return values
@@ -102,8 +126,9 @@ def check_args(args: argparse.Namespace) -> None:
     if args.timeout <= 0:
         raise SetupError(f"invalid --timeout {args.timeout}: allowed seconds > 0")
     if args.notebooks is not None and not [t for t in args.notebooks.split(",") if t.strip()]:
-        raise SetupError(f"invalid --notebooks {short(args.notebooks)}: allowed a comma list of numbers or names, "
-                         "e.g. 01,02")
+        raise SetupError(
+            f"invalid --notebooks {short(args.notebooks)}: allowed a comma list of numbers or names, e.g. 01,02"
+        )
     if not args.output_dir.strip():
         raise SetupError("invalid --output-dir '': allowed a folder path")
     run_folder.check_run_id(args.run_id)
@@ -129,8 +154,11 @@ def notebook_parameters(name: str, values: dict, path: Path) -> dict:
     own defaults (``parameters.NOTEBOOK_DEFAULTS``), resolved from ``values`` and the package alone, so
     an edited parameters cell never changes a batch run. An undeclared ``EVERY_NOTEBOOK`` parameter goes
     in when given (else the notebook's setup resolves the same default itself)."""
-    names = {*notebook_run.declared_parameters(path), *parameters.NOTEBOOK_DEFAULTS.get(name, {}),
-             *(n for n in parameters.EVERY_NOTEBOOK if n in values)}
+    names = {
+        *notebook_run.declared_parameters(path),
+        *parameters.NOTEBOOK_DEFAULTS.get(name, {}),
+        *(n for n in parameters.EVERY_NOTEBOOK if n in values),
+    }
     return parameters.injected(parameters.for_notebook(name, values), names)
 
 
@@ -143,14 +171,19 @@ def cache_folder(mode: str, run_dir: Path) -> Path | None:
         return compile_cache.make(run_dir.name)
     except OSError as e:
         run_dir.rmdir()
-        raise SetupError(f"cannot make the run's compile-cache folder in {tempfile.gettempdir()}: "
-                         f"{e.strerror or e} (or use --compile-cache default)") from None
+        raise SetupError(
+            f"cannot make the run's compile-cache folder in {tempfile.gettempdir()}: "
+            f"{e.strerror or e} (or use --compile-cache default)"
+        ) from None
 
 
 def ignored_by(values: dict, declared: dict[str, list[str]]) -> dict[str, list[str]]:
     """Per given parameter, the selected notebooks that do not declare it (and so ignore it)."""
-    return {name: [nb for nb, names in declared.items() if name not in names]
-            for name in values if any(name not in names for names in declared.values())}
+    return {
+        name: [nb for nb, names in declared.items() if name not in names]
+        for name in values
+        if any(name not in names for names in declared.values())
+    }
 
 
 def prepare_run(args: argparse.Namespace):
@@ -202,18 +235,22 @@ def run(args: argparse.Namespace, argv, stop: interrupts.Stop) -> int:
         print(f"runner.py: interrupted ({e}) before the run started; nothing written", file=sys.stderr)
         return e.code
     started, t0 = datetime.now().isoformat(timespec="seconds"), time.perf_counter()
-    meta = {"run_id": run_dir.name, "started": started,
-            "command": shlex.join([Path(sys.executable).name, "runner.py", *(argv if argv is not None else sys.argv[1:])]),
-            "device": params.device,
-            "parameters": {"given": values, "resolved": {**params.to_dict(), "output_dir": str(run_dir.resolve())}},
-            "compile_cache": {"mode": args.compile_cache}}
+    meta = {
+        "run_id": run_dir.name,
+        "started": started,
+        "command": shlex.join([Path(sys.executable).name, "runner.py", *(argv if argv is not None else sys.argv[1:])]),
+        "device": params.device,
+        "parameters": {"given": values, "resolved": {**params.to_dict(), "output_dir": str(run_dir.resolve())}},
+        "compile_cache": {"mode": args.compile_cache},
+    }
     outcomes: list[notebook_run.Outcome] = []
     kernels = {**compile_cache.environment(cache_root), results.RUN_DIR: str(run_dir.resolve())}
     try:
         try:
             stop.arm()
-            for name, skipped in ignored_by({k: v for k, v in values.items() if k not in ("preset", "device")},
-                                            declared).items():
+            for name, skipped in ignored_by(
+                {k: v for k, v in values.items() if k not in ("preset", "device")}, declared
+            ).items():
                 print(f"note: -p {name} is not a parameter of {', '.join(skipped)}, which run without it", flush=True)
             with notebook_run.kernel_environment(kernels):
                 run_notebooks(notebooks, values, params, run_dir, args, meta, outcomes, slots)
@@ -230,8 +267,9 @@ def run(args: argparse.Namespace, argv, stop: interrupts.Stop) -> int:
     return finish(stop, root, run_dir, cache_root, meta, outcomes)
 
 
-def finish(stop: interrupts.Stop, root: Path, run_dir: Path, cache_root: Path | None, meta: dict,
-           outcomes: list) -> int:
+def finish(
+    stop: interrupts.Stop, root: Path, run_dir: Path, cache_root: Path | None, meta: dict, outcomes: list
+) -> int:
     """The end of every run, signals held: kernels killed (after an interrupt or an error), the cut
     notebook's time and partial files kept, the compile cache removed, summary and pages written
     (each whole or not at all), ``latest`` moved; then one line and the exit status."""
@@ -259,8 +297,10 @@ def finish(stop: interrupts.Stop, root: Path, run_dir: Path, cache_root: Path | 
         return 128 + stop.received
     failed = [n["name"] for n in summary["notebooks"] if n["status"] != "ok"]
     rows = [f"{n['name']}: {', '.join(n['failed_rows'])}" for n in summary["notebooks"] if n.get("failed_rows")]
-    _say(f"{'FAILED: ' + ', '.join(failed) if failed else 'all notebooks ok'}"
-         f"{' · FAILED ROWS: ' + '; '.join(rows) if rows else ''} · {summary['seconds']} s · {page}")
+    _say(
+        f"{'FAILED: ' + ', '.join(failed) if failed else 'all notebooks ok'}"
+        f"{' · FAILED ROWS: ' + '; '.join(rows) if rows else ''} · {summary['seconds']} s · {page}"
+    )
     return EXIT_FAILED if failed or rows or problems else 0
 
 
@@ -285,18 +325,20 @@ def run_notebooks(notebooks, values, params, run_dir, args, meta, outcomes, slot
     kernel = notebook_run.kernel_name()
     where = f"GPUs {', '.join(s.gpu for s in slots)} side by side" if len(slots) > 1 else f"device {params.device}"
     print(f"run {run_dir} · {len(notebooks)} notebooks · {where} · kernel {kernel}", flush=True)
-    injected = {name: {**notebook_parameters(name, values, path), "output_dir": str(run_dir.resolve())}
-                for name, path in notebooks.items()}
+    injected = {
+        name: {**notebook_parameters(name, values, path), "output_dir": str(run_dir.resolve())}
+        for name, path in notebooks.items()
+    }
     if len(slots) > 1:
         scheduler.run_side_by_side(notebooks, injected, slots, run_dir, kernel, args.timeout, outcomes)
         return
     for i, (name, path) in enumerate(notebooks.items(), 1):
         print(f"[{i}/{len(notebooks)}] {name} ...", flush=True)
-        outcomes.append(notebook_run.Outcome(name, status="interrupted", gpu=slots[0].gpu,
-                                             started=time.perf_counter()))
+        outcomes.append(notebook_run.Outcome(name, status="interrupted", gpu=slots[0].gpu, started=time.perf_counter()))
         with notebook_run.kernel_environment(slots[0].env):
-            outcomes[-1] = notebook_run.execute(path, run_dir, injected[name], kernel, args.timeout,
-                                                progress=sys.stderr.isatty())
+            outcomes[-1] = notebook_run.execute(
+                path, run_dir, injected[name], kernel, args.timeout, progress=sys.stderr.isatty()
+            )
         outcomes[-1].gpu = slots[0].gpu
         o = outcomes[-1]
         detail = "" if o.status == "ok" else f": {notebook_run.error_line(o.error)}"
@@ -308,8 +350,11 @@ def publish(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="runner.py publish", description=report.publish.__doc__)
     ap.add_argument("run", help="a run folder (or outputs/latest)")
     ap.add_argument("dest", help="a new folder, e.g. outputs/reference-h200")
-    ap.add_argument("--incomplete", action="store_true",
-                    help="publish a run that was interrupted or has notebooks or rows that are not ok")
+    ap.add_argument(
+        "--incomplete",
+        action="store_true",
+        help="publish a run that was interrupted or has notebooks or rows that are not ok",
+    )
     args = ap.parse_args(argv)
     try:
         summary, files = report.publish(Path(args.run), Path(args.dest), allow_incomplete=args.incomplete)
@@ -319,8 +364,9 @@ def publish(argv: list[str]) -> int:
     missing = report.incomplete(summary)
     print(f"published run {summary.get('run_id')} ({'; '.join(missing) if missing else 'complete'}) to {args.dest}")
     print("  " + " · ".join(f"{n['name']} {n['status']}" for n in summary["notebooks"]))
-    print(f"  {', '.join(f.name for f in files)}: {len(files)} files, "
-          f"{sum(f.stat().st_size for f in files) / 1e6:.2f} MB")
+    print(
+        f"  {', '.join(f.name for f in files)}: {len(files)} files, {sum(f.stat().st_size for f in files) / 1e6:.2f} MB"
+    )
     if not (Path(args.dest) / "environment.json").is_file():
         print("  no environment.json: the run has no environment record")
     return 0

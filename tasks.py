@@ -62,8 +62,21 @@ def install() -> None:
     pip = [str(PY), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     subprocess.run([*pip, "--upgrade", "pip"], check=True)
     subprocess.run([*pip, "-e", f"{ROOT}[test{',gpu' if gpu else ''}]"], check=True)
-    subprocess.run([str(PY), "-m", "ipykernel", "install", "--sys-prefix", "--name", KERNEL,
-                    "--display-name", "latency-lab (.venv)"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            str(PY),
+            "-m",
+            "ipykernel",
+            "install",
+            "--sys-prefix",
+            "--name",
+            KERNEL,
+            "--display-name",
+            "latency-lab (.venv)",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     STAMP.write_text(want)
 
 
@@ -71,8 +84,13 @@ def lab_args(folder: Path = ROOT, start: str | None = START_PAGE) -> list[str]:
     """``python`` arguments of JupyterLab on ``folder``, its front page ``start`` (a path under it);
     root, as in CI and containers, must say so."""
     root = hasattr(os, "geteuid") and os.geteuid() == 0
-    return ["-m", "jupyterlab", f"--ServerApp.root_dir={folder}",
-            *([f"--LabApp.default_url=/lab/tree/{start}"] if start else []), *(["--allow-root"] if root else [])]
+    return [
+        "-m",
+        "jupyterlab",
+        f"--ServerApp.root_dir={folder}",
+        *([f"--LabApp.default_url=/lab/tree/{start}"] if start else []),
+        *(["--allow-root"] if root else []),
+    ]
 
 
 def lab_environment(env: dict | None = None) -> dict:
@@ -105,8 +123,10 @@ def use_suite_python(script: str, argv: list[str]) -> None:
     if Path(sys.prefix).resolve() == VENV.resolve():
         sys.exit(f"{name}: error: {VENV} lacks {', '.join(missing)}; run: python3 tasks.py install")
     if sys.version_info < (3, 11):
-        sys.exit(f"{name}: error: this Python lacks {', '.join(missing)} and is older than 3.11; "
-                 f"run: python3.11 tasks.py run (or any Python 3.11+)")
+        sys.exit(
+            f"{name}: error: this Python lacks {', '.join(missing)} and is older than 3.11; "
+            f"run: python3.11 tasks.py run (or any Python 3.11+)"
+        )
     try:
         install()
     except (OSError, subprocess.CalledProcessError) as e:
@@ -185,8 +205,12 @@ def run_task(cmd: list[str], env: dict | None = None) -> int:
 
 
 def main(argv: list[str]) -> int:
-    tasks = {"run": [str(PY), "runner.py"], "test": [str(PY), "-m", "pytest"],
-             "lab": [str(PY), *lab_args()], "install": None}
+    tasks = {
+        "run": [str(PY), "runner.py"],
+        "test": [str(PY), "-m", "pytest"],
+        "lab": [str(PY), *lab_args()],
+        "install": None,
+    }
     if not argv or argv[0] not in tasks:
         print(__doc__, file=sys.stderr)
         return 2
@@ -198,8 +222,10 @@ def main(argv: list[str]) -> int:
     if argv[0] == "lab":
         subprocess.run([str(PY), "-m", "latency_lab.start_page", str(ROOT / START_PAGE)], check=True)
         return run_task([*tasks["lab"], *argv[1:]], env=lab_environment())
-    if argv[0] == "test" and (lint := run_task([str(PY), "-m", "ruff", "check", "."]) or
-                              run_task([str(PY), "-m", "ruff", "format", "--check", "."])):
+    if argv[0] == "test" and (
+        lint := run_task([str(PY), "-m", "ruff", "check", "."])
+        or run_task([str(PY), "-m", "ruff", "format", "--check", "."])
+    ):
         return lint  # ruff's findings first: a tree that does not lint is not tested
     return run_task([*tasks[argv[0]], *argv[1:]])
 

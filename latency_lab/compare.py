@@ -23,7 +23,15 @@ from pathlib import Path
 
 from . import metrics, results, run_folder, scheduler, tables
 
-KEY_COLUMNS = ("op", "size", "step", "layers", "tokens", "prompt_tokens", "executor")  # a row's identity, where a notebook's rows have them
+KEY_COLUMNS = (
+    "op",
+    "size",
+    "step",
+    "layers",
+    "tokens",
+    "prompt_tokens",
+    "executor",
+)  # a row's identity, where a notebook's rows have them
 # Times that do not move with the host's speed: device time, measured by the profiler.
 HOST_FREE = ("kernel_", "copy_")
 IGNORED_PARAMS = ("output_dir",)
@@ -66,8 +74,14 @@ def load_run(path: Path) -> dict:
             env = found_env
         except (ValueError, OSError) as e:
             unreadable.append(f"environment.json: {e}")
-    return {"name": path.name, "path": str(path), "notebooks": notebooks, "environment": env,
-            "ran_on": ran_on(path, unreadable), "unreadable": unreadable}
+    return {
+        "name": path.name,
+        "path": str(path),
+        "notebooks": notebooks,
+        "environment": env,
+        "ran_on": ran_on(path, unreadable),
+        "unreadable": unreadable,
+    }
 
 
 def ran_on(path: Path, unreadable: list[str]) -> dict[str, str]:
@@ -95,8 +109,11 @@ def flatten(d: dict, prefix: str = "") -> dict:
 
 def differences(a: dict, b: dict, ignored: tuple[str, ...]) -> list[dict]:
     fa, fb = flatten(a), flatten(b)
-    return [{"name": k, "a": fa.get(k), "b": fb.get(k)} for k in sorted(set(fa) | set(fb))
-            if k not in ignored and fa.get(k) != fb.get(k)]
+    return [
+        {"name": k, "a": fa.get(k), "b": fb.get(k)}
+        for k in sorted(set(fa) | set(fb))
+        if k not in ignored and fa.get(k) != fb.get(k)
+    ]
 
 
 def parameter_differences(a: dict, b: dict, common: list[str]) -> list[dict]:
@@ -125,8 +142,11 @@ def table_rows(data: dict) -> list[dict]:
 
 def metric_names(data: dict, rows: list[dict]) -> list[str]:
     """The measured quantities of the rows (the vocabulary's metrics), spreads and shapes left out."""
-    names = [c for c in dict.fromkeys(c for r in rows for c in r)
-             if c not in KEY_COLUMNS and (metrics.spread_names(c) is not None or c.endswith(metrics.COUNTS))]
+    names = [
+        c
+        for c in dict.fromkeys(c for r in rows for c in r)
+        if c not in KEY_COLUMNS and (metrics.spread_names(c) is not None or c.endswith(metrics.COUNTS))
+    ]
     return [c for c in names if any(_number(r.get(c)) for r in rows)]
 
 
@@ -157,7 +177,9 @@ def host_moved(run: dict) -> tuple[float | None, float | None]:
     refs = [d["host_reference"] for d in run["notebooks"].values() if isinstance(d.get("host_reference"), dict)]
     drifts = [r["drift_pct"] / 100 for r in refs if _number(r.get("drift_pct"))]
     timing = (run["notebooks"].get(results.EXECUTOR_TIMING) or {}).get("host_reference")
-    level = next((r["stat"]["median"] for r in [timing, *refs] if isinstance(r, dict) and isinstance(r.get("stat"), dict)), None)
+    level = next(
+        (r["stat"]["median"] for r in [timing, *refs] if isinstance(r, dict) and isinstance(r.get("stat"), dict)), None
+    )
     return (max(drifts) if drifts else None), level
 
 
@@ -177,11 +199,23 @@ def compare_notebook(name: str, a: dict, b: dict, host: float | None = None) -> 
     (by_a, twice_a), (by_b, twice_b) = by_key(rows_a), by_key(rows_b)
     metrics_a, metrics_b = metric_names(a, rows_a), metric_names(b, rows_b)
     metrics = [m for m in metrics_a if m in metrics_b]
-    skipped = [f"{name}: metric {m!r} only in {side}" for side, ms, other in (("A", metrics_a, metrics_b), ("B", metrics_b, metrics_a))
-               for m in ms if m not in other]
-    skipped += [f"{name}: row {k!r} appears more than once in {side}" for side, keys in (("A", twice_a), ("B", twice_b)) for k in keys]
-    skipped += [f"{name}: row {k!r} only in {side}" for side, keys, other in (("A", by_a, by_b), ("B", by_b, by_a))
-                for k in keys if k not in other]
+    skipped = [
+        f"{name}: metric {m!r} only in {side}"
+        for side, ms, other in (("A", metrics_a, metrics_b), ("B", metrics_b, metrics_a))
+        for m in ms
+        if m not in other
+    ]
+    skipped += [
+        f"{name}: row {k!r} appears more than once in {side}"
+        for side, keys in (("A", twice_a), ("B", twice_b))
+        for k in keys
+    ]
+    skipped += [
+        f"{name}: row {k!r} only in {side}"
+        for side, keys, other in (("A", by_a, by_b), ("B", by_b, by_a))
+        for k in keys
+        if k not in other
+    ]
     out = []
     for key in (k for k in by_a if k in by_b):
         ra, rb = by_a[key], by_b[key]
@@ -201,19 +235,30 @@ def _entry(notebook, key, metric, a, b, spread_a, spread_b, host: float | None =
         beyond = spread_a[1] < spread_b[0] or spread_b[1] < spread_a[0]
         if beyond and host is not None and a and not metric.startswith(HOST_FREE):
             beyond = abs(b / a - 1) > host
-    return {"notebook": notebook, "row": key, "metric": metric, "a": a, "b": b,
-            "ratio": b / a if both and a else None, "a_q1_q3": spread_a, "b_q1_q3": spread_b,
-            "beyond_spread": beyond}
+    return {
+        "notebook": notebook,
+        "row": key,
+        "metric": metric,
+        "a": a,
+        "b": b,
+        "ratio": b / a if both and a else None,
+        "a_q1_q3": spread_a,
+        "b_q1_q3": spread_b,
+        "beyond_spread": beyond,
+    }
 
 
 def compare(a: dict, b: dict) -> dict:
     """The comparison of two loaded runs (``load_run``)."""
     common = [n for n in a["notebooks"] if n in b["notebooks"]]
     if not common:
-        unreadable = "".join(f"; unreadable in {run['name']}: {'; '.join(run['unreadable'])}"
-                             for run in (a, b) if run["unreadable"])
-        raise CompareError(f"runs {a['name']} ({', '.join(a['notebooks'])}) and {b['name']} "
-                           f"({', '.join(b['notebooks'])}) have no notebook in common{unreadable}")
+        unreadable = "".join(
+            f"; unreadable in {run['name']}: {'; '.join(run['unreadable'])}" for run in (a, b) if run["unreadable"]
+        )
+        raise CompareError(
+            f"runs {a['name']} ({', '.join(a['notebooks'])}) and {b['name']} "
+            f"({', '.join(b['notebooks'])}) have no notebook in common{unreadable}"
+        )
     skipped = [f"{n}: only in A ({a['name']})" for n in a["notebooks"] if n not in b["notebooks"]]
     skipped += [f"{n}: only in B ({b['name']})" for n in b["notebooks"] if n not in a["notebooks"]]
     skipped += [f"unreadable in {side}: {u}" for side, run in (("A", a), ("B", b)) for u in run["unreadable"]]
@@ -222,12 +267,20 @@ def compare(a: dict, b: dict) -> dict:
         got, missed = compare_notebook(n, a["notebooks"][n], b["notebooks"][n], host)
         rows += got
         skipped += missed
-    return {"a": {"name": a["name"], "path": a["path"]}, "b": {"name": b["name"], "path": b["path"]},
-            "notebooks": common, "parameters": parameter_differences(a, b, common),
-            "ran_on": [{"name": n, "a": a["ran_on"].get(n) or "not recorded", "b": b["ran_on"].get(n) or "not recorded"}
-                       for n in common],
-            "environment": differences(a["environment"], b["environment"], IGNORED_ENV),
-            "skipped": skipped, "rows": rows, "hosts_apart": host}
+    return {
+        "a": {"name": a["name"], "path": a["path"]},
+        "b": {"name": b["name"], "path": b["path"]},
+        "notebooks": common,
+        "parameters": parameter_differences(a, b, common),
+        "ran_on": [
+            {"name": n, "a": a["ran_on"].get(n) or "not recorded", "b": b["ran_on"].get(n) or "not recorded"}
+            for n in common
+        ],
+        "environment": differences(a["environment"], b["environment"], IGNORED_ENV),
+        "skipped": skipped,
+        "rows": rows,
+        "hosts_apart": host,
+    }
 
 
 def fmt(v) -> str:
@@ -247,8 +300,16 @@ def verdict(entry: dict) -> str:
     return {True: "yes", False: "no", None: ""}[entry["beyond_spread"]]
 
 
-TABLE = (("notebook", "notebook"), ("row", "row"), ("metric", "metric"), ("A", "a"), ("A q1-q3", "a_q1_q3"),
-         ("B", "b"), ("B q1-q3", "b_q1_q3"), ("B / A", "ratio"))
+TABLE = (
+    ("notebook", "notebook"),
+    ("row", "row"),
+    ("metric", "metric"),
+    ("A", "a"),
+    ("A q1-q3", "a_q1_q3"),
+    ("B", "b"),
+    ("B q1-q3", "b_q1_q3"),
+    ("B / A", "ratio"),
+)
 RANGES = ("a_q1_q3", "b_q1_q3")
 
 
@@ -265,11 +326,19 @@ def tally(report: dict) -> str:
     spread = sum(e["beyond_spread"] is not None for e in numbers)
     changed = len(report["rows"]) - len(numbers)
     hosts = report.get("hosts_apart")
-    apart = "" if hosts is None else (f" The two hosts were up to {hosts:.0%} apart (host reference); a host-bound time "
-                                      "counts as beyond spread only when it moved further.")
-    return (f"{len(numbers)} numbers compared, {spread} with a spread in both runs; {len(beyond)} differ by more "
-            f"than that spread ({higher} higher in B, {len(beyond) - higher} lower)"
-            f"{f'; {changed} rows changed status' if changed else ''}.{apart}")
+    apart = (
+        ""
+        if hosts is None
+        else (
+            f" The two hosts were up to {hosts:.0%} apart (host reference); a host-bound time "
+            "counts as beyond spread only when it moved further."
+        )
+    )
+    return (
+        f"{len(numbers)} numbers compared, {spread} with a spread in both runs; {len(beyond)} differ by more "
+        f"than that spread ({higher} higher in B, {len(beyond) - higher} lower)"
+        f"{f'; {changed} rows changed status' if changed else ''}.{apart}"
+    )
 
 
 def text(report: dict) -> str:
@@ -277,10 +346,16 @@ def text(report: dict) -> str:
     lines = [f"A: {report['a']['path']}", f"B: {report['b']['path']}"]
     lines.append("ran on:")
     lines += [f"  {d['name']}: {d['a']} -> {d['b']}" for d in report["ran_on"]]
-    for title, items in (("parameters that differ", report["parameters"]), ("environment that differs", report["environment"])):
+    for title, items in (
+        ("parameters that differ", report["parameters"]),
+        ("environment that differs", report["environment"]),
+    ):
         lines.append(f"{title}:" + ("" if items else " none"))
-        lines += [f"  {d['name']}: {fmt(d['a'])} -> {fmt(d['b'])}" + (f"  ({', '.join(d['notebooks'])})" if "notebooks" in d else "")
-                  for d in items]
+        lines += [
+            f"  {d['name']}: {fmt(d['a'])} -> {fmt(d['b'])}"
+            + (f"  ({', '.join(d['notebooks'])})" if "notebooks" in d else "")
+            for d in items
+        ]
     if report["skipped"]:
         lines.append("skipped: " + "; ".join(report["skipped"]))
     header = [h for h, _ in TABLE] + ["beyond spread"]
@@ -298,14 +373,24 @@ def to_html(report: dict) -> str:
     def diff_list(items):
         if not items:
             return "<p>none</p>"
-        return "<table><tr><th>name</th><th>A</th><th>B</th></tr>" + "".join(
-            f"<tr><td>{e(d['name'])}</td><td>{e(fmt(d['a']))}</td><td>{e(fmt(d['b']))}</td></tr>" for d in items) + "</table>"
+        return (
+            "<table><tr><th>name</th><th>A</th><th>B</th></tr>"
+            + "".join(
+                f"<tr><td>{e(d['name'])}</td><td>{e(fmt(d['a']))}</td><td>{e(fmt(d['b']))}</td></tr>" for d in items
+            )
+            + "</table>"
+        )
+
     tables = []
     for nb in report["notebooks"]:
         rows = [r for r in report["rows"] if r["notebook"] == nb]
         head = "".join(f"<th>{e(h)}</th>" for h, _ in TABLE[1:]) + "<th>beyond spread</th>"
-        body = "".join(f"<tr class='{'beyond' if r['beyond_spread'] else ''}'>" + "".join(
-            f"<td>{e(cell(r, k))}</td>" for _, k in TABLE[1:]) + f"<td>{verdict(r)}</td></tr>" for r in rows)
+        body = "".join(
+            f"<tr class='{'beyond' if r['beyond_spread'] else ''}'>"
+            + "".join(f"<td>{e(cell(r, k))}</td>" for _, k in TABLE[1:])
+            + f"<td>{verdict(r)}</td></tr>"
+            for r in rows
+        )
         tables.append(f"<h2>{e(nb)}</h2><table><tr>{head}</tr>{body}</table>")
     skipped = "".join(f"<li>{e(s)}</li>" for s in report["skipped"]) or "<li>nothing</li>"
     title = f"latency-lab compare: {report['a']['name']} (A) vs {report['b']['name']} (B)"
@@ -313,12 +398,12 @@ def to_html(report: dict) -> str:
 <style>body{{font-family:system-ui,sans-serif;margin:2em;max-width:110em}}table{{border-collapse:collapse;font-size:90%}}
 td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}th{{background:#f3f3f3}}tr.beyond td{{background:#fff3cd}}
 td:nth-child(-n+2){{text-align:left}}</style>
-</head><body><h1>{e(title)}</h1><p>A: <code>{e(report['a']['path'])}</code><br>B: <code>{e(report['b']['path'])}</code></p>
+</head><body><h1>{e(title)}</h1><p>A: <code>{e(report["a"]["path"])}</code><br>B: <code>{e(report["b"]["path"])}</code></p>
 <p>B / A is B's value over A's. "beyond spread": the two runs' q1-q3 ranges do not overlap (yes), overlap (no), or
 a run measured no spread for that number (blank). {e(tally(report))}</p>
-<h2>Ran on</h2>{diff_list(report['ran_on'])}
-<h2>Parameters that differ</h2>{diff_list(report['parameters'])}
-<h2>Environment that differs</h2>{diff_list(report['environment'])}
+<h2>Ran on</h2>{diff_list(report["ran_on"])}
+<h2>Parameters that differ</h2>{diff_list(report["parameters"])}
+<h2>Environment that differs</h2>{diff_list(report["environment"])}
 <h2>Skipped</h2><ul>{skipped}</ul>{"".join(tables)}</body></html>"""
 
 
@@ -327,8 +412,9 @@ def report_folder(report: dict, out: str | None) -> Path:
     (``runner.py publish``, such as the committed ``outputs/reference-h200``)."""
     if out:
         if run_folder.is_published(Path(out)):
-            raise CompareError(f"--out {out} is a published copy of a run; nothing writes into one: "
-                               "choose another folder")
+            raise CompareError(
+                f"--out {out} is a published copy of a run; nothing writes into one: choose another folder"
+            )
         return Path(out)
     for side in ("b", "a"):
         if not run_folder.is_published(Path(report[side]["path"])):
@@ -346,8 +432,9 @@ def write(report: dict, folder: Path) -> tuple[Path, Path]:
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="runner.py compare", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="runner.py compare", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("run_a", help="run A (the baseline): a run id under --output-dir, a path, or latest")
     ap.add_argument("run_b", help="run B: a run id, a path, or latest")
     ap.add_argument("--output-dir", default="outputs", help="folder that holds the runs (default: outputs)")

@@ -33,16 +33,22 @@ def environment(root: Path | None) -> dict[str, str | None]:
     if root is None:
         return {MARKER: None}
     enabled = [o for o in os.environ.get("NVFUSER_ENABLE", "").split(",") if o and o != "kernel_db"]
-    return {"TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"), "TMPDIR": str(root / "tmp"),
-            "NVFUSER_ENABLE": ",".join([*enabled, "kernel_db"]), MARKER: "run"}
+    return {
+        "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"),
+        "TMPDIR": str(root / "tmp"),
+        "NVFUSER_ENABLE": ",".join([*enabled, "kernel_db"]),
+        MARKER: "run",
+    }
 
 
 def close(root: Path) -> dict:
     """What the run's notebooks left in its cache folder (Inductor's files, nvFuser's kernels),
     then the folder removed."""
     inductor = root / "inductor"
-    left = {"inductor_files": sum(1 for f in inductor.rglob("*") if f.is_file()) if inductor.is_dir() else 0,
-            "nvfuser_kernels": len(list((root / "tmp").glob("**/nvfuser_kernel_db/*.cubin")))}  # one DB per GPU too
+    left = {
+        "inductor_files": sum(1 for f in inductor.rglob("*") if f.is_file()) if inductor.is_dir() else 0,
+        "nvfuser_kernels": len(list((root / "tmp").glob("**/nvfuser_kernel_db/*.cubin"))),
+    }  # one DB per GPU too
     shutil.rmtree(root, ignore_errors=True)
     return left
 
@@ -52,7 +58,10 @@ def describe() -> str:
     the variables do, never their values)."""
     if os.environ.get(MARKER) == "run":
         return "per run, shared by its notebooks (Inductor cache, nvFuser kernel DB)"
-    inductor = "Inductor's cache where TORCHINDUCTOR_CACHE_DIR says" if os.environ.get("TORCHINDUCTOR_CACHE_DIR") \
+    inductor = (
+        "Inductor's cache where TORCHINDUCTOR_CACHE_DIR says"
+        if os.environ.get("TORCHINDUCTOR_CACHE_DIR")
         else "Inductor's machine-wide cache"
+    )
     kernel_db = "kernel_db" in os.environ.get("NVFUSER_ENABLE", "").split(",")
     return f"not per run: {inductor}, {'nvFuser kernel DB on' if kernel_db else 'no nvFuser kernel DB'}"

@@ -40,10 +40,16 @@ class Table(pd.DataFrame):
     def styled(self):
         """The table as a pandas ``Styler``, formatted for display."""
         plain = pd.DataFrame(self).set_axis([tables.header(str(c)) for c in self.columns], axis=1)
-        numeric = [h for h, c in zip(plain.columns, self.columns) if any(tables.is_number(v) and v == v for v in self[c])]
+        numeric = [
+            h for h, c in zip(plain.columns, self.columns) if any(tables.is_number(v) and v == v for v in self[c])
+        ]
         styler = plain.style.format(tables.number).hide(axis="index")
-        styler = styler.set_table_styles([{"selector": "td, th", "props": "text-align: left; vertical-align: top;"},
-                                          {"selector": "caption", "props": "text-align: left; font-weight: bold;"}])
+        styler = styler.set_table_styles(
+            [
+                {"selector": "td, th", "props": "text-align: left; vertical-align: top;"},
+                {"selector": "caption", "props": "text-align: left; font-weight: bold;"},
+            ]
+        )
         styler = styler.set_properties(subset=numeric, **{"text-align": "right", "white-space": "nowrap"})
         caption = getattr(self, "caption", None)
         return styler.set_caption(caption) if caption else styler
@@ -52,8 +58,7 @@ class Table(pd.DataFrame):
         return self.styled().to_html()
 
 
-def frame(rows: list[dict], columns: list[str] | None = None, caption: str | None = None,
-          only: bool = False) -> Table:
+def frame(rows: list[dict], columns: list[str] | None = None, caption: str | None = None, only: bool = False) -> Table:
     """``rows`` as a ``Table``: ``columns`` first, in order (``only``: no others), values as given (no
     NaN casting); columns without a single value are dropped."""
     table = Table(pd.DataFrame(rows, dtype=object))

@@ -22,12 +22,21 @@ from . import compile_cache
 
 # Datasheet HBM/GDDR bandwidth in bytes/s, matched by substring of the device name (first match).
 DATASHEET_BANDWIDTH = (
-    ("H200", 4.8e12), ("H100 PCIe", 2.0e12), ("H100", 3.35e12), ("A100-SXM4-80GB", 2.039e12),
-    ("A100 80GB PCIe", 1.935e12), ("A100", 1.555e12), ("L40S", 0.864e12), ("L40", 0.864e12),
-    ("L4", 0.3e12), ("A10G", 0.6e12), ("RTX 4090", 1.008e12), ("V100", 0.9e12), ("T4", 0.32e12),
+    ("H200", 4.8e12),
+    ("H100 PCIe", 2.0e12),
+    ("H100", 3.35e12),
+    ("A100-SXM4-80GB", 2.039e12),
+    ("A100 80GB PCIe", 1.935e12),
+    ("A100", 1.555e12),
+    ("L40S", 0.864e12),
+    ("L40", 0.864e12),
+    ("L4", 0.3e12),
+    ("A10G", 0.6e12),
+    ("RTX 4090", 1.008e12),
+    ("V100", 0.9e12),
+    ("T4", 0.32e12),
 )
-PACKAGES = ("torch", "lightning-thunder", "transformers", "triton", "papermill", "nbconvert",
-            "plotly", "numpy")
+PACKAGES = ("torch", "lightning-thunder", "transformers", "triton", "papermill", "nbconvert", "plotly", "numpy")
 NVFUSER_DISTS = ("nvfuser-cu128-torch29", "nvfuser-cu130-torch210", "nvfuser")
 
 
@@ -66,13 +75,21 @@ def gpu_info(device: str) -> dict | None:
     if not device.startswith("cuda"):
         return None
     props = torch.cuda.get_device_properties(device)
-    info = {"name": props.name, "count": torch.cuda.device_count(),
-            "compute_capability": f"{props.major}.{props.minor}",
-            "memory_gib": round(props.total_memory / 2**30, 1),
-            "multiprocessors": props.multi_processor_count, "driver": None}
+    info = {
+        "name": props.name,
+        "count": torch.cuda.device_count(),
+        "compute_capability": f"{props.major}.{props.minor}",
+        "memory_gib": round(props.total_memory / 2**30, 1),
+        "multiprocessors": props.multi_processor_count,
+        "driver": None,
+    }
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
         info["driver"] = out.stdout.strip().splitlines()[0] if out.returncode == 0 else None
     except (OSError, subprocess.SubprocessError, IndexError):
         pass
@@ -81,17 +98,31 @@ def gpu_info(device: str) -> dict | None:
 
 # Known, harmless messages that would clutter the rendered pages: (what, pattern, why it is harmless).
 KNOWN_NOISE = (
-    ("No CUDA runtime is found", r"No CUDA runtime is found",
-     "torch.utils.cpp_extension's log line where a CUDA toolkit is installed but no GPU is visible"),
-    ("%timeit: The slowest run took ...", r"The slowest run took .* times longer than the fastest",
-     "IPython's %timeit note; the spread of its runs is in the results"),
-    ("Profiler clears events at the end of each cycle", r"(?s).*Profiler clears events at the end of each cycle",
-     "torch.profiler's warning (torch 2.10+) for a profiler without a schedule, which this suite never cycles"),
-    ("TF32 settings", r"(?s).*(TF32|tf32|fp32_precision)",
-     "torch's notes on its TF32 settings API, which Inductor and thunder read; no value is changed"),
+    (
+        "No CUDA runtime is found",
+        r"No CUDA runtime is found",
+        "torch.utils.cpp_extension's log line where a CUDA toolkit is installed but no GPU is visible",
+    ),
+    (
+        "%timeit: The slowest run took ...",
+        r"The slowest run took .* times longer than the fastest",
+        "IPython's %timeit note; the spread of its runs is in the results",
+    ),
+    (
+        "Profiler clears events at the end of each cycle",
+        r"(?s).*Profiler clears events at the end of each cycle",
+        "torch.profiler's warning (torch 2.10+) for a profiler without a schedule, which this suite never cycles",
+    ),
+    (
+        "TF32 settings",
+        r"(?s).*(TF32|tf32|fp32_precision)",
+        "torch's notes on its TF32 settings API, which Inductor and thunder read; no value is changed",
+    ),
 )
-KINETO_ON_CPU = ("gpuGetDeviceCount failed with code 35",
-                 "kineto's log line for every profile on a machine without a GPU (KINETO_LOG_LEVEL=5 there)")
+KINETO_ON_CPU = (
+    "gpuGetDeviceCount failed with code 35",
+    "kineto's log line for every profile on a machine without a GPU (KINETO_LOG_LEVEL=5 there)",
+)
 _quieted: list[dict] = []  # what quiet_known_noise filters in this process, for the environment record
 
 
@@ -152,6 +183,7 @@ def _quiet_timeit(note: re.Pattern) -> bool:
             result = original(line, cell, local_ns)
         sys.stdout.write("".join(s for s in out.getvalue().splitlines(keepends=True) if not note.search(s)))
         return result
+
     timeit.needs_local_scope = True  # IPython passes the caller's namespace, as to the original
     manager.magics["line"]["timeit"] = timeit
     return True

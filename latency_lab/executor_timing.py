@@ -19,15 +19,55 @@ TIMEIT_RUNS = 7  # %timeit -r: the seed's "mean ± std. dev. of 7 runs"
 HOST_BOUND_BUSY = 50.0  # % of the wall the kernels fill, below which the GPU idles most of the step
 
 # The seed's DGX H100 table: its column names for this notebook's vocabulary (a display mapping).
-SEED_HEADERS = {"label": "Execution Type", "wall_ms": "Wall Clock Time (ms)", "cpu_overhead_ms": "CPU Overhead (ms)",
-                "kernel_ms": "Kernel Time (ms)", "kernels_per_step": "Kernels",
-                "overhead_per_kernel_us": "Overhead / Kernel (us)"}
-TABLE_COLUMNS = ["label", "wall_ms", "cpu_overhead_ms", "kernel_ms", "kernels_per_step", "overhead_per_kernel_us",
-                 "host_ms", "gpu_busy_pct", "host_bound", "floor_ratio_x", "status"]
-NOISE_COLUMNS = ["label", "wall_q1_ms", "wall_q3_ms", "wall_iqr_pct", "pass_ratio_x", "noisy", "host_q1_ms",
-                 "host_q3_ms", "timeit_ms", "timeit_std_ms", "blocks", "first_call_s", "reason", "notes"]
-KEY_COLUMNS = ["executor", "wall_ms", "host_ms", "kernel_ms", "kernels_per_step", "gpu_busy_pct", "host_bound",
-               "first_call_s", "status", "reason"]
+SEED_HEADERS = {
+    "label": "Execution Type",
+    "wall_ms": "Wall Clock Time (ms)",
+    "cpu_overhead_ms": "CPU Overhead (ms)",
+    "kernel_ms": "Kernel Time (ms)",
+    "kernels_per_step": "Kernels",
+    "overhead_per_kernel_us": "Overhead / Kernel (us)",
+}
+TABLE_COLUMNS = [
+    "label",
+    "wall_ms",
+    "cpu_overhead_ms",
+    "kernel_ms",
+    "kernels_per_step",
+    "overhead_per_kernel_us",
+    "host_ms",
+    "gpu_busy_pct",
+    "host_bound",
+    "floor_ratio_x",
+    "status",
+]
+NOISE_COLUMNS = [
+    "label",
+    "wall_q1_ms",
+    "wall_q3_ms",
+    "wall_iqr_pct",
+    "pass_ratio_x",
+    "noisy",
+    "host_q1_ms",
+    "host_q3_ms",
+    "timeit_ms",
+    "timeit_std_ms",
+    "blocks",
+    "first_call_s",
+    "reason",
+    "notes",
+]
+KEY_COLUMNS = [
+    "executor",
+    "wall_ms",
+    "host_ms",
+    "kernel_ms",
+    "kernels_per_step",
+    "gpu_busy_pct",
+    "host_bound",
+    "first_call_s",
+    "status",
+    "reason",
+]
 
 
 def row(p: Prepared, measured: dict | None, timed: Rounds, floor_ms: float | None) -> dict:
@@ -42,19 +82,31 @@ def row(p: Prepared, measured: dict | None, timed: Rounds, floor_ms: float | Non
     timeit = measured.get("timeit") or {}
     ratio = t.pass_ratio() if t else None
     out = p.row(first_call_s=p.first_call_s)
-    out.update(**(wall.flat("wall_ms") if wall else {"wall_ms": None}), **(host.flat("host_ms") if host else {"host_ms": None}),
-               kernel_ms=kernel_ms, kernels_per_step=count, copies_per_step=kernels.get("copies_per_step"),
-               timeit_ms=timeit.get("mean_ms"), timeit_std_ms=timeit.get("std_ms"), floor_ms=floor_ms,
-               wall_iqr_pct=100 * wall.rel_spread if wall else None, blocks=wall.n if wall else None,
-               pass_ratio_x=ratio)
+    out.update(
+        **(wall.flat("wall_ms") if wall else {"wall_ms": None}),
+        **(host.flat("host_ms") if host else {"host_ms": None}),
+        kernel_ms=kernel_ms,
+        kernels_per_step=count,
+        copies_per_step=kernels.get("copies_per_step"),
+        timeit_ms=timeit.get("mean_ms"),
+        timeit_std_ms=timeit.get("std_ms"),
+        floor_ms=floor_ms,
+        wall_iqr_pct=100 * wall.rel_spread if wall else None,
+        blocks=wall.n if wall else None,
+        pass_ratio_x=ratio,
+    )
     wall_ms = out["wall_ms"]
     busy = 100 * kernel_ms / wall_ms if wall_ms and kernel_ms is not None else None
     out.update(
         cpu_overhead_ms=wall_ms - kernel_ms if wall_ms and kernel_ms is not None else None,
-        overhead_per_kernel_us=(wall_ms - kernel_ms) * 1e3 / count if wall_ms and kernel_ms is not None and count else None,
-        gpu_busy_pct=busy, host_bound=None if busy is None else busy < HOST_BOUND_BUSY,
+        overhead_per_kernel_us=(wall_ms - kernel_ms) * 1e3 / count
+        if wall_ms and kernel_ms is not None and count
+        else None,
+        gpu_busy_pct=busy,
+        host_bound=None if busy is None else busy < HOST_BOUND_BUSY,
         floor_ratio_x=wall_ms / floor_ms if wall_ms and floor_ms else None,
-        noisy=bool(wall and (wall.noisy or (ratio is not None and abs(ratio - 1) > AGREEMENT))) if wall else None)
+        noisy=bool(wall and (wall.noisy or (ratio is not None and abs(ratio - 1) > AGREEMENT))) if wall else None,
+    )
     if kernels.get("reason"):
         out["notes"] = "; ".join(filter(None, (out["notes"], kernels["reason"])))
     return out
@@ -75,8 +127,16 @@ def wall_rows(timed: Rounds) -> list[dict]:
     out = []
     for name, t in timed.timed.items():
         first, second = t.passes()
-        out.append({"executor": name, **(t.wall.flat("wall_ms") if t.wall else {}), "blocks": len(t.wall_ms),
-                    "pass_1_ms": first and first.median, "pass_2_ms": second and second.median, "error": t.error})
+        out.append(
+            {
+                "executor": name,
+                **(t.wall.flat("wall_ms") if t.wall else {}),
+                "blocks": len(t.wall_ms),
+                "pass_1_ms": first and first.median,
+                "pass_2_ms": second and second.median,
+                "error": t.error,
+            }
+        )
     if ref := timed.reference:
         out.append({"executor": "host reference (Python loop)", **ref.flat("wall_ms"), "blocks": ref.n})
     return out
@@ -111,8 +171,10 @@ def ranking_text(table: list[dict], timed: Rounds) -> str:
     for prev, r in zip(ranked, ranked[1:]):
         sign = "~" if tied(timed, prev["executor"], r["executor"]) else "<"
         order += f" {sign} {r['executor']} ({number(r['wall_ms'])} ms)"
-    return (f"Fastest to slowest by median wall time: {order}. '~': the within-round ratio of the two "
-            "does not separate them (its quartiles include 1).")
+    return (
+        f"Fastest to slowest by median wall time: {order}. '~': the within-round ratio of the two "
+        "does not separate them (its quartiles include 1)."
+    )
 
 
 def seed_order_text(table: list[dict], timed: Rounds, params) -> str | None:
@@ -121,17 +183,28 @@ def seed_order_text(table: list[dict], timed: Rounds, params) -> str | None:
     if not (params.is_cuda and params.preset == "seed"):
         return None
     seed = reference.SEED_NSIGHT_DGX_H100["rows"]
-    here = [r["executor"] for r in sorted((r for r in table if r["wall_ms"] is not None and r["executor"] in seed),
-                                          key=lambda r: r["wall_ms"])]
+    here = [
+        r["executor"]
+        for r in sorted(
+            (r for r in table if r["wall_ms"] is not None and r["executor"] in seed), key=lambda r: r["wall_ms"]
+        )
+    ]
     if len(here) < 2:
         return "Too few of the seed's executors ran here to compare orders with the seed's DGX H100 table."
     seed_order = sorted(here, key=lambda n: seed[n][0])
-    flipped = [(a, b) for i, a in enumerate(here) for b in here[i + 1:]
-               if seed_order.index(b) < seed_order.index(a) and not tied(timed, a, b)]
+    flipped = [
+        (a, b)
+        for i, a in enumerate(here)
+        for b in here[i + 1 :]
+        if seed_order.index(b) < seed_order.index(a) and not tied(timed, a, b)
+    ]
     if not flipped:
         return f"The seed's executors keep the seed's DGX H100 order ({' < '.join(seed_order)}), ties included."
-    return (f"The order differs from the seed's DGX H100 table ({' < '.join(seed_order)}): this run separates "
-            + ", ".join(f"{a} < {b}" for a, b in flipped) + ".")
+    return (
+        f"The order differs from the seed's DGX H100 table ({' < '.join(seed_order)}): this run separates "
+        + ", ".join(f"{a} < {b}" for a, b in flipped)
+        + "."
+    )
 
 
 def host_bound_text(table: list[dict]) -> str | None:
@@ -150,22 +223,35 @@ def drift_text(timed: Rounds) -> str:
     drift, ref = timed.drift_pct(), timed.reference
     if drift is None:
         return "No host reference was timed."
-    return (f"The host reference (a fixed Python loop, {number(ref.median)} ms) ranged over {number(drift)}% of its "
-            f"median across the {ref.n} rounds: host-bound rows move with it, kernel times do not.")
+    return (
+        f"The host reference (a fixed Python loop, {number(ref.median)} ms) ranged over {number(drift)}% of its "
+        f"median across the {ref.n} rounds: host-bound rows move with it, kernel times do not."
+    )
 
 
 def cpu_text(params) -> str | None:
     """What a CPU run can and cannot answer."""
     if params.is_cuda:
         return None
-    return ("On a CPU every step is host time (no kernels, no GPU to wait for): this run ranks the executors' "
-            "Python and dispatch cost on this machine's model, but says nothing about the seed's GPU numbers, "
-            "kernels, CUDA graphs or nvFuser.")
+    return (
+        "On a CPU every step is host time (no kernels, no GPU to wait for): this run ranks the executors' "
+        "Python and dispatch cost on this machine's model, but says nothing about the seed's GPU numbers, "
+        "kernels, CUDA graphs or nvFuser."
+    )
 
 
 def findings(table: list[dict], timed: Rounds, params) -> list[str]:
-    return [t for t in (ranking_text(table, timed), host_bound_text(table), seed_order_text(table, timed, params),
-                        drift_text(timed), cpu_text(params)) if t]
+    return [
+        t
+        for t in (
+            ranking_text(table, timed),
+            host_bound_text(table),
+            seed_order_text(table, timed, params),
+            drift_text(timed),
+            cpu_text(params),
+        )
+        if t
+    ]
 
 
 def reference_rows() -> list[dict]:
@@ -175,16 +261,36 @@ def reference_rows() -> list[dict]:
     rows = []
     nsight = reference.SEED_NSIGHT_DGX_H100
     for name, values in nsight["rows"].items():
-        rows.append({"executor": name, "label": REGISTRY[name].label, **dict(zip(nsight["columns"], values)),
-                     "source": f"seed: {nsight['gpu']}, {nsight['method']}"})
+        rows.append(
+            {
+                "executor": name,
+                "label": REGISTRY[name].label,
+                **dict(zip(nsight["columns"], values)),
+                "source": f"seed: {nsight['gpu']}, {nsight['method']}",
+            }
+        )
     timer = reference.SEED_CUDA_TIMER_DGX_H100
     for name, ms in timer["rows"].items():
-        rows.append({"executor": name, "label": REGISTRY[name].label, "wall_ms": ms,
-                     "source": f"seed: {timer['gpu']}, {timer['method']}", "reason": timer["notes"].get(name)})
+        rows.append(
+            {
+                "executor": name,
+                "label": REGISTRY[name].label,
+                "wall_ms": ms,
+                "source": f"seed: {timer['gpu']}, {timer['method']}",
+                "reason": timer["notes"].get(name),
+            }
+        )
     l40s = reference.SEED_TIMEIT_L40S
     for name, t in l40s["rows"].items():
-        rows.append({"executor": name, "label": REGISTRY[name].label, "timeit_ms": t["mean_ms"], "timeit_std_ms": t["std_ms"],
-                     "source": f"seed: {l40s['gpu']}, %timeit"})
+        rows.append(
+            {
+                "executor": name,
+                "label": REGISTRY[name].label,
+                "timeit_ms": t["mean_ms"],
+                "timeit_std_ms": t["std_ms"],
+                "source": f"seed: {l40s['gpu']}, %timeit",
+            }
+        )
     return rows
 
 
@@ -217,8 +323,8 @@ def seed_tables(table: list[dict]) -> list[dict]:
     """One table per metric of the seed's tables: executor, seed, here, here / seed (a ``key_table``
     shape plus its ``gpu``). Lines with neither number are left out; a table with no number measured
     here is left out too. Meant for GPU runs of the seed preset (``seed_order_text`` says why)."""
-    from .registry import REGISTRY
     from .metrics import header, split_unit
+    from .registry import REGISTRY
 
     here_rows = {r["executor"]: r for r in table}
     out = []
@@ -233,6 +339,12 @@ def seed_tables(table: list[dict]) -> list[dict]:
                 lines.append([label, base, here, here / base if here is not None and base else None])
         suffix = header(f"x_{unit}")[1:] if unit else ""
         if any(line[2] is not None for line in lines):
-            out.append({"title": f"{title}: seed ({where}) and here", "gpu": gpu,
-                        "columns": ["executor", f"seed {gpu}{suffix}", f"here{suffix}", "here / seed"], "rows": lines})
+            out.append(
+                {
+                    "title": f"{title}: seed ({where}) and here",
+                    "gpu": gpu,
+                    "columns": ["executor", f"seed {gpu}{suffix}", f"here{suffix}", "here / seed"],
+                    "rows": lines,
+                }
+            )
     return out

@@ -27,19 +27,48 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import compare, harness, host_overhead, model as llama, registry, results, tables, thunder_traces, timing
-from . import metrics
+from . import compare, harness, host_overhead, metrics, registry, results, tables, thunder_traces, timing
+from . import model as llama
 from .metrics import Stat
 from .parameters import CACHE_MODES, DTYPES, PRESETS, REPO_ROOT, ParameterError, Params, apply_threads, validate
 
 STEPS = ("prefill", "decode")
 # The widgets set all of these; ``seed`` comes from the notebook's parameters.
-SETTINGS = ("preset", "dtype", "device", "batch_size", "threads", "executors", "layers", "seq_len", "step",
-            "cache_mode", "warmup", "iters", "repeats", "seed")
+SETTINGS = (
+    "preset",
+    "dtype",
+    "device",
+    "batch_size",
+    "threads",
+    "executors",
+    "layers",
+    "seq_len",
+    "step",
+    "cache_mode",
+    "warmup",
+    "iters",
+    "repeats",
+    "seed",
+)
 PROFILE_STEPS = 3
 TOP = 12  # rows of the top ops / kernels tables
-COLUMNS = ["run", "executor", "label", "status", "wall_ms", "wall_q1_ms", "wall_q3_ms", "wall_iqr_pct",
-           "host_reference_iqr_pct", "noisy", "host_ms", "kernels_per_step", "kernel_ms", "first_call_s", "reason"]
+COLUMNS = [
+    "run",
+    "executor",
+    "label",
+    "status",
+    "wall_ms",
+    "wall_q1_ms",
+    "wall_q3_ms",
+    "wall_iqr_pct",
+    "host_reference_iqr_pct",
+    "noisy",
+    "host_ms",
+    "kernels_per_step",
+    "kernel_ms",
+    "first_call_s",
+    "reason",
+]
 REFERENCE = REPO_ROOT / "outputs" / "reference-h200"
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
@@ -75,6 +104,7 @@ class StopSwitch:
                 raise Stopped()
             self.calls += 1
             return fn(**kwargs)
+
         return call
 
 
@@ -111,8 +141,11 @@ def check(settings: dict) -> tuple[Params, str]:
         raise ParameterError("executors", values.get("executors"), "at least one executor name")
     params = validate(values)
     if step == "decode" and params.cache_mode != "static":
-        raise ParameterError("cache_mode", params.cache_mode,
-                             "static when step='decode' (a decode step runs against a StaticCache pre-filled by a prefill)")
+        raise ParameterError(
+            "cache_mode",
+            params.cache_mode,
+            "static when step='decode' (a decode step runs against a StaticCache pre-filled by a prefill)",
+        )
     return params, step
 
 
@@ -126,16 +159,23 @@ def step_setup(params: Params, step: str) -> llama.Setup:
     return setup
 
 
-PART_TEXT = {"trace": "final trace and fusion regions",
-             "wall": "wall and steady-state host time (blocks, host reference beside each)",
-             "kernels": "kernels (torch.profiler)",
-             "timeline": "one profiled step (Chrome trace)"}
+PART_TEXT = {
+    "trace": "final trace and fusion regions",
+    "wall": "wall and steady-state host time (blocks, host reference beside each)",
+    "kernels": "kernels (torch.profiler)",
+    "timeline": "one profiled step (Chrome trace)",
+}
 
 
 def parts_of(executor: registry.Executor, device: str) -> list[str]:
     """The measurements an executor gets, in order."""
-    return ["first call", *(["trace"] if executor.needs_thunder else []), "wall",
-            *(["kernels"] if device.startswith("cuda") else []), "timeline"]
+    return [
+        "first call",
+        *(["trace"] if executor.needs_thunder else []),
+        "wall",
+        *(["kernels"] if device.startswith("cuda") else []),
+        "timeline",
+    ]
 
 
 def first_call_phase(fn, executor: registry.Executor) -> str:
@@ -177,6 +217,7 @@ def watched(executor: registry.Executor, progress: Progress):
         while not done.wait(0.5):
             phase = first_call_phase(built[-1], executor) if built else "building"
             progress.detail(f"{phase} · {time.perf_counter() - t0:.0f} s")
+
     ticker = threading.Thread(target=tick, daemon=True)
     ticker.start()
     try:
@@ -198,8 +239,14 @@ def wall_blocks(fn, kwargs: dict, params: Params, progress: Progress) -> tuple[d
         walls.append(block.wall_ms)
         hosts.append(block.host_ms)
         reference.append(timing.host_reference_ms())
-    wall = {"method": timing.method_name(params.device), "warmup": params.warmup, "iters": params.iters,
-            "blocks_ms": walls, **Stat.of(walls).to_dict(), "host": Stat.of(hosts).to_dict()}
+    wall = {
+        "method": timing.method_name(params.device),
+        "warmup": params.warmup,
+        "iters": params.iters,
+        "blocks_ms": walls,
+        **Stat.of(walls).to_dict(),
+        "host": Stat.of(hosts).to_dict(),
+    }
     return wall, Stat.of(reference).to_dict()
 
 
@@ -222,25 +269,41 @@ def _row(p: harness.Prepared, found: dict) -> dict:
     wall, reference = found.get("wall") or {}, found.get("reference") or {}
     kernels = found.get("kernels") or {}
     noisy = None if not wall else bool(wall.get("noisy") or reference.get("noisy"))
-    return p.row(wall_ms=wall.get("median"), wall_q1_ms=wall.get("q1"), wall_q3_ms=wall.get("q3"),
-                 wall_iqr_pct=100 * wall["rel_spread"] if wall else None,
-                 host_reference_iqr_pct=100 * reference["rel_spread"] if reference else None,
-                 noisy=noisy, host_ms=(wall.get("host") or {}).get("median"),
-                 kernels_per_step=kernels.get("kernels_per_step"), kernel_ms=kernels.get("kernel_ms"),
-                 first_call_s=p.first_call_s, method=wall.get("method"), blocks_ms=wall.get("blocks_ms"),
-                 host_reference_ms=reference.get("median"))
+    return p.row(
+        wall_ms=wall.get("median"),
+        wall_q1_ms=wall.get("q1"),
+        wall_q3_ms=wall.get("q3"),
+        wall_iqr_pct=100 * wall["rel_spread"] if wall else None,
+        host_reference_iqr_pct=100 * reference["rel_spread"] if reference else None,
+        noisy=noisy,
+        host_ms=(wall.get("host") or {}).get("median"),
+        kernels_per_step=kernels.get("kernels_per_step"),
+        kernel_ms=kernels.get("kernel_ms"),
+        first_call_s=p.first_call_s,
+        method=wall.get("method"),
+        blocks_ms=wall.get("blocks_ms"),
+        host_reference_ms=reference.get("median"),
+    )
 
 
 def _details(p: harness.Prepared, found: dict) -> dict:
     timeline = found.get("timeline") or {}
-    return {"first_call_s": p.first_call_s, "thunder": found.get("trace"),
-            "timeline": {k: timeline.get(k) for k in ("file", "path", "step", "rows")} if timeline else None,
-            "top_ops": top_host_ops(timeline.get("rows") or []),
-            "top_kernels": (found.get("kernels") or {}).get("top_kernels") or []}
+    return {
+        "first_call_s": p.first_call_s,
+        "thunder": found.get("trace"),
+        "timeline": {k: timeline.get(k) for k in ("file", "path", "step", "rows")} if timeline else None,
+        "top_ops": top_host_ops(timeline.get("rows") or []),
+        "top_kernels": (found.get("kernels") or {}).get("top_kernels") or [],
+    }
 
 
-def measure(settings: dict, progress: Progress | None = None, stop: StopSwitch | None = None,
-            trace_folder: Path | None = None, tag: str = "run") -> dict:
+def measure(
+    settings: dict,
+    progress: Progress | None = None,
+    stop: StopSwitch | None = None,
+    trace_folder: Path | None = None,
+    tag: str = "run",
+) -> dict:
     """Measure every selected executor on one setting: the resolved parameters, the step, one row per
     executor and per executor its details (Thunder trace, timeline, top ops and kernels). A bad
     setting raises ``ParameterError`` before any work; an executor that is unavailable or fails is a
@@ -252,8 +315,12 @@ def measure(settings: dict, progress: Progress | None = None, stop: StopSwitch |
     plan = {ex.name: parts_of(ex, params.device) for ex in chosen}
     total, done = 1 + sum(map(len, plan.values())), 0
     out = {"params": params.to_dict(), "step": step, "rows": [], "details": {}, "stopped": None}
-    progress.step(done, total, f"building the model ({params.preset}, {step}, {params.layers} layer(s), "
-                               f"{params.seq_len} tokens, {params.threads} thread(s))")
+    progress.step(
+        done,
+        total,
+        f"building the model ({params.preset}, {step}, {params.layers} layer(s), "
+        f"{params.seq_len} tokens, {params.threads} thread(s))",
+    )
     setup = step_setup(params, step)
     kwargs = setup.kwargs
     for ex in chosen:
@@ -267,8 +334,11 @@ def measure(settings: dict, progress: Progress | None = None, stop: StopSwitch |
                 p = harness.prepare(spied, setup.model, kwargs, params.device)
             if not p.ok:
                 done += len(plan[ex.name]) - 1
-            progress.step(done, total, f"{ex.name}: first call {p.first_call_s:.2f} s" if p.ok
-                          else f"{ex.name}: {p.status}: {p.reason}")
+            progress.step(
+                done,
+                total,
+                f"{ex.name}: first call {p.first_call_s:.2f} s" if p.ok else f"{ex.name}: {p.status}: {p.reason}",
+            )
             for part in plan[ex.name][1:] if p.ok else []:
                 stop.check()
                 done += 1
@@ -318,9 +388,11 @@ def _phases(trace_row: dict) -> str:
 def describe_settings(settings: dict) -> str:
     """A short label of a run's setting for legends and tables."""
     s = settings
-    return (f"{s.get('preset')} {s.get('dtype')} {s.get('device')}, {s.get('step', 'prefill')}, "
-            f"{s.get('layers')} layer(s), {s.get('batch_size')}x{s.get('seq_len')} tok, cache {s.get('cache_mode')}, "
-            f"{s.get('warmup')}+{s.get('iters')}x{s.get('repeats')}, {s.get('threads')} thread(s)")
+    return (
+        f"{s.get('preset')} {s.get('dtype')} {s.get('device')}, {s.get('step', 'prefill')}, "
+        f"{s.get('layers')} layer(s), {s.get('batch_size')}x{s.get('seq_len')} tok, cache {s.get('cache_mode')}, "
+        f"{s.get('warmup')}+{s.get('iters')}x{s.get('repeats')}, {s.get('threads')} thread(s)"
+    )
 
 
 class Explorer:
@@ -334,9 +406,20 @@ class Explorer:
 
     def run(self, settings: dict, progress: Progress | None = None, stop: StopSwitch | None = None) -> dict:
         number = len(self.runs) + 1
-        record = {"id": number, "settings": dict(settings), "label": "", "params": None, "step": None, "rows": [],
-                  "details": {}, "error": None, "stopped": None, "calls": None, "seconds": None,
-                  "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        record = {
+            "id": number,
+            "settings": dict(settings),
+            "label": "",
+            "params": None,
+            "step": None,
+            "rows": [],
+            "details": {},
+            "error": None,
+            "stopped": None,
+            "calls": None,
+            "seconds": None,
+            "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
         t0 = time.perf_counter()
         try:
             record.update(measure(settings, progress, stop, self.output_dir, f"run{number}"))
@@ -370,12 +453,19 @@ def summary_line(run: dict) -> str:
     if run["error"]:
         return f"{run['label']}: {run['error']}"
     if run["stopped"]:
-        return (f"{run['label']}: stopped ({run['stopped']}) after {run['seconds']} s; "
-                f"{run['calls']} guarded calls ran, none after Stop")
-    noisy = [f"{r['executor']} (wall IQR {tables.number(r['wall_iqr_pct'])}%, host reference IQR "
-             f"{tables.number(r['host_reference_iqr_pct'])}%)" for r in run["rows"] if r.get("noisy")]
-    return (f"{run['label']}: {len(run['rows'])} executor(s) in {run['seconds']} s"
-            + (f"; noisy: {', '.join(noisy)}: compare within quieter runs" if noisy else ""))
+        return (
+            f"{run['label']}: stopped ({run['stopped']}) after {run['seconds']} s; "
+            f"{run['calls']} guarded calls ran, none after Stop"
+        )
+    noisy = [
+        f"{r['executor']} (wall IQR {tables.number(r['wall_iqr_pct'])}%, host reference IQR "
+        f"{tables.number(r['host_reference_iqr_pct'])}%)"
+        for r in run["rows"]
+        if r.get("noisy")
+    ]
+    return f"{run['label']}: {len(run['rows'])} executor(s) in {run['seconds']} s" + (
+        f"; noisy: {', '.join(noisy)}: compare within quieter runs" if noisy else ""
+    )
 
 
 def findings(run: dict) -> list[str]:
@@ -384,17 +474,30 @@ def findings(run: dict) -> list[str]:
         why = run["error"] or f"stopped ({run['stopped']})"
         return [f"The explorer's default run did not finish: {why.splitlines()[0]}"]
     ok = sorted((r for r in run["rows"] if r["wall_ms"] is not None), key=lambda r: r["wall_ms"])
-    out = [f"{run['label']}: " + (", ".join(f"{r['label']} {r['wall_ms']:.3g} ms (q1-q3 {r['wall_q1_ms']:.3g}-{r['wall_q3_ms']:.3g})"
-                                            for r in ok) if ok else "no executor produced a wall time") + "."]
+    out = [
+        f"{run['label']}: "
+        + (
+            ", ".join(
+                f"{r['label']} {r['wall_ms']:.3g} ms (q1-q3 {r['wall_q1_ms']:.3g}-{r['wall_q3_ms']:.3g})" for r in ok
+            )
+            if ok
+            else "no executor produced a wall time"
+        )
+        + "."
+    ]
     if len(ok) >= 2:
         fast, slow = ok[0], ok[-1]
         overlap = slow["wall_q1_ms"] <= fast["wall_q3_ms"]
-        out.append(f"{fast['label']} is the fastest; {slow['label']} takes {slow['wall_ms'] / fast['wall_ms']:.3g}x as long"
-                   + (" (their quartiles overlap: this run cannot order them)." if overlap else "."))
+        out.append(
+            f"{fast['label']} is the fastest; {slow['label']} takes {slow['wall_ms'] / fast['wall_ms']:.3g}x as long"
+            + (" (their quartiles overlap: this run cannot order them)." if overlap else ".")
+        )
     noisy = [r["label"] for r in ok if r["noisy"]]
     if noisy:
-        out.append(f"Noisy (wall or host-reference IQR over {metrics.NOISY_REL_SPREAD:.0%} of the median): "
-                   f"{', '.join(noisy)}; the machine was busy or drifting.")
+        out.append(
+            f"Noisy (wall or host-reference IQR over {metrics.NOISY_REL_SPREAD:.0%} of the median): "
+            f"{', '.join(noisy)}; the machine was busy or drifting."
+        )
     skipped = [f"{r['executor']} ({r['status']})" for r in run["rows"] if r["wall_ms"] is None]
     if skipped:
         out.append("Without a wall time: " + ", ".join(skipped) + ".")
@@ -405,23 +508,39 @@ def figure(runs: list[dict]):
     """Wall time per executor, one bar group per run, whiskers at the quartiles."""
     import plotly.graph_objects as go
 
-    fig = go.Figure(layout=dict(title="Wall time per step (median, whiskers at q1-q3)", barmode="group",
-                                yaxis_title="wall time per step (ms)", xaxis_title="executor", height=420,
-                                legend=dict(orientation="h", y=-0.25)))
+    fig = go.Figure(
+        layout=dict(
+            title="Wall time per step (median, whiskers at q1-q3)",
+            barmode="group",
+            yaxis_title="wall time per step (ms)",
+            xaxis_title="executor",
+            height=420,
+            legend=dict(orientation="h", y=-0.25),
+        )
+    )
     for run in runs:
         ok = [r for r in run["rows"] if r["wall_ms"] is not None]
         if ok:
-            fig.add_bar(name=run["label"], x=[r["label"] for r in ok], y=[r["wall_ms"] for r in ok],
-                        error_y=dict(type="data", symmetric=False, array=[r["wall_q3_ms"] - r["wall_ms"] for r in ok],
-                                     arrayminus=[r["wall_ms"] - r["wall_q1_ms"] for r in ok]))
+            fig.add_bar(
+                name=run["label"],
+                x=[r["label"] for r in ok],
+                y=[r["wall_ms"] for r in ok],
+                error_y=dict(
+                    type="data",
+                    symmetric=False,
+                    array=[r["wall_q3_ms"] - r["wall_ms"] for r in ok],
+                    arrayminus=[r["wall_ms"] - r["wall_q1_ms"] for r in ok],
+                ),
+            )
     return fig
 
 
 def table_html(rows: list[dict], columns: list[str] = COLUMNS) -> str:
     """Rows as an HTML table, cells as ``tables.number`` prints them."""
     head = "".join(f"<th>{html.escape(tables.header(c))}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(tables.number(r.get(c)))}</td>" for c in columns) + "</tr>"
-                   for r in rows)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(tables.number(r.get(c)))}</td>" for c in columns) + "</tr>" for r in rows
+    )
     return f"<table class='latency-lab'><tr>{head}</tr>{body}</table>"
 
 
@@ -434,24 +553,30 @@ def details_html(run: dict, executor: str, notebook_dir: Path | None = None) -> 
     if timeline:
         path = os.path.relpath(timeline["path"], notebook_dir) if notebook_dir else timeline["path"]
         step = timeline["step"]
-        parts.append(f"<p>Profiler timeline of one step (the median of {PROFILE_STEPS}), below; its Chrome trace: "
-                     f"<code>{html.escape(path)}</code> (open it in ui.perfetto.dev or chrome://tracing). Host "
-                     f"{tables.number(step['host_us'])} µs, {step['host_ops']} top-level host ops.</p>")
+        parts.append(
+            f"<p>Profiler timeline of one step (the median of {PROFILE_STEPS}), below; its Chrome trace: "
+            f"<code>{html.escape(path)}</code> (open it in ui.perfetto.dev or chrome://tracing). Host "
+            f"{tables.number(step['host_us'])} µs, {step['host_ops']} top-level host ops.</p>"
+        )
     if d.get("top_kernels"):
         parts.append("<b>Top kernels</b>" + table_html(d["top_kernels"], ["name", "calls_per_step", "device_us"]))
     if d.get("top_ops"):
-        parts.append("<b>Top host ops (top-level spans of the step)</b>"
-                     + table_html(d["top_ops"], ["op", "calls", "us"]))
+        parts.append(
+            "<b>Top host ops (top-level spans of the step)</b>" + table_html(d["top_ops"], ["op", "calls", "us"])
+        )
     thunder = d.get("thunder")
     if thunder:
         if thunder.get("status") != "ok":
             parts.append(f"<p>Thunder trace: {html.escape(str(thunder.get('reason')))}</p>")
         regions = [{**r, "ops": _ops(r.get("ops"))} for r in thunder.get("regions") or []]
-        parts.append(f"<b>Thunder: {len(regions)} fusion region(s), {thunder.get('bound_symbols')} top-level symbols; "
-                     f"first call: {_phases(thunder)}</b>"
-                     + table_html(regions, ["region", "kind", "inside", "n_ops", "ops"]))
-        parts.append(f"<details><summary>final trace ({thunder.get('trace_lines')} lines)</summary>"
-                     f"<pre>{html.escape(thunder.get('trace') or '')}</pre></details>")
+        parts.append(
+            f"<b>Thunder: {len(regions)} fusion region(s), {thunder.get('bound_symbols')} top-level symbols; "
+            f"first call: {_phases(thunder)}</b>" + table_html(regions, ["region", "kind", "inside", "n_ops", "ops"])
+        )
+        parts.append(
+            f"<details><summary>final trace ({thunder.get('trace_lines')} lines)</summary>"
+            f"<pre>{html.escape(thunder.get('trace') or '')}</pre></details>"
+        )
     if len(parts) == 1:
         parts.append("<p>No details: the executor did not run here.</p>")
     return "".join(parts)
@@ -480,25 +605,43 @@ def beside_reference(runs: list[dict], environment: dict, reference: Path = REFE
 
     def entry(params, rows):
         return {"params": params, "rows": rows, "key_table": {"title": "", "columns": columns, "rows": []}}
+
     ref_entry = entry(timing_results["params"], reference_rows(timing_results))
-    a = {"name": Path(reference).name, "path": str(reference), "environment": ref["environment"], "unreadable": [],
-         "ran_on": ref.get("ran_on") or {},
-         "notebooks": {f"run {r['id']}": ref_entry for r in measured}}
-    b = {"name": "explorer", "path": "this explorer session", "environment": environment, "unreadable": [], "ran_on": {},
-         "notebooks": {f"run {r['id']}": entry(r["params"], r["rows"]) for r in measured}}
+    a = {
+        "name": Path(reference).name,
+        "path": str(reference),
+        "environment": ref["environment"],
+        "unreadable": [],
+        "ran_on": ref.get("ran_on") or {},
+        "notebooks": {f"run {r['id']}": ref_entry for r in measured},
+    }
+    b = {
+        "name": "explorer",
+        "path": "this explorer session",
+        "environment": environment,
+        "unreadable": [],
+        "ran_on": {},
+        "notebooks": {f"run {r['id']}": entry(r["params"], r["rows"]) for r in measured},
+    }
     return compare.compare(a, b)
 
 
 def comparison_html(report: dict, page: Path | None = None) -> str:
     """The comparison's rows as one table (the full page, when written, is linked)."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h, _ in compare.TABLE) + "<th>beyond spread</th>"
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(compare.fmt(e[k]))}</td>" for _, k in compare.TABLE)
-                   + f"<td>{compare.verdict(e)}</td></tr>" for e in report["rows"])
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td>{html.escape(compare.fmt(e[k]))}</td>" for _, k in compare.TABLE)
+        + f"<td>{compare.verdict(e)}</td></tr>"
+        for e in report["rows"]
+    )
     differ = ", ".join(sorted({d["name"] for d in report["parameters"]})) or "none"
     link = f" Full report: <code>{html.escape(str(page))}</code>." if page else ""
-    return (f"<p><b>A: {html.escape(report['a']['name'])} (its 02 executor timing) · B: this session's runs.</b> "
-            f"Parameters that differ: {html.escape(differ)}. {html.escape(compare.tally(report))}{link}</p>"
-            f"<table class='latency-lab'><tr>{head}</tr>{body}</table>")
+    return (
+        f"<p><b>A: {html.escape(report['a']['name'])} (its 02 executor timing) · B: this session's runs.</b> "
+        f"Parameters that differ: {html.escape(differ)}. {html.escape(compare.tally(report))}{link}</p>"
+        f"<table class='latency-lab'><tr>{head}</tr>{body}</table>"
+    )
 
 
 def executor_options(device: str) -> list[tuple[str, str]]:
@@ -520,8 +663,11 @@ def device_options() -> list[str]:
 
 def plotly_output(fig) -> dict:
     """A display_data output of ``fig`` as plotly JSON (JupyterLab draws it; a widget keeps it)."""
-    return {"output_type": "display_data", "metadata": {},
-            "data": {PLOTLY_MIME: json.loads(fig.to_json()), "text/plain": f"<{fig.layout.title.text}>"}}
+    return {
+        "output_type": "display_data",
+        "metadata": {},
+        "data": {PLOTLY_MIME: json.loads(fig.to_json()), "text/plain": f"<{fig.layout.title.text}>"},
+    }
 
 
 class _WidgetProgress(Progress):
@@ -564,11 +710,17 @@ class ExplorerUI:
         self.dtype = w.Dropdown(options=sorted(set(DTYPES.values())), value=params.dtype, description="dtype", **wide)
         self.device = w.Dropdown(options=device_options(), value=params.device, description="device", **wide)
         self.batch_size = w.BoundedIntText(value=params.batch_size, min=1, max=1024, description="batch", **wide)
-        self.threads = w.BoundedIntText(value=params.threads, min=1, max=os.cpu_count() or 1, description="threads",
-                                        **wide)
-        self.executors = w.SelectMultiple(options=executor_options(params.device), value=tuple(params.executors),
-                                          rows=len(registry.REGISTRY), description="executors",
-                                          layout=w.Layout(width="56em"), **wide)
+        self.threads = w.BoundedIntText(
+            value=params.threads, min=1, max=os.cpu_count() or 1, description="threads", **wide
+        )
+        self.executors = w.SelectMultiple(
+            options=executor_options(params.device),
+            value=tuple(params.executors),
+            rows=len(registry.REGISTRY),
+            description="executors",
+            layout=w.Layout(width="56em"),
+            **wide,
+        )
         self.layers = w.BoundedIntText(value=params.layers, min=1, max=64, description="layers", **wide)
         self.seq_len = w.BoundedIntText(value=params.seq_len, min=1, max=8192, description="prompt tokens", **wide)
         self.step = w.ToggleButtons(options=STEPS, value="prefill", description="step", **wide)
@@ -580,8 +732,9 @@ class ExplorerUI:
         self.stop_button = w.Button(description="Stop", button_style="danger", icon="stop", disabled=True)
         self.save_button = w.Button(description="Save", icon="save")
         self.save_path = w.Text(value=str(save_path), description="save to", layout=w.Layout(width="40em"))
-        self.compare_button = w.Button(description="Beside H200 reference", icon="columns",
-                                       layout=w.Layout(width="16em"))
+        self.compare_button = w.Button(
+            description="Beside H200 reference", icon="columns", layout=w.Layout(width="16em")
+        )
         self.progress = w.IntProgress(value=0, min=0, max=1, description="idle")
         self.status = w.HTML()
         self.log = w.HTML()
@@ -599,13 +752,24 @@ class ExplorerUI:
         self.stop_button.on_click(lambda _: self.on_stop())
         self.save_button.on_click(lambda _: self.on_save())
         self.compare_button.on_click(lambda _: self.on_compare())
-        controls = w.VBox([w.HBox([self.preset, self.dtype, self.device]), w.HBox([self.batch_size, self.threads]),
-                           self.executors, w.HBox([self.layers, self.seq_len]), self.step,
-                           w.HBox([self.cache_mode, self.warmup]), w.HBox([self.iters, self.repeats]),
-                           w.HBox([self.run_button, self.stop_button, self.progress]), self.status, self.log,
-                           w.HBox([self.save_button, self.save_path, self.compare_button])])
-        self.widget = w.VBox([controls, self.chart, self.table, self.row_choice, self.details, self.timeline,
-                              self.comparison])
+        controls = w.VBox(
+            [
+                w.HBox([self.preset, self.dtype, self.device]),
+                w.HBox([self.batch_size, self.threads]),
+                self.executors,
+                w.HBox([self.layers, self.seq_len]),
+                self.step,
+                w.HBox([self.cache_mode, self.warmup]),
+                w.HBox([self.iters, self.repeats]),
+                w.HBox([self.run_button, self.stop_button, self.progress]),
+                self.status,
+                self.log,
+                w.HBox([self.save_button, self.save_path, self.compare_button]),
+            ]
+        )
+        self.widget = w.VBox(
+            [controls, self.chart, self.table, self.row_choice, self.details, self.timeline, self.comparison]
+        )
         self._refresh()
         _register_profiler()
 
@@ -616,8 +780,10 @@ class ExplorerUI:
             return self.widget
         from IPython.display import HTML
 
-        return HTML("<p><i>The explorer's widgets show in JupyterLab (python3 tasks.py lab); the batch run's "
-                    "measurement follows.</i></p>")
+        return HTML(
+            "<p><i>The explorer's widgets show in JupyterLab (python3 tasks.py lab); the batch run's "
+            "measurement follows.</i></p>"
+        )
 
     def _step_changed(self, change) -> None:
         if change["new"] == "decode":  # a decode step needs the pre-filled StaticCache
@@ -637,11 +803,22 @@ class ExplorerUI:
             self.executors.value = chosen
 
     def settings(self) -> dict:
-        return {"preset": self.preset.value, "dtype": self.dtype.value, "device": self.device.value,
-                "batch_size": self.batch_size.value, "threads": self.threads.value, "seed": self.seed,
-                "executors": list(self.executors.value), "layers": self.layers.value, "seq_len": self.seq_len.value,
-                "step": self.step.value, "cache_mode": self.cache_mode.value, "warmup": self.warmup.value,
-                "iters": self.iters.value, "repeats": self.repeats.value}
+        return {
+            "preset": self.preset.value,
+            "dtype": self.dtype.value,
+            "device": self.device.value,
+            "batch_size": self.batch_size.value,
+            "threads": self.threads.value,
+            "seed": self.seed,
+            "executors": list(self.executors.value),
+            "layers": self.layers.value,
+            "seq_len": self.seq_len.value,
+            "step": self.step.value,
+            "cache_mode": self.cache_mode.value,
+            "warmup": self.warmup.value,
+            "iters": self.iters.value,
+            "repeats": self.repeats.value,
+        }
 
     def on_run(self) -> threading.Thread | None:
         """Run the widgets' setting in a worker thread (the kernel stays free for Stop)."""
@@ -676,8 +853,11 @@ class ExplorerUI:
         """Chart, table and the rows to pick details from, after a run."""
         self.chart.outputs = (plotly_output(figure(self.explorer.runs)),)
         self.table.value = table_html(self.explorer.rows())
-        choices = [(f"run {r['id']} · {row['executor']} ({row['status']})", f"{r['id']}|{row['executor']}")
-                   for r in self.explorer.runs for row in r["rows"]]
+        choices = [
+            (f"run {r['id']} · {row['executor']} ({row['status']})", f"{r['id']}|{row['executor']}")
+            for r in self.explorer.runs
+            for row in r["rows"]
+        ]
         self.row_choice.options = choices
         if choices:
             self.row_choice.value = choices[-1][1]

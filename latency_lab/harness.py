@@ -19,9 +19,9 @@ from typing import Callable
 import torch
 
 from . import timing
-from .registry import Executor
 from .metrics import Stat
 from .model import compare_to_eager, logits_of
+from .registry import Executor
 
 HOST_REFERENCE = "host reference"  # the fixed Python loop timed in every round
 
@@ -48,8 +48,14 @@ class Prepared:
 
     def row(self, **metrics) -> dict:
         """A results row: identity, status, reason and notes, then ``metrics``."""
-        return {"executor": self.executor.name, "label": self.executor.label, "status": self.status,
-                "reason": self.reason, "notes": "; ".join(self.notes) or None, **metrics}
+        return {
+            "executor": self.executor.name,
+            "label": self.executor.label,
+            "status": self.status,
+            "reason": self.reason,
+            "notes": "; ".join(self.notes) or None,
+            **metrics,
+        }
 
     def fail(self, error: BaseException, during: str) -> None:
         """Mark a measurement failure: the row keeps its error instead of crashing the notebook."""
@@ -114,8 +120,10 @@ def memory(device: str, empty: bool = False) -> dict:
     if empty:
         torch.cuda.synchronize(device)
         torch.cuda.empty_cache()
-    return {"allocated_mib": torch.cuda.memory_allocated(device) / 2**20,
-            "reserved_mib": torch.cuda.memory_reserved(device) / 2**20}
+    return {
+        "allocated_mib": torch.cuda.memory_allocated(device) / 2**20,
+        "reserved_mib": torch.cuda.memory_reserved(device) / 2**20,
+    }
 
 
 def memory_held(before: dict, after: dict) -> dict:
@@ -139,8 +147,10 @@ def check_output(p: Prepared, reference_logits, dtype: str, layers: int) -> dict
     since the timings of a wrong computation mean nothing."""
     check = compare_to_eager(logits_of(p.output), reference_logits, dtype, layers)
     if not check["passed"]:
-        raise ValueError(f"logits differ from eager's: rel err {check['rel_err']} > {check['tolerance']} "
-                         f"{check.get('mismatch') or ''}".strip())
+        raise ValueError(
+            f"logits differ from eager's: rel err {check['rel_err']} > {check['tolerance']} "
+            f"{check.get('mismatch') or ''}".strip()
+        )
     return check
 
 
@@ -149,8 +159,9 @@ def check_output(p: Prepared, reference_logits, dtype: str, layers: int) -> dict
 Plan = dict[str, Callable[[Prepared], object]]
 
 
-def build_and_measure(executors, module, kwargs: dict, plan: Plan, device: str,
-                      progress: Callable[[str], None] = print) -> tuple[dict[str, Prepared], dict[str, dict]]:
+def build_and_measure(
+    executors, module, kwargs: dict, plan: Plan, device: str, progress: Callable[[str], None] = print
+) -> tuple[dict[str, Prepared], dict[str, dict]]:
     """Build each executor and run ``plan`` on it before the next is built, so each is measured right
     after its own first call and a failure stays in its own row. A failure that poisons the CUDA
     context leaves the executors after it as rows that say so; nothing raises."""
@@ -167,8 +178,11 @@ def build_and_measure(executors, module, kwargs: dict, plan: Plan, device: str,
                 except Exception as e:  # one executor's failure is its row's reason
                     p.fail(e, step)
                     break
-        progress(f"{ex.label}: first call {p.first_call_s:.2f} s, {p.status}" if p.first_call_s is not None
-                 else f"{ex.label}: {p.status}: {p.reason}")
+        progress(
+            f"{ex.label}: first call {p.first_call_s:.2f} s, {p.status}"
+            if p.first_call_s is not None
+            else f"{ex.label}: {p.status}: {p.reason}"
+        )
     return prepared, measured
 
 
@@ -210,8 +224,9 @@ class Timed:
 
     def passes(self) -> list[Stat | None]:
         """The wall's statistics per ABBA pass."""
-        return [Stat.of(xs) if (xs := [w for i, w in enumerate(self.wall_ms) if pass_of(i) == k]) else None
-                for k in (0, 1)]
+        return [
+            Stat.of(xs) if (xs := [w for i, w in enumerate(self.wall_ms) if pass_of(i) == k]) else None for k in (0, 1)
+        ]
 
     def pass_ratio(self) -> float | None:
         first, second = self.passes()
@@ -251,19 +266,33 @@ class Rounds:
         """The entry's results record: wall and host statistics, passes, every block, its error."""
         t = self.timed[name]
         first, second = t.passes()
-        return {"method": self.method, "warmup": self.warmup, "iters": self.iters, "rounds": len(t.wall_ms),
-                "wall": t.wall and t.wall.to_dict(), "host": t.host and t.host.to_dict(),
-                "passes": [p and p.to_dict() for p in (first, second)], "pass_ratio": t.pass_ratio(),
-                "wall_ms": t.wall_ms, "host_ms": t.host_ms, "error": t.error}
+        return {
+            "method": self.method,
+            "warmup": self.warmup,
+            "iters": self.iters,
+            "rounds": len(t.wall_ms),
+            "wall": t.wall and t.wall.to_dict(),
+            "host": t.host and t.host.to_dict(),
+            "passes": [p and p.to_dict() for p in (first, second)],
+            "pass_ratio": t.pass_ratio(),
+            "wall_ms": t.wall_ms,
+            "host_ms": t.host_ms,
+            "error": t.error,
+        }
 
     def reference_record(self) -> dict:
         ref = self.reference
-        return {"loops": timing.HOST_REFERENCE_LOOPS, "stat": ref and ref.to_dict(), "per_round_ms": self.reference_ms,
-                "drift_pct": self.drift_pct()}
+        return {
+            "loops": timing.HOST_REFERENCE_LOOPS,
+            "stat": ref and ref.to_dict(),
+            "per_round_ms": self.reference_ms,
+            "drift_pct": self.drift_pct(),
+        }
 
 
-def rounds(entries: list[Entry], device: str, warmup: int, iters: int, repeats: int,
-           progress: Callable[[str], None] = print) -> Rounds:
+def rounds(
+    entries: list[Entry], device: str, warmup: int, iters: int, repeats: int, progress: Callable[[str], None] = print
+) -> Rounds:
     """Every entry in ``2 x repeats`` interleaved rounds after one discarded warm-up round. In each
     round every entry runs one block (``warmup`` calls, then ``iters`` timed calls; ``timing.block``)
     and then its probes, in forward order on even rounds and reverse order on odd ones, and the host
@@ -307,12 +336,21 @@ def host_moved_note(rounds_: Rounds, difference: float) -> str:
     drift = rounds_.drift_pct()
     if drift is None or drift / 100 <= abs(difference):
         return ""
-    return (f" (the host reference moved by {drift:.0f}% during these rounds, more than this difference; "
-            "the ratio is taken within rounds, where both sides move together)")
+    return (
+        f" (the host reference moved by {drift:.0f}% during these rounds, more than this difference; "
+        "the ratio is taken within rounds, where both sides move together)"
+    )
 
 
-def standard_plan(kwargs: dict, params, reference_logits=None, timeit: Callable | None = None,
-                  trace: bool = False, profile_steps: int | None = None, check: Callable | None = None) -> Plan:
+def standard_plan(
+    kwargs: dict,
+    params,
+    reference_logits=None,
+    timeit: Callable | None = None,
+    trace: bool = False,
+    profile_steps: int | None = None,
+    check: Callable | None = None,
+) -> Plan:
     """The standard measurements right after a first call, in order: the output against eager's
     (first, before a later call can overwrite a CUDA graph's output), the Thunder trace row of a
     Thunder configuration when ``trace`` (``thunder_traces.trace_row``, one more call), the warm-up (CUDA graphs

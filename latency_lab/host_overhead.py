@@ -24,15 +24,29 @@ from .metrics import Stat
 from .tables import number
 
 STEP_PROFILES = 3  # profiled steps per executor; the median one (by host time) is drawn and saved
-GRAPH_PAIRS = (("torch.compile:reduce-overhead", "torch.compile"), ("thunder:cudagraphs", "thunder"),
-               ("thunder.compile:reduce-overhead", "thunder.compile"))
+GRAPH_PAIRS = (
+    ("torch.compile:reduce-overhead", "torch.compile"),
+    ("thunder:cudagraphs", "thunder"),
+    ("thunder.compile:reduce-overhead", "thunder.compile"),
+)
 # The seed's hypotheses as ranges: a measured median inside holds, outside is higher or lower.
 SEED_STARTUP_US = (200.0, 300.0)  # "~250 µs of start-up time" per step
 SEED_NVFUSER_US_PER_KERNEL = (20.0, 30.0)  # "around 20 to 30 us per kernel"
 GRAPHS_CURE = 0.8  # graphs "cure" when the wall with them is <= 80% of without, within rounds
 CLOSES = 10.0  # % of the plain step's host time the in-place parts may leave unexplained
-STEP_COLUMNS = ["executor", "wall_ms", "host_ms", "kernel_ms", "kernels_per_step", "gpu_busy_pct", "host_bound",
-                "allocated_mib", "reserved_mib", "status", "reason"]
+STEP_COLUMNS = [
+    "executor",
+    "wall_ms",
+    "host_ms",
+    "kernel_ms",
+    "kernels_per_step",
+    "gpu_busy_pct",
+    "host_bound",
+    "allocated_mib",
+    "reserved_mib",
+    "status",
+    "reason",
+]
 
 
 def trace_file(output_dir: str, notebook: str, executor: str) -> Path:
@@ -50,8 +64,12 @@ def step_timeline(fn, kwargs: dict, device: str, path: Path) -> dict:
     median = sorted(range(len(steps)), key=lambda i: metrics[i]["host_us"])[len(steps) // 2]
     path.parent.mkdir(parents=True, exist_ok=True)
     profiler_timeline.write_chrome_trace(trace, steps[median], path)
-    return {"file": path.name, "steps": metrics, "step": metrics[median],
-            "rows": profiler_timeline.timeline_rows(steps[median])}
+    return {
+        "file": path.name,
+        "steps": metrics,
+        "step": metrics[median],
+        "rows": profiler_timeline.timeline_rows(steps[median]),
+    }
 
 
 def plan(kwargs: dict, params, reference_logits, notebook: str) -> harness.Plan:
@@ -100,8 +118,11 @@ def probes(prepared: dict[str, Prepared], kwargs: dict, calls: int) -> tuple[dic
 
 def breakdowns(insitu: dict, timed: Rounds) -> dict[str, dict]:
     """Per instrumented configuration, the in-place breakdown over the rounds (``summarize``)."""
-    return {n: thunder_breakdown.summarize(ins, timed.timed[n].probes.get("insitu") or [], timed.timed[n].host_ms)
-            for n, ins in insitu.items() if n in timed.timed}
+    return {
+        n: thunder_breakdown.summarize(ins, timed.timed[n].probes.get("insitu") or [], timed.timed[n].host_ms)
+        for n, ins in insitu.items()
+        if n in timed.timed
+    }
 
 
 def step_row(p: Prepared, measured: dict, timed: Rounds) -> dict:
@@ -109,13 +130,17 @@ def step_row(p: Prepared, measured: dict, timed: Rounds) -> dict:
     (the profiled step), GPU busy and host-bound, the memory it holds."""
     t = timed.timed.get(p.name)
     wall, host = (t.wall, t.host) if t else (None, None)
-    step = ((measured.get("timeline") or {}).get("step") or {})
+    step = (measured.get("timeline") or {}).get("step") or {}
     kernel_ms = step["kernel_us"] / 1e3 if step.get("kernels") else None
     memory = measured.get("memory") or {}
-    out = p.row(**(wall.flat("wall_ms") if wall else {"wall_ms": None}),
-                **(host.flat("host_ms") if host else {"host_ms": None}),
-                kernel_ms=kernel_ms, kernels_per_step=step.get("kernels") or None,
-                allocated_mib=memory.get("allocated_mib"), reserved_mib=memory.get("reserved_mib"))
+    out = p.row(
+        **(wall.flat("wall_ms") if wall else {"wall_ms": None}),
+        **(host.flat("host_ms") if host else {"host_ms": None}),
+        kernel_ms=kernel_ms,
+        kernels_per_step=step.get("kernels") or None,
+        allocated_mib=memory.get("allocated_mib"),
+        reserved_mib=memory.get("reserved_mib"),
+    )
     busy = 100 * kernel_ms / out["wall_ms"] if kernel_ms is not None and out["wall_ms"] else None
     out.update(gpu_busy_pct=busy, host_bound=None if busy is None else busy < 50.0)
     if memory.get("reason") and p.ok:
@@ -130,21 +155,35 @@ def timeline_row(name: str, measured: dict) -> dict | None:
     if not t:
         return None
     s = t["step"]
-    return {"executor": name, "profiled_host_us": s["host_us"], "in_torch_ops_us": s["host_in_ops_us"],
-            "in_annotated_regions_us": s["host_in_annotations_us"], "in_cuda_runtime_us": s["host_in_runtime_us"],
-            "call_to_first_kernel_us": s["first_kernel_us"], "gpu_idle_us": s["gpu_idle_us"],
-            "host_after_last_launch_us": s["host_tail_us"], "chrome_trace": t["file"]}
+    return {
+        "executor": name,
+        "profiled_host_us": s["host_us"],
+        "in_torch_ops_us": s["host_in_ops_us"],
+        "in_annotated_regions_us": s["host_in_annotations_us"],
+        "in_cuda_runtime_us": s["host_in_runtime_us"],
+        "call_to_first_kernel_us": s["first_kernel_us"],
+        "gpu_idle_us": s["gpu_idle_us"],
+        "host_after_last_launch_us": s["host_tail_us"],
+        "chrome_trace": t["file"],
+    }
 
 
 def phase_rows(broken: dict[str, dict]) -> list[dict]:
     """Per configuration and phase of the call: in-place µs (median and quartiles over the rounds)."""
-    return [{"executor": n, "phase": phase, **Stat(**{k: v[k] for k in Stat.__dataclass_fields__}).flat("us")}
-            for n, b in broken.items() if "phases" in b for phase, v in b["phases"].items()]
+    return [
+        {"executor": n, "phase": phase, **Stat(**{k: v[k] for k in Stat.__dataclass_fields__}).flat("us")}
+        for n, b in broken.items()
+        if "phases" in b
+        for phase, v in b["phases"].items()
+    ]
 
 
 def kind_label(kind: str) -> str:
-    return {"op": "ops outside fusions", "glue": "glue (dels, unpacking, return)", "bookkeeping": "bookkeeping calls"
-            }.get(kind, f"{kind} regions")
+    return {
+        "op": "ops outside fusions",
+        "glue": "glue (dels, unpacking, return)",
+        "bookkeeping": "bookkeeping calls",
+    }.get(kind, f"{kind} regions")
 
 
 def closure_rows(broken: dict[str, dict]) -> list[dict]:
@@ -161,8 +200,14 @@ def closure_rows(broken: dict[str, dict]) -> list[dict]:
         for kind, v in b["kinds"].items():
             rows.append({"executor": n, "part": kind_label(kind), "us": v["median"]})
         rem = b["remainder_pct"] or {}
-        rows.append({"executor": n, "part": "remainder (plain step - instrumented call)",
-                     "us": b["plain_host_us"]["median"] - b["call_us"]["median"], "remainder_pct": rem.get("median")})
+        rows.append(
+            {
+                "executor": n,
+                "part": "remainder (plain step - instrumented call)",
+                "us": b["plain_host_us"]["median"] - b["call_us"]["median"],
+                "remainder_pct": rem.get("median"),
+            }
+        )
     return rows
 
 
@@ -171,7 +216,9 @@ def region_rows(broken: dict[str, dict], measured: dict[str, dict]) -> list[dict
     from an idle GPU (the cross-check), kernels it launches (profiled alone) and in-place µs per kernel."""
     out = []
     for n, b in broken.items():
-        alone = [r for r in ((measured.get(n) or {}).get("alone") or {}).get("rows") or [] if r["kind"] != "nvFuser execute"]
+        alone = [
+            r for r in ((measured.get(n) or {}).get("alone") or {}).get("rows") or [] if r["kind"] != "nvFuser execute"
+        ]
         matched = iter(alone)
         pending = next(matched, None)
         for s in b.get("statements", []):
@@ -181,11 +228,23 @@ def region_rows(broken: dict[str, dict], measured: dict[str, dict]) -> list[dict
             if a is not None:
                 pending = next(matched, None)
             kernels = (a or {}).get("kernels")
-            out.append({"executor": n, "statement": s["index"], "call": s["name"], "kind": s["kind"],
-                        "in_place_us": s["median"], "in_place_q1_us": s["q1"], "in_place_q3_us": s["q3"],
-                        "alone_us": (a or {}).get("alone_us"), "kernels": kernels,
-                        "in_place_us_per_kernel": s["median"] / kernels if kernels else None,
-                        "alone_us_per_kernel": a["alone_us"] / kernels if kernels and a.get("alone_us") is not None else None})
+            out.append(
+                {
+                    "executor": n,
+                    "statement": s["index"],
+                    "call": s["name"],
+                    "kind": s["kind"],
+                    "in_place_us": s["median"],
+                    "in_place_q1_us": s["q1"],
+                    "in_place_q3_us": s["q3"],
+                    "alone_us": (a or {}).get("alone_us"),
+                    "kernels": kernels,
+                    "in_place_us_per_kernel": s["median"] / kernels if kernels else None,
+                    "alone_us_per_kernel": a["alone_us"] / kernels
+                    if kernels and a.get("alone_us") is not None
+                    else None,
+                }
+            )
     return out
 
 
@@ -214,13 +273,25 @@ def graph_rows(step: list[dict], timed: Rounds) -> list[dict]:
         ratio = timed.ratio(graphs, plain)
         host_ratio = timed.ratio(graphs, plain, "host_ms")
         reason = "; ".join(f"{r['executor']}: {r['reason']}" for r in (g, b) if r["status"] != "ok" and r["reason"])
-        rows.append({"with_graphs": graphs, "without": plain, "wall_with_ms": g["wall_ms"], "wall_without_ms": b["wall_ms"],
-                     "wall_ratio_x": ratio and ratio.median, "wall_ratio_q1_x": ratio and ratio.q1,
-                     "wall_ratio_q3_x": ratio and ratio.q3, "host_with_ms": g["host_ms"], "host_without_ms": b["host_ms"],
-                     "host_removed_pct": 100 * (1 - host_ratio.median) if host_ratio else None,
-                     "allocated_with_mib": g["allocated_mib"], "allocated_without_mib": b["allocated_mib"],
-                     "reserved_with_mib": g["reserved_mib"], "reserved_without_mib": b["reserved_mib"],
-                     "reason": reason or None})
+        rows.append(
+            {
+                "with_graphs": graphs,
+                "without": plain,
+                "wall_with_ms": g["wall_ms"],
+                "wall_without_ms": b["wall_ms"],
+                "wall_ratio_x": ratio and ratio.median,
+                "wall_ratio_q1_x": ratio and ratio.q1,
+                "wall_ratio_q3_x": ratio and ratio.q3,
+                "host_with_ms": g["host_ms"],
+                "host_without_ms": b["host_ms"],
+                "host_removed_pct": 100 * (1 - host_ratio.median) if host_ratio else None,
+                "allocated_with_mib": g["allocated_mib"],
+                "allocated_without_mib": b["allocated_mib"],
+                "reserved_with_mib": g["reserved_mib"],
+                "reserved_without_mib": b["reserved_mib"],
+                "reason": reason or None,
+            }
+        )
     return rows
 
 
@@ -240,34 +311,45 @@ def closure_text(broken: dict[str, dict]) -> list[str]:
         if "phases" not in b:
             out.append(f"{n}: no in-place breakdown ({b.get('reason')}).")
             continue
-        parts = {**{k: v["median"] for k, v in b["phases"].items() if k != "statements"},
-                 **{kind_label(k): v["median"] for k, v in b["kinds"].items()}}
+        parts = {
+            **{k: v["median"] for k, v in b["phases"].items() if k != "statements"},
+            **{kind_label(k): v["median"] for k, v in b["kinds"].items()},
+        }
         top = sorted(parts.items(), key=lambda kv: -kv[1])[:3]
         rem = (b["remainder_pct"] or {}).get("median")
-        verdict = ("close" if rem is not None and abs(rem) <= CLOSES else "do not close")
-        out.append(f"{n}: host {_us(b['plain_host_us']['median'])} per step; largest in-place parts "
-                   + ", ".join(f"{k} {_us(v)}" for k, v in top)
-                   + f". The in-place parts {verdict} on the plain step of the same rounds "
-                   f"(remainder {number(rem)}% of it, median over {b['blocks']} rounds; within ±{CLOSES:.0f}% closes).")
+        verdict = "close" if rem is not None and abs(rem) <= CLOSES else "do not close"
+        out.append(
+            f"{n}: host {_us(b['plain_host_us']['median'])} per step; largest in-place parts "
+            + ", ".join(f"{k} {_us(v)}" for k, v in top)
+            + f". The in-place parts {verdict} on the plain step of the same rounds "
+            f"(remainder {number(rem)}% of it, median over {b['blocks']} rounds; within ±{CLOSES:.0f}% closes)."
+        )
     return out
 
 
 def startup_text(broken: dict[str, dict], timelines: dict[str, dict], device: str) -> str:
     """The seed's ~250 µs start-up per step, graded on Thunder's in-place time before its computation's
     first statement, with the profiled call-to-first-kernel against eager's as a cross-check."""
-    name = "thunder" if "thunder" in broken and "startup_us" in broken["thunder"] else \
-        next((n for n, b in broken.items() if "startup_us" in b), None)
+    name = (
+        "thunder"
+        if "thunder" in broken and "startup_us" in broken["thunder"]
+        else next((n for n, b in broken.items() if "startup_us" in b), None)
+    )
     if name is None:
         return "Start-up per step (seed: ~250 µs): no Thunder configuration was taken apart in place here."
     s = broken[name]["startup_us"]
     lo, hi = SEED_STARTUP_US
-    text = (f"Start-up per step (seed: ~250 µs, read as {lo:.0f}-{hi:.0f} µs): {grade(s['median'], SEED_STARTUP_US)} "
-            f"for {name}: {_us(s['median'])} in place before the computation's first statement ({_spread(s)}; "
-            "call entry, cache info, cache search, prologue, bookkeeping).")
+    text = (
+        f"Start-up per step (seed: ~250 µs, read as {lo:.0f}-{hi:.0f} µs): {grade(s['median'], SEED_STARTUP_US)} "
+        f"for {name}: {_us(s['median'])} in place before the computation's first statement ({_spread(s)}; "
+        "call entry, cache info, cache search, prologue, bookkeeping)."
+    )
     eager, here = ((timelines.get(n) or {}).get("call_to_first_kernel_us") for n in ("eager", name))
     if device.startswith("cuda") and eager is not None and here is not None:
-        text += (f" Profiled cross-check: its first kernel starts {_us(here)} after the call, eager's {_us(eager)} "
-                 "(under the profiler, which adds its own host cost).")
+        text += (
+            f" Profiled cross-check: its first kernel starts {_us(here)} after the call, eager's {_us(eager)} "
+            "(under the profiler, which adds its own host cost)."
+        )
     return text
 
 
@@ -280,41 +362,61 @@ def per_kernel_text(broken: dict[str, dict], regions: list[dict], device: str) -
         s = nvfusion_per_kernel(broken, regions, n)
         if s is None:
             continue
-        alone = [r["alone_us_per_kernel"] for r in regions if r["executor"] == n and r["kind"] == "nvFusion"
-                 and r["alone_us_per_kernel"] is not None]
-        parts.append(f"{n} {grade(s.median, SEED_NVFUSER_US_PER_KERNEL)}: {_us(s.median)} per kernel in place "
-                     f"({_spread(s)} over rounds)" + (f", {_us(statistics.median(alone))} run alone from an idle GPU "
-                                                      "(median over regions)" if alone else ""))
+        alone = [
+            r["alone_us_per_kernel"]
+            for r in regions
+            if r["executor"] == n and r["kind"] == "nvFusion" and r["alone_us_per_kernel"] is not None
+        ]
+        parts.append(
+            f"{n} {grade(s.median, SEED_NVFUSER_US_PER_KERNEL)}: {_us(s.median)} per kernel in place "
+            f"({_spread(s)} over rounds)"
+            + (f", {_us(statistics.median(alone))} run alone from an idle GPU (median over regions)" if alone else "")
+        )
     if not parts:
-        return (f"nvFuser host time per kernel (seed: {lo:.0f}-{hi:.0f} µs): "
-                + ("needs CUDA and nvFuser." if not device.startswith("cuda") else "no nvFusion region was measured."))
+        return f"nvFuser host time per kernel (seed: {lo:.0f}-{hi:.0f} µs): " + (
+            "needs CUDA and nvFuser." if not device.startswith("cuda") else "no nvFusion region was measured."
+        )
     return f"nvFuser host time per kernel (seed: {lo:.0f}-{hi:.0f} µs): " + "; ".join(parts) + "."
 
 
 def graphs_text(graphs: list[dict], timed: Rounds, device: str) -> str:
     cures = [g for g in graphs if g["wall_ratio_x"] is not None]
     if not cures:
-        return "CUDA graphs as the cure: " + ("needs CUDA." if not device.startswith("cuda")
-                                               else "no graph variant ran beside its baseline.")
-    parts = [f"{g['with_graphs']} runs at x{number(g['wall_ratio_x'])} the wall of {g['without']} "
-             f"(within rounds, IQR x{number(g['wall_ratio_q1_x'])}-x{number(g['wall_ratio_q3_x'])}; removes "
-             f"{number(g['host_removed_pct'])}% of its host time): "
-             f"{'holds' if g['wall_ratio_x'] <= GRAPHS_CURE else 'does not hold'}"
-             + harness.host_moved_note(timed, 1 - g["wall_ratio_x"]) for g in cures]
+        return "CUDA graphs as the cure: " + (
+            "needs CUDA." if not device.startswith("cuda") else "no graph variant ran beside its baseline."
+        )
+    parts = [
+        f"{g['with_graphs']} runs at x{number(g['wall_ratio_x'])} the wall of {g['without']} "
+        f"(within rounds, IQR x{number(g['wall_ratio_q1_x'])}-x{number(g['wall_ratio_q3_x'])}; removes "
+        f"{number(g['host_removed_pct'])}% of its host time): "
+        f"{'holds' if g['wall_ratio_x'] <= GRAPHS_CURE else 'does not hold'}"
+        + harness.host_moved_note(timed, 1 - g["wall_ratio_x"])
+        for g in cures
+    ]
     return "CUDA graphs as the cure (holds at a wall <= " + f"{GRAPHS_CURE:.0%} of without): " + "; ".join(parts) + "."
 
 
 def findings(broken, timelines, regions, graphs, timed: Rounds, device: str) -> list[str]:
-    return [*closure_text(broken), startup_text(broken, timelines, device), per_kernel_text(broken, regions, device),
-            graphs_text(graphs, timed, device)]
+    return [
+        *closure_text(broken),
+        startup_text(broken, timelines, device),
+        per_kernel_text(broken, regions, device),
+        graphs_text(graphs, timed, device),
+    ]
 
 
 def closure_figure(rows: list[dict]):
     """Stacked bars: each configuration's in-place host time per step, by part, and the remainder."""
     import plotly.express as px
 
-    fig = px.bar(rows, x="executor", y="us", color="part", title="Host time per step, taken apart in place",
-                 labels={"us": "µs per step"})
+    fig = px.bar(
+        rows,
+        x="executor",
+        y="us",
+        color="part",
+        title="Host time per step, taken apart in place",
+        labels={"us": "µs per step"},
+    )
     fig.update_layout(barmode="relative")
     return fig
 

@@ -44,17 +44,19 @@ def packed_plotly_js() -> str:
     import plotly
 
     packed = base64.b64encode(gzip.compress(plotly_js_path().read_bytes(), mtime=0)).decode("ascii")
-    return (f"/* plotly.js from plotly {plotly.__version__} (Python package), gzip + base64 */\n"
-            "window.plotlyReady = (async function () {\n"
-            f'  var bytes = Uint8Array.from(atob("{packed}"), function (c) {{ return c.charCodeAt(0); }});\n'
-            '  var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));\n'
-            '  var script = document.createElement("script");\n'
-            "  script.textContent = await new Response(stream).text();\n"
-            "  var define = window.define;\n"
-            "  window.define = undefined;\n"
-            "  document.head.appendChild(script);\n"
-            "  window.define = define;\n"
-            "})();\n")
+    return (
+        f"/* plotly.js from plotly {plotly.__version__} (Python package), gzip + base64 */\n"
+        "window.plotlyReady = (async function () {\n"
+        f'  var bytes = Uint8Array.from(atob("{packed}"), function (c) {{ return c.charCodeAt(0); }});\n'
+        '  var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));\n'
+        '  var script = document.createElement("script");\n'
+        "  script.textContent = await new Response(stream).text();\n"
+        "  var define = window.define;\n"
+        "  window.define = undefined;\n"
+        "  document.head.appendChild(script);\n"
+        "  window.define = define;\n"
+        "})();\n"
+    )
 
 
 def ensure_plotly_js(folder: Path) -> Path:
@@ -71,8 +73,11 @@ def ensure_notebook_css(folder: Path, environment) -> Path:
     target = Path(folder) / NOTEBOOK_CSS
     if not target.is_file():
         source = lambda name: environment.loader.get_source(environment, name)[0]  # noqa: E731
-        own = re.search(r'\{% endif %\}\s*<style type="text/css">(.*?)</style>\s*\{% endblock notebook_css %\}',
-                        source("lab/index.html.j2"), re.S)
+        own = re.search(
+            r'\{% endif %\}\s*<style type="text/css">(.*?)</style>\s*\{% endblock notebook_css %\}',
+            source("lab/index.html.j2"),
+            re.S,
+        )
         css = "\n".join([source("static/index.css"), source("static/theme-light.css"), own.group(1) if own else ""])
         write_atomic(target, css)
     return target
@@ -81,10 +86,17 @@ def ensure_notebook_css(folder: Path, environment) -> Path:
 def figure_html(figure: dict, div_id: str) -> str:
     """A div and the script that draws ``figure`` (plotly JSON: data, layout, config) into it once
     plotly.js is ready (``window.plotlyReady``; a plain plotly.js loaded before works too)."""
-    spec = json.dumps({"data": figure.get("data", []), "layout": figure.get("layout", {}),
-                       "config": {"responsive": True, **figure.get("config", {})}}).replace("</", "<\\/")
-    return (f'<div id="{div_id}" class="plotly-graph-div"></div>\n<script>(window.plotlyReady || Promise.resolve())'
-            f'.then(function () {{ var f = {spec}; Plotly.newPlot("{div_id}", f.data, f.layout, f.config); }});</script>')
+    spec = json.dumps(
+        {
+            "data": figure.get("data", []),
+            "layout": figure.get("layout", {}),
+            "config": {"responsive": True, **figure.get("config", {})},
+        }
+    ).replace("</", "<\\/")
+    return (
+        f'<div id="{div_id}" class="plotly-graph-div"></div>\n<script>(window.plotlyReady || Promise.resolve())'
+        f'.then(function () {{ var f = {spec}; Plotly.newPlot("{div_id}", f.data, f.layout, f.config); }});</script>'
+    )
 
 
 def plotly_outputs_to_html(nb) -> int:

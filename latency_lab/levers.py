@@ -24,10 +24,26 @@ REFERENCE = "torch.compile"  # what the seed measured Thunder against (no CUDA g
 COMBINE_AT_MOST = 3
 COUNTERFACTUAL_US_PER_KERNEL = (10.0, 5.0, 1.0)
 # Remedies the seed names for which thunder 0.2.6 has no switch: rows with their reason.
-NO_SWITCH = {"triu in nvFuser": "the seed asks nvFuser to take torch.triu; thunder 0.2.6 has no compile option for it",
-             "RoPE in nvFuser": "the seed found RoPE blocked by an nvFuser bug; thunder 0.2.6 has no compile option for it"}
-KEY_COLUMNS = ["executor", "options", "lever", "nvfusion_regions", "other_regions", "bound_symbols", "kernels_per_step",
-               "wall_ms", "host_ms", "host_saved_us", "host_saved_q1_us", "host_saved_q3_us", "status", "reason"]
+NO_SWITCH = {
+    "triu in nvFuser": "the seed asks nvFuser to take torch.triu; thunder 0.2.6 has no compile option for it",
+    "RoPE in nvFuser": "the seed found RoPE blocked by an nvFuser bug; thunder 0.2.6 has no compile option for it",
+}
+KEY_COLUMNS = [
+    "executor",
+    "options",
+    "lever",
+    "nvfusion_regions",
+    "other_regions",
+    "bound_symbols",
+    "kernels_per_step",
+    "wall_ms",
+    "host_ms",
+    "host_saved_us",
+    "host_saved_q1_us",
+    "host_saved_q3_us",
+    "status",
+    "reason",
+]
 
 
 def baseline_first(executors: list) -> list:
@@ -75,16 +91,22 @@ def saved(timed: Rounds, name: str, baseline: str = BASELINE) -> Stat | None:
 def part_deltas(broken: dict[str, dict], name: str, baseline: str = BASELINE) -> dict[str, float]:
     """Per in-place part (phases around the computation and statement kinds), the baseline's µs less
     this configuration's, round by round (both instrumented in the same round), median over rounds."""
+
     def per_block(b):
-        return {**{k: v for k, v in b.get("phases_per_block", {}).items() if k != "statements"},
-                **{host_overhead.kind_label(k): v for k, v in b.get("kinds_per_block", {}).items()}}
+        return {
+            **{k: v for k, v in b.get("phases_per_block", {}).items() if k != "statements"},
+            **{host_overhead.kind_label(k): v for k, v in b.get("kinds_per_block", {}).items()},
+        }
+
     mine, base = per_block(broken.get(name) or {}), per_block(broken.get(baseline) or {})
     if not mine or not base:
         return {}
     rounds = min(len(v) for v in [*mine.values(), *base.values()])
     zero = [0.0] * rounds
-    return {k: Stat.of(b - m for b, m in zip(base.get(k, zero), mine.get(k, zero))).median
-            for k in dict.fromkeys([*base, *mine])}
+    return {
+        k: Stat.of(b - m for b, m in zip(base.get(k, zero), mine.get(k, zero))).median
+        for k in dict.fromkeys([*base, *mine])
+    }
 
 
 def row(p: Prepared, measured: dict, timed: Rounds, broken: dict[str, dict], floor_ms: float | None) -> dict:
@@ -97,12 +119,20 @@ def row(p: Prepared, measured: dict, timed: Rounds, broken: dict[str, dict], flo
     s = saved(timed, p.name) if p.name != BASELINE else None
     deltas = part_deltas(broken, p.name) if p.name != BASELINE else {}
     largest = max(deltas.items(), key=lambda kv: abs(kv[1])) if deltas else None
-    out = p.row(options=options_text(p.executor), lever=p.executor.lever, first_call_s=p.first_call_s,
-                nvfusion_regions=nv, other_regions=other, bound_symbols=symbols,
-                kernels_per_step=kernels.get("kernels_per_step"), kernel_ms=kernels.get("kernel_ms"),
-                **(wall.flat("wall_ms") if wall else {"wall_ms": None}), **(host.flat("host_ms") if host else {"host_ms": None}),
-                **(s.flat("host_saved_us") if s else {"host_saved_us": None}),
-                largest_change=f"{largest[0]} {number(largest[1])} µs" if largest else None)
+    out = p.row(
+        options=options_text(p.executor),
+        lever=p.executor.lever,
+        first_call_s=p.first_call_s,
+        nvfusion_regions=nv,
+        other_regions=other,
+        bound_symbols=symbols,
+        kernels_per_step=kernels.get("kernels_per_step"),
+        kernel_ms=kernels.get("kernel_ms"),
+        **(wall.flat("wall_ms") if wall else {"wall_ms": None}),
+        **(host.flat("host_ms") if host else {"host_ms": None}),
+        **(s.flat("host_saved_us") if s else {"host_saved_us": None}),
+        largest_change=f"{largest[0]} {number(largest[1])} µs" if largest else None,
+    )
     out["floor_ratio_x"] = out["wall_ms"] / floor_ms if out["wall_ms"] and floor_ms else None
     return out
 
@@ -113,8 +143,13 @@ def no_switch_rows() -> list[dict]:
 
 def ranked(rows: list[dict]) -> list[dict]:
     """Levers (not the baseline, not the reference, not CUDA graphs) that saved host time, best first."""
-    levers = [r for r in rows if r["executor"] in registry.REGISTRY and registry.REGISTRY[r["executor"]].lever
-              and r["host_saved_us"] is not None]
+    levers = [
+        r
+        for r in rows
+        if r["executor"] in registry.REGISTRY
+        and registry.REGISTRY[r["executor"]].lever
+        and r["host_saved_us"] is not None
+    ]
     return sorted(levers, key=lambda r: -r["host_saved_us"])
 
 
@@ -123,8 +158,9 @@ def best_levers(rows: list[dict]) -> list[str]:
     return [r["executor"] for r in ranked(rows) if r["host_saved_q1_us"] > 0][:COMBINE_AT_MOST]
 
 
-def counterfactual(broken: dict[str, dict], regions: list[dict], timed: Rounds, kernel_ms: float | None,
-                   floor_ms: float | None) -> list[dict]:
+def counterfactual(
+    broken: dict[str, dict], regions: list[dict], timed: Rounds, kernel_ms: float | None, floor_ms: float | None
+) -> list[dict]:
     """The baseline's step if each nvFusion region's host cost were ``c`` µs per kernel, for each
     ``COUNTERFACTUAL_US_PER_KERNEL``: host = measured host - measured nvFusion host in place + c x its
     kernels; wall = the larger of that host time and the measured kernel time (a host-bound step waits
@@ -137,13 +173,27 @@ def counterfactual(broken: dict[str, dict], regions: list[dict], timed: Rounds, 
     if not (nv and kernels and t and t.host):
         return []
     host_us = t.host.median * 1e3
-    rows = [{"model": "measured", "us_per_kernel": nv["median"] / kernels, "host_ms": host_us / 1e3,
-             "wall_ms": t.wall.median, "floor_ratio_x": t.wall.median / floor_ms if floor_ms else None}]
+    rows = [
+        {
+            "model": "measured",
+            "us_per_kernel": nv["median"] / kernels,
+            "host_ms": host_us / 1e3,
+            "wall_ms": t.wall.median,
+            "floor_ratio_x": t.wall.median / floor_ms if floor_ms else None,
+        }
+    ]
     for c in COUNTERFACTUAL_US_PER_KERNEL:
         host = (host_us - nv["median"] + c * kernels) / 1e3
         wall = max(host, kernel_ms) if kernel_ms is not None else host
-        rows.append({"model": f"{number(c)} µs per nvFuser kernel", "us_per_kernel": c, "host_ms": host, "wall_ms": wall,
-                     "floor_ratio_x": wall / floor_ms if floor_ms else None})
+        rows.append(
+            {
+                "model": f"{number(c)} µs per nvFuser kernel",
+                "us_per_kernel": c,
+                "host_ms": host,
+                "wall_ms": wall,
+                "floor_ratio_x": wall / floor_ms if floor_ms else None,
+            }
+        )
     return rows
 
 
@@ -151,19 +201,29 @@ def ranking_text(rows: list[dict], timed: Rounds) -> str:
     order = ranked(rows)
     if not order:
         return "No lever ran beside the baseline here, so none is ranked."
-    parts = [f"{r['executor']} {number(r['host_saved_us'])} µs (IQR {number(r['host_saved_q1_us'])} to "
-             f"{number(r['host_saved_q3_us'])}{'; largest in-place change: ' + r['largest_change'] if r['largest_change'] else ''})"
-             for r in order]
+    parts = [
+        f"{r['executor']} {number(r['host_saved_us'])} µs (IQR {number(r['host_saved_q1_us'])} to "
+        f"{number(r['host_saved_q3_us'])}{'; largest in-place change: ' + r['largest_change'] if r['largest_change'] else ''})"
+        for r in order
+    ]
     base = next((r for r in rows if r["executor"] == BASELINE), {})
-    note = harness.host_moved_note(timed, order[0]["host_saved_us"] / 1e3 / base["host_ms"]) if base.get("host_ms") else ""
-    return "Host time saved per step against Thunder-nvFuser, within rounds, best first: " + "; ".join(parts) + "." + note
+    note = (
+        harness.host_moved_note(timed, order[0]["host_saved_us"] / 1e3 / base["host_ms"]) if base.get("host_ms") else ""
+    )
+    return (
+        "Host time saved per step against Thunder-nvFuser, within rounds, best first: " + "; ".join(parts) + "." + note
+    )
 
 
 def failed_text(rows: list[dict]) -> str | None:
     bad = [r for r in rows if r["status"] != "ok"]
     if not bad:
         return None
-    return "Levers this run could not measure: " + "; ".join(f"{r['executor']} ({r['status']}: {r['reason']})" for r in bad) + "."
+    return (
+        "Levers this run could not measure: "
+        + "; ".join(f"{r['executor']} ({r['status']}: {r['reason']})" for r in bad)
+        + "."
+    )
 
 
 def combination_text(combo: list[dict], depth_of: dict[str, int], floor_of: dict[int, float | None]) -> list[str]:
@@ -177,12 +237,15 @@ def combination_text(combo: list[dict], depth_of: dict[str, int], floor_of: dict
             out.append(f"At {depth} layer{'s' if depth > 1 else ''}: no combination was measured.")
             continue
         ref, base = here.get(REFERENCE) or {}, here.get(BASELINE) or {}
-        text = (f"At {depth} layer{'s' if depth > 1 else ''}: {combined['executor']} {number(combined['wall_ms'])} ms wall, "
-                f"x{number(combined['vs_baseline_x'])} of Thunder-nvFuser's ({number(base.get('wall_ms'))} ms)")
+        text = (
+            f"At {depth} layer{'s' if depth > 1 else ''}: {combined['executor']} {number(combined['wall_ms'])} ms wall, "
+            f"x{number(combined['vs_baseline_x'])} of Thunder-nvFuser's ({number(base.get('wall_ms'))} ms)"
+        )
         if ref.get("wall_ms"):
             reaches = combined["vs_reference_q1_x"] is not None and combined["vs_reference_q1_x"] <= 1.0
-            text += (f" and x{number(combined['vs_reference_x'])} of torch.compile's ({number(ref['wall_ms'])} ms): "
-                     + ("it reaches torch.compile's wall" if reaches else "it does not reach torch.compile's wall"))
+            text += f" and x{number(combined['vs_reference_x'])} of torch.compile's ({number(ref['wall_ms'])} ms): " + (
+                "it reaches torch.compile's wall" if reaches else "it does not reach torch.compile's wall"
+            )
         if floor_of.get(depth):
             text += f"; x{number(combined['wall_ms'] / floor_of[depth])} the bandwidth floor"
         out.append(text + " (ratios within rounds).")
@@ -195,8 +258,10 @@ def counterfactual_text(model: list[dict], rows: list[dict]) -> str | None:
     ref = next((r for r in rows if r["executor"] == REFERENCE and r["wall_ms"]), None)
     best = next(iter(ranked(rows)), None)
     parts = [f"{m['model']}: {number(m['wall_ms'])} ms wall" for m in model[1:]]
-    text = (f"Counterfactual (model, not measured): Thunder-nvFuser's nvFusion regions cost {number(model[0]['us_per_kernel'])} µs "
-            f"of host time per kernel in place; at " + "; ".join(parts))
+    text = (
+        f"Counterfactual (model, not measured): Thunder-nvFuser's nvFusion regions cost {number(model[0]['us_per_kernel'])} µs "
+        f"of host time per kernel in place; at " + "; ".join(parts)
+    )
     if ref:
         text += f"; torch.compile measured {number(ref['wall_ms'])} ms"
     if best:
@@ -205,8 +270,16 @@ def counterfactual_text(model: list[dict], rows: list[dict]) -> str | None:
 
 
 def findings(rows, timed, model, combo, depth_of, floor_of) -> list[str]:
-    return [t for t in (ranking_text(rows, timed), failed_text(rows), counterfactual_text(model, rows),
-                        *combination_text(combo, depth_of, floor_of)) if t]
+    return [
+        t
+        for t in (
+            ranking_text(rows, timed),
+            failed_text(rows),
+            counterfactual_text(model, rows),
+            *combination_text(combo, depth_of, floor_of),
+        )
+        if t
+    ]
 
 
 def insitu_summaries(prepared: dict[str, Prepared], kwargs: dict, calls: int):
@@ -221,10 +294,14 @@ def breakdown_rows(broken: dict[str, dict]) -> list[dict]:
         if "phases" not in b:
             continue
         deltas = part_deltas(broken, n)
-        parts = {**{k: v["median"] for k, v in b["phases"].items() if k != "statements"},
-                 **{host_overhead.kind_label(k): v["median"] for k, v in b["kinds"].items()}}
-        out += [{"executor": n, "part": k, "us": us, "saved_vs_baseline_us": deltas.get(k) if n != BASELINE else None}
-                for k, us in parts.items()]
+        parts = {
+            **{k: v["median"] for k, v in b["phases"].items() if k != "statements"},
+            **{host_overhead.kind_label(k): v["median"] for k, v in b["kinds"].items()},
+        }
+        out += [
+            {"executor": n, "part": k, "us": us, "saved_vs_baseline_us": deltas.get(k) if n != BASELINE else None}
+            for k, us in parts.items()
+        ]
     return out
 
 
@@ -250,8 +327,12 @@ def combination_stage(best: list[str], prepared: dict[str, Prepared], case: swee
     built = []
     if deeper:
         executors = [registry.REGISTRY[BASELINE], combined, registry.REGISTRY[REFERENCE]]
-        built = sweep.build(sweep.Sweep("depth", {"layers": tuple(deeper)}, executors,
-                                        lambda point: sweep.model_case(replace(params, **point))), params)
+        built = sweep.build(
+            sweep.Sweep(
+                "depth", {"layers": tuple(deeper)}, executors, lambda point: sweep.model_case(replace(params, **point))
+            ),
+            params,
+        )
         entries += [harness.Entry(b.key, b.prepared.fn, b.case.kwargs) for b in built if b.prepared.ok]
         stage.update({b.key: b.prepared for b in built})
         floor_of.update({b.point["layers"]: b.case.floor_ms for b in built})
@@ -268,10 +349,17 @@ def combination_row(key: str, p: Prepared, timed: Rounds, depth_of: dict[str, in
     baseline and to the reference at the same depth."""
     t = timed.timed.get(key)
     depth = depth_of[key]
-    out = p.row(key=key, layers=depth, combined=p.name == combined, first_call_s=p.first_call_s,
-                **(t.wall.flat("wall_ms") if t and t.wall else {"wall_ms": None}),
-                **(t.host.flat("host_ms") if t and t.host else {"host_ms": None}))
+    out = p.row(
+        key=key,
+        layers=depth,
+        combined=p.name == combined,
+        first_call_s=p.first_call_s,
+        **(t.wall.flat("wall_ms") if t and t.wall else {"wall_ms": None}),
+        **(t.host.flat("host_ms") if t and t.host else {"host_ms": None}),
+    )
     for other, field in ((BASELINE, "vs_baseline"), (REFERENCE, "vs_reference")):
         ratio = timed.ratio(key, f"{other} @ layers={depth}")
-        out.update(ratio.flat(f"{field}_x") if ratio and p.name != other else {f"{field}_x": None, f"{field}_q1_x": None})
+        out.update(
+            ratio.flat(f"{field}_x") if ratio and p.name != other else {f"{field}_x": None, f"{field}_q1_x": None}
+        )
     return out

@@ -21,8 +21,18 @@ COUNTS = ("per_step", "per_call", "count", "calls", "blocks", "rounds", "kernels
 # spread parts of a statistic: ``wall_ms`` -> ``wall_q1_ms``, ``wall_q3_ms``
 SPREAD_PARTS = ("q1", "q3")
 # words a header spells out differently from its name
-WORDS = {"gpu": "GPU", "cpu": "CPU", "iqr": "IQR", "rel": "relative", "err": "error", "tpot": "time per output token",
-         "nvfusion": "nvFusion", "vs": "vs.", "rms": "RMS", "se": "SE"}
+WORDS = {
+    "gpu": "GPU",
+    "cpu": "CPU",
+    "iqr": "IQR",
+    "rel": "relative",
+    "err": "error",
+    "tpot": "time per output token",
+    "nvfusion": "nvFusion",
+    "vs": "vs.",
+    "rms": "RMS",
+    "se": "SE",
+}
 
 
 @dataclass(frozen=True)
@@ -44,8 +54,16 @@ class Stat:
         if not xs:
             raise ValueError("Stat.of() needs at least one sample")
         q1, _, q3 = statistics.quantiles(xs, n=4, method="inclusive") if len(xs) > 1 else (xs[0],) * 3
-        return cls(statistics.median(xs), q1, q3, xs[0], xs[-1], statistics.fmean(xs),
-                   statistics.stdev(xs) if len(xs) > 1 else 0.0, len(xs))
+        return cls(
+            statistics.median(xs),
+            q1,
+            q3,
+            xs[0],
+            xs[-1],
+            statistics.fmean(xs),
+            statistics.stdev(xs) if len(xs) > 1 else 0.0,
+            len(xs),
+        )
 
     @property
     def iqr(self) -> float:
@@ -62,8 +80,9 @@ class Stat:
 
     def scaled(self, factor: float) -> Stat:
         """The same statistic in another unit (``factor`` > 0), or per item (1 / items)."""
-        return Stat(*(v * factor for v in (self.median, self.q1, self.q3, self.min, self.max, self.mean, self.std)),
-                    self.n)
+        return Stat(
+            *(v * factor for v in (self.median, self.q1, self.q3, self.min, self.max, self.mean, self.std)), self.n
+        )
 
     def to_dict(self) -> dict:
         return {**asdict(self), "iqr": self.iqr, "rel_spread": self.rel_spread, "noisy": self.noisy}

@@ -55,8 +55,12 @@ LLAMA_3_2_1B_CFG = {
 
 # Same architecture (GQA 4:1, llama3 RoPE scaling, tied embeddings), small enough for CPU tests.
 TINY_OVERRIDES = {
-    "head_dim": 16, "hidden_size": 64, "intermediate_size": 256, "num_attention_heads": 4,
-    "num_key_value_heads": 1, "vocab_size": 1024,
+    "head_dim": 16,
+    "hidden_size": 64,
+    "intermediate_size": 256,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 1,
+    "vocab_size": 1024,
 }
 
 SEED_TOKEN_IDS = [128000, 791, 1401, 311, 2324, 374]
@@ -97,7 +101,9 @@ def static_cache(config, batch_size: int, max_cache_len: int, device: str, dtype
 
     # transformers 4.46 names the batch argument `batch_size`, later releases `max_batch_size`.
     batch_arg = "batch_size" if "batch_size" in inspect.signature(StaticCache).parameters else "max_batch_size"
-    return StaticCache(config=config, max_cache_len=max_cache_len, device=device, dtype=dtype, **{batch_arg: batch_size})
+    return StaticCache(
+        config=config, max_cache_len=max_cache_len, device=device, dtype=dtype, **{batch_arg: batch_size}
+    )
 
 
 def make_kwargs(params: Params, config, device: str) -> dict:
@@ -108,13 +114,25 @@ def make_kwargs(params: Params, config, device: str) -> dict:
     if params.cache_mode == "seed":
         # The seed's call verbatim. Note: `cache_positions` (plural) is not a forward parameter of
         # LlamaForCausalLM; transformers swallows it through **kwargs, as it did in the seed.
-        return dict(cache_positions=positions, input_ids=ids, attention_mask=mask,
-                    inputs_embeds=None, use_cache=True, return_dict=True)
+        return dict(
+            cache_positions=positions,
+            input_ids=ids,
+            attention_mask=mask,
+            inputs_embeds=None,
+            use_cache=True,
+            return_dict=True,
+        )
     if params.cache_mode == "none":
         return dict(input_ids=ids, attention_mask=mask, use_cache=False, return_dict=True)
     cache = static_cache(config, params.batch_size, params.seq_len, device, getattr(torch, params.dtype))
-    return dict(input_ids=ids, attention_mask=mask, past_key_values=cache, cache_position=positions,
-                use_cache=True, return_dict=True)
+    return dict(
+        input_ids=ids,
+        attention_mask=mask,
+        past_key_values=cache,
+        cache_position=positions,
+        use_cache=True,
+        return_dict=True,
+    )
 
 
 def build(params: Params) -> Setup:
@@ -169,11 +187,13 @@ def bandwidth_floor(setup: Setup, measured_bandwidth: float | None = None) -> di
     sheet = environment.datasheet_bandwidth(device)
     measured = measured_bandwidth or environment.measured_bandwidth(device)
     total = step_bytes(setup)["total"]
-    return {"step_bytes": total,
-            "bandwidth_datasheet_GBps": sheet / 1e9 if sheet else None,
-            "bandwidth_measured_GBps": measured / 1e9 if measured else None,
-            "floor_ms_datasheet": total / sheet * 1e3 if sheet else None,
-            "floor_ms_measured": total / measured * 1e3 if measured else None}
+    return {
+        "step_bytes": total,
+        "bandwidth_datasheet_GBps": sheet / 1e9 if sheet else None,
+        "bandwidth_measured_GBps": measured / 1e9 if measured else None,
+        "floor_ms_datasheet": total / sheet * 1e3 if sheet else None,
+        "floor_ms_measured": total / measured * 1e3 if measured else None,
+    }
 
 
 @dataclass
@@ -199,11 +219,21 @@ def build_decode(setup: Setup, prompt_len: int, new_tokens: int) -> DecodeSetup:
     cache = static_cache(setup.config, p.batch_size, prompt_len + new_tokens, device, setup.dtype)
     ids = token_ids(replace(p, seq_len=prompt_len), setup.config.vocab_size).to(device)
     with torch.no_grad():
-        out = setup.model(input_ids=ids, cache_position=torch.arange(prompt_len, device=device),
-                          past_key_values=cache, use_cache=True, return_dict=True)
+        out = setup.model(
+            input_ids=ids,
+            cache_position=torch.arange(prompt_len, device=device),
+            past_key_values=cache,
+            use_cache=True,
+            return_dict=True,
+        )
     next_ids = logits_of(out)[:, -1:].argmax(-1)
-    kwargs = dict(input_ids=next_ids, cache_position=torch.tensor([prompt_len], device=device),
-                  past_key_values=cache, use_cache=True, return_dict=True)
+    kwargs = dict(
+        input_ids=next_ids,
+        cache_position=torch.tensor([prompt_len], device=device),
+        past_key_values=cache,
+        use_cache=True,
+        return_dict=True,
+    )
     return DecodeSetup(cache, prompt_len, prompt_len + new_tokens, kwargs)
 
 
@@ -213,7 +243,9 @@ def greedy_decode(fn, decode: DecodeSetup, tokens: int) -> list[torch.Tensor]:
     input. Nothing here synchronizes the device (the caller's timer does, once, after the loop).
     Returns the generated token ids, one (batch, 1) tensor per step."""
     if tokens > decode.max_cache_len - decode.prompt_len:
-        raise ValueError(f"greedy_decode: {tokens} tokens exceed the cache's {decode.max_cache_len - decode.prompt_len} free positions")
+        raise ValueError(
+            f"greedy_decode: {tokens} tokens exceed the cache's {decode.max_cache_len - decode.prompt_len} free positions"
+        )
     kw = dict(decode.kwargs)
     ids, position, generated = kw.pop("input_ids"), kw.pop("cache_position"), []
     for _ in range(tokens):
@@ -240,10 +272,19 @@ def compare_to_eager(out: torch.Tensor, ref: torch.Tensor, dtype: str, layers: i
     whether it is within ``tolerance(dtype, layers)``."""
     tol = tolerance(dtype, layers)
     if out.shape != ref.shape:
-        return {"max_abs_diff": None, "rel_err": None, "tolerance": tol, "passed": False,
-                "mismatch": f"shape {tuple(out.shape)} != {tuple(ref.shape)}"}
+        return {
+            "max_abs_diff": None,
+            "rel_err": None,
+            "tolerance": tol,
+            "passed": False,
+            "mismatch": f"shape {tuple(out.shape)} != {tuple(ref.shape)}",
+        }
     out, ref = out.detach().double(), ref.detach().double()
     diff = out - ref
     rel = (diff.norm() / ref.norm().clamp_min(1e-30)).item()
-    return {"max_abs_diff": diff.abs().max().item(), "rel_err": rel, "tolerance": tol,
-            "passed": bool(rel <= tol and torch.isfinite(out).all())}
+    return {
+        "max_abs_diff": diff.abs().max().item(),
+        "rel_err": rel,
+        "tolerance": tol,
+        "passed": bool(rel <= tol and torch.isfinite(out).all()),
+    }

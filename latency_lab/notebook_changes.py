@@ -15,11 +15,15 @@ def _git(folder: Path, *args: str) -> subprocess.CompletedProcess:
 
 def cells(text: str) -> list[tuple]:
     """A notebook's cells as (type, source, tags): what a run executes and how papermill sees it."""
+
     def source(cell):
         s = cell.get("source", "")
         return "".join(s) if isinstance(s, list) else s
-    return [(c.get("cell_type"), source(c), tuple(c.get("metadata", {}).get("tags", [])))
-            for c in json.loads(text).get("cells", [])]
+
+    return [
+        (c.get("cell_type"), source(c), tuple(c.get("metadata", {}).get("tags", [])))
+        for c in json.loads(text).get("cells", [])
+    ]
 
 
 def change(path: Path) -> str | None:
@@ -46,8 +50,10 @@ def change(path: Path) -> str | None:
     if len(old) != len(new):
         return f"{len(new)} cells, {len(old)} in the committed notebook ({head})"
     differ = [str(i) for i, (a, b) in enumerate(zip(old, new), 1) if a != b]
-    return (f"cell{'s' if len(differ) > 1 else ''} {', '.join(differ)} of {len(new)} "
-            f"differ{'' if len(differ) > 1 else 's'} from the committed notebook ({head})")
+    return (
+        f"cell{'s' if len(differ) > 1 else ''} {', '.join(differ)} of {len(new)} "
+        f"differ{'' if len(differ) > 1 else 's'} from the committed notebook ({head})"
+    )
 
 
 def changes(notebooks: dict[str, Path]) -> dict[str, str]:

@@ -64,8 +64,9 @@ def select(available: dict[str, Path], wanted: str | None) -> dict[str, Path]:
         match = [n for n in available if n == token or n.split("_", 1)[0] == token.zfill(2)]
         if not match:
             allowed = ", ".join(n.split("_", 1)[0] for n in available)
-            raise ValueError(f"invalid --notebooks entry {short(token)}: allowed {allowed} "
-                             f"(or full names: {', '.join(available)})")
+            raise ValueError(
+                f"invalid --notebooks entry {short(token)}: allowed {allowed} (or full names: {', '.join(available)})"
+            )
         chosen[match[0]] = available[match[0]]
     return dict(sorted(chosen.items()))
 
@@ -98,10 +99,18 @@ def execute(path: Path, run_dir: Path, parameters: dict, kernel: str, timeout: i
         # The kernel is stopped at once when the notebook ends: a graceful shutdown of a kernel still busy
         # in a timed-out cell makes it print a zmq traceback as it answers on a closed socket. It keeps no
         # IPython history: nobody reads a headless run's back, and on a full disk it prints a traceback.
-        papermill.execute_notebook(str(path), str(executed), parameters=parameters, kernel_name=kernel,
-                                   cwd=str(path.parent), progress_bar=progress, execution_timeout=timeout,
-                                   store_widget_state=False, shutdown_kernel="immediate",
-                                   extra_arguments=["--HistoryManager.enabled=False"])
+        papermill.execute_notebook(
+            str(path),
+            str(executed),
+            parameters=parameters,
+            kernel_name=kernel,
+            cwd=str(path.parent),
+            progress_bar=progress,
+            execution_timeout=timeout,
+            store_widget_state=False,
+            shutdown_kernel="immediate",
+            extra_arguments=["--HistoryManager.enabled=False"],
+        )
         outcome.status = "ok"
     except PapermillExecutionError as e:
         outcome.status = "failed"
@@ -116,8 +125,12 @@ def execute(path: Path, run_dir: Path, parameters: dict, kernel: str, timeout: i
             outcome.files["html"] = to_html(executed).name
         except Exception as e:  # the executed notebook and its results stay; the run goes on
             outcome.status = "failed"
-            outcome.error = outcome.error or {"cell": None, "cell_index": None, "ename": "HTMLExportError",
-                                              "evalue": f"{type(e).__name__}: {e}"}
+            outcome.error = outcome.error or {
+                "cell": None,
+                "cell_index": None,
+                "ename": "HTMLExportError",
+                "evalue": f"{type(e).__name__}: {e}",
+            }
     return outcome
 
 
@@ -140,8 +153,13 @@ def error_line(error: dict | None) -> str:
     """One line for an outcome's error: where (cell), what, and the message."""
     if not error:
         return ""
-    where = (f"cell {error['cell']}: " if error.get("cell") is not None
-             else f"cell index {error['cell_index']}: " if error.get("cell_index") is not None else "")
+    where = (
+        f"cell {error['cell']}: "
+        if error.get("cell") is not None
+        else f"cell index {error['cell_index']}: "
+        if error.get("cell_index") is not None
+        else ""
+    )
     return f"{where}{error.get('ename')}: {str(error.get('evalue'))[:300]}"
 
 
@@ -206,8 +224,11 @@ def html_exporter():
 
     from . import html_assets
 
-    return HTMLExporter(template_name="lab", template_file="latency_lab.html.j2",
-                        extra_loaders=[jinja2.DictLoader({"latency_lab.html.j2": html_assets.NOTEBOOK_TEMPLATE})])
+    return HTMLExporter(
+        template_name="lab",
+        template_file="latency_lab.html.j2",
+        extra_loaders=[jinja2.DictLoader({"latency_lab.html.j2": html_assets.NOTEBOOK_TEMPLATE})],
+    )
 
 
 def write_shared_assets(folder: Path, exporter=None) -> None:

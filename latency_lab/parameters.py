@@ -17,8 +17,16 @@ from pathlib import Path
 from .registry import REGISTRY
 
 PRESETS = ("seed", "tiny")
-DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
-          "half": "float16", "float32": "float32", "fp32": "float32", "float": "float32"}
+DTYPES = {
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "fp16": "float16",
+    "half": "float16",
+    "float32": "float32",
+    "fp32": "float32",
+    "float": "float32",
+}
 CACHE_MODES = ("seed", "static", "none")
 DEVICES = ("auto", "cpu", "cuda", "cuda:N")
 OPS = ("add", "mul", "silu", "linear", "matmul", "embedding", "triu", "rms_norm")
@@ -57,17 +65,25 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_DEFAULTS: dict[str, dict[str, object]] = {
     "00_explorer": {"executors": "eager,torch.compile"},
     # the seed's executors and the CUDA-graph variants: the full registry is one executors=all away
-    "02_executor_timing": {"executors": "eager,torch.compile,torch.compile:reduce-overhead,thunder,thunder:torch,"
-                                        "thunder:torchcompile,thunder:cudagraphs"},
+    "02_executor_timing": {
+        "executors": "eager,torch.compile,torch.compile:reduce-overhead,thunder,thunder:torch,"
+        "thunder:torchcompile,thunder:cudagraphs"
+    },
     "03_trace_counters": {"executors": "thunder,thunder:torch,thunder:torchcompile,thunder:cudagraphs"},  # 02's
     "04_op_microbenchmarks": {"executors": "eager,torch.compile,thunder,thunder:torch,thunder:torchcompile"},
     # each CUDA-graph variant beside its baseline; rounds kept small: 05 takes steps apart, 02 times them
-    "05_host_overhead": {"executors": "eager,torch.compile,torch.compile:reduce-overhead,thunder,thunder:cudagraphs",
-                         "repeats": 4},
+    "05_host_overhead": {
+        "executors": "eager,torch.compile,torch.compile:reduce-overhead,thunder,thunder:cudagraphs",
+        "repeats": 4,
+    },
     "06_scaling": {"executors": "eager,torch.compile,torch.compile:reduce-overhead,thunder", "repeats": 6},
-    "07_levers": {"executors": "thunder,thunder:nv-linear,thunder:nv-embedding,thunder:nv-skip-cache,"
-                               "thunder:cache-same-input,thunder:cache-symbolic,thunder:torchcompile,thunder:cudagraphs,"
-                               "torch.compile", "repeats": 4, "depths": [1]},
+    "07_levers": {
+        "executors": "thunder,thunder:nv-linear,thunder:nv-embedding,thunder:nv-skip-cache,"
+        "thunder:cache-same-input,thunder:cache-symbolic,thunder:torchcompile,thunder:cudagraphs,"
+        "torch.compile",
+        "repeats": 4,
+        "depths": [1],
+    },
 }
 # Parameters every notebook applies in its setup (``from_namespace``), whether its cell declares them or not.
 EVERY_NOTEBOOK = ("threads",)
@@ -85,7 +101,7 @@ def clip(text: str, limit: int = 80) -> str:
     """``text``, or for a longer one its start and end around an ellipsis, with its length."""
     if len(text) <= limit:
         return text
-    return f"{text[:limit - 20]}…{text[-8:]} ({len(text):,} characters)"
+    return f"{text[: limit - 20]}…{text[-8:]} ({len(text):,} characters)"
 
 
 _REPR = reprlib.Repr()
@@ -150,8 +166,10 @@ SCHEMA: dict[str, tuple[object, str]] = {
     "depths": (None, "num_hidden_layers of the depth sweep, a list of integers >= 1 (None: per-device default)"),
     "prompt_lengths": (None, "prompt tokens of the prefill sweep, a list of integers >= 1 (None: per-device default)"),
     "decode_tokens": (None, "new tokens of the greedy decode loop, an integer >= 1 (None: per-device default)"),
-    "threads": (None, "torch's intra-op threads, an integer 1..CPUs (None: 1 on a CPU, for stable timing; "
-                      "torch's default on a GPU)"),
+    "threads": (
+        None,
+        "torch's intra-op threads, an integer 1..CPUs (None: 1 on a CPU, for stable timing; torch's default on a GPU)",
+    ),
 }
 
 
@@ -166,8 +184,15 @@ def parse_value(text: str):
 
 
 def _int(name: str, value, minimum: int, maximum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (maximum is not None and value > maximum):
-        raise ParameterError(name, value, f"an integer >= {minimum}" if maximum is None else f"an integer {minimum}..{maximum}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or value < minimum
+        or (maximum is not None and value > maximum)
+    ):
+        raise ParameterError(
+            name, value, f"an integer >= {minimum}" if maximum is None else f"an integer {minimum}..{maximum}"
+        )
     return value
 
 
@@ -195,9 +220,14 @@ def _sizes(value, preset: str) -> tuple[str, ...]:
     if value is None:
         return tuple(SIZE_DEFAULTS[preset])
     items = [v.strip() for v in value.split(",")] if isinstance(value, str) else value
-    ok = isinstance(items, (list, tuple)) and items and all(
-        isinstance(v, str) and (v == "seed" or (v.endswith("x") and v[:-1].isdigit() and int(v[:-1]) > 0))
-        for v in items)
+    ok = (
+        isinstance(items, (list, tuple))
+        and items
+        and all(
+            isinstance(v, str) and (v == "seed" or (v.endswith("x") and v[:-1].isdigit() and int(v[:-1]) > 0))
+            for v in items
+        )
+    )
     if not ok:
         raise ParameterError("sizes", value, "a list of 'seed' or '<k>x' labels, e.g. ['seed', '4x', '64x']")
     return tuple(items)
@@ -207,8 +237,11 @@ def _int_list(name: str, value, default: tuple[int, ...]) -> tuple[int, ...]:
     """A sweep's points: a non-empty list of integers >= 1, sorted, duplicates dropped."""
     if value is None:
         return tuple(default)
-    if not isinstance(value, (list, tuple)) or not value or \
-            not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value):
+    if (
+        not isinstance(value, (list, tuple))
+        or not value
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value)
+    ):
         raise ParameterError(name, value, "a non-empty list of integers >= 1, e.g. [1, 2, 4, 8]")
     return tuple(sorted(set(value)))
 
@@ -265,14 +298,25 @@ def validate(raw: dict | None = None, **kwargs) -> Params:
     sweeps = TINY_SWEEPS if v["preset"] == "tiny" else SWEEP_DEFAULTS["cuda" if device.startswith("cuda") else "cpu"]
     for name in ("depths", "prompt_lengths"):
         resolved[name] = _int_list(name, v[name], sweeps[name])
-    resolved["decode_tokens"] = sweeps["decode_tokens"] if v["decode_tokens"] is None else _int("decode_tokens", v["decode_tokens"], 1)
+    resolved["decode_tokens"] = (
+        sweeps["decode_tokens"] if v["decode_tokens"] is None else _int("decode_tokens", v["decode_tokens"], 1)
+    )
     resolved["threads"] = _threads(v["threads"], device)
 
     p = Params(
-        preset=v["preset"], layers=v["layers"], batch_size=v["batch_size"], seq_len=v["seq_len"],
-        dtype=DTYPES[v["dtype"]], device=device, executors=executors, cache_mode=v["cache_mode"],
-        ops=ops, sizes=sizes, output_dir=v["output_dir"] or str(REPO_ROOT / "outputs" / "interactive"),
-        seed=v["seed"], **resolved,
+        preset=v["preset"],
+        layers=v["layers"],
+        batch_size=v["batch_size"],
+        seq_len=v["seq_len"],
+        dtype=DTYPES[v["dtype"]],
+        device=device,
+        executors=executors,
+        cache_mode=v["cache_mode"],
+        ops=ops,
+        sizes=sizes,
+        output_dir=v["output_dir"] or str(REPO_ROOT / "outputs" / "interactive"),
+        seed=v["seed"],
+        **resolved,
     )
     check_fits(p, values)
     return p
@@ -343,17 +387,28 @@ def check_fits(p: Params, given: dict) -> None:
         while lo < hi:  # the largest point that fits, by bisection (step_bytes grows with each)
             mid = (lo + hi + 1) // 2
             lo, hi = (mid, hi) if step_bytes(_with_point(p, name, mid)) <= memory else (lo, mid - 1)
-        what = "'seed' or '<k>x' labels with k" if name == "sizes" else \
-            "integers" if isinstance(getattr(p, name), tuple) else "an integer"
-        raise ParameterError(name, given.get(name, getattr(p, name)),
-                             f"{what} up to {lo:,} on this machine: one step would need about {need / 2**30:.3g} GiB "
-                             f"(weights, KV cache and the largest activations; estimate), more than its "
-                             f"{memory / 2**30:.3g} GiB of {kind}")
+        what = (
+            "'seed' or '<k>x' labels with k"
+            if name == "sizes"
+            else "integers"
+            if isinstance(getattr(p, name), tuple)
+            else "an integer"
+        )
+        raise ParameterError(
+            name,
+            given.get(name, getattr(p, name)),
+            f"{what} up to {lo:,} on this machine: one step would need about {need / 2**30:.3g} GiB "
+            f"(weights, KV cache and the largest activations; estimate), more than its "
+            f"{memory / 2**30:.3g} GiB of {kind}",
+        )
     name = next((n for n in SIZE_PARAMS if n in given), "preset")  # several too large at once
-    raise ParameterError(name, given.get(name, getattr(p, name)),
-                         f"smaller sizes: as given, one step would need about {need / 2**30:.3g} GiB, more than this "
-                         f"machine's {memory / 2**30:.3g} GiB of {kind}, and no one of {', '.join(SIZE_PARAMS)} alone "
-                         f"brings it within")
+    raise ParameterError(
+        name,
+        given.get(name, getattr(p, name)),
+        f"smaller sizes: as given, one step would need about {need / 2**30:.3g} GiB, more than this "
+        f"machine's {memory / 2**30:.3g} GiB of {kind}, and no one of {', '.join(SIZE_PARAMS)} alone "
+        f"brings it within",
+    )
 
 
 def from_namespace(namespace: dict) -> Params:

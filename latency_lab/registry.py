@@ -129,6 +129,7 @@ def _torch_compile(mode: str | None):
         import torch
 
         return torch.compile(module, mode=mode, **_dynamo_static())
+
     return factory
 
 
@@ -140,9 +141,11 @@ def _torch_compile(mode: str | None):
 # alone reproduces it; allocating the workspace inside the capture avoids it. The registry order
 # (reduce-overhead first) and a warm-up before the next executor is built keep every recording
 # before thunder's capture.
-THUNDER_CUDAGRAPHS_HAZARD = ("its graphs keep the cuBLAS workspace of thunder's warm-up stream; a torch.compile "
-                             "CUDA-graph recording after its capture frees it and the next replay faults "
-                             "(illegal memory access), so it is built after reduce-overhead has recorded")
+THUNDER_CUDAGRAPHS_HAZARD = (
+    "its graphs keep the cuBLAS workspace of thunder's warm-up stream; a torch.compile "
+    "CUDA-graph recording after its capture frees it and the next replay faults "
+    "(illegal memory access), so it is built after reduce-overhead has recorded"
+)
 
 
 def _thunder(wanted: tuple[str, ...] | None, cudagraphs: bool = False, options: dict | None = None):
@@ -160,6 +163,7 @@ def _thunder(wanted: tuple[str, ...] | None, cudagraphs: bool = False, options: 
         if wanted is None:
             notes.append("default executors: " + ", ".join(ex.name for ex in thunder.get_default_executors()))
         return thunder.jit(module, **kwargs)
+
     return factory
 
 
@@ -171,6 +175,7 @@ def _thunder_compile(plugins: str | None):
         recipe = thunder.Recipe.get_for_model(module)
         notes.append(f"recipe {type(recipe).__name__}" + (f", plugins={plugins!r}" if plugins else ""))
         return thunder.compile(module, recipe=recipe, plugins=plugins)
+
     return factory
 
 
@@ -182,56 +187,133 @@ def _thunderfx(module, notes):
 
 _ALL = [
     Executor("eager", "torch-eager", "the module as is", _eager),
-    Executor("torch.compile", "torch.compile", "torch.compile(model), Inductor defaults, static shapes",
-             _torch_compile(None)),
-    Executor("torch.compile:reduce-overhead", "torch.compile+CUDA graphs",
-             "torch.compile(model, mode='reduce-overhead'): Inductor with CUDA graphs, static shapes",
-             _torch_compile("reduce-overhead"), needs_cuda=True),
-    Executor("thunder", "Thunder-nvFuser", "thunder.jit(model), default executors (nvFuser on GPU)",
-             _thunder(None), needs_thunder=True, needs_nvfuser=True),
-    Executor("thunder:torch", "Thunder-torch", f"thunder.jit(model, executors={list(THUNDER_TORCH)}): no fusion executor",
-             _thunder(THUNDER_TORCH), needs_thunder=True),
-    Executor("thunder:torchcompile", "Thunder-torch.compile",
-             f"thunder.jit(model, executors={list(THUNDER_TORCHCOMPILE)})",
-             _thunder(THUNDER_TORCHCOMPILE), needs_thunder=True),
-    Executor("thunder:torchcompile_cat", "Thunder-torch.compile_cat",
-             f"thunder.jit(model, executors={list(THUNDER_TORCHCOMPILE_CAT)})",
-             _thunder(THUNDER_TORCHCOMPILE_CAT), needs_thunder=True),
-    Executor("thunder.compile", "thunder.compile",
-             "thunder.compile(model): the recipe thunder picks for the model (nvFuser for HF models)",
-             _thunder_compile(None), needs_thunder=True, needs_nvfuser=True, entry_point="compile"),
-    Executor("thunderfx", "ThunderFX", "thunder.dynamo.thunderfx(model): Dynamo front end, Thunder back end",
-             _thunderfx, needs_thunder=True, entry_point="dynamo.thunderfx"),
-    Executor("thunder:cudagraphs", "Thunder-nvFuser+CUDA graphs",
-             "thunder.jit(model, transforms=[CUDAGraphTransform()]), default executors",
-             _thunder(None, cudagraphs=True), needs_cuda=True, needs_thunder=True),
-    Executor("thunder.compile:reduce-overhead", "thunder.compile+CUDA graphs",
-             "thunder.compile(model, plugins='reduce-overhead'): the recipe plus CUDAGraphTransform",
-             _thunder_compile("reduce-overhead"), needs_cuda=True, needs_thunder=True, needs_nvfuser=True,
-             entry_point="compile"),
+    Executor(
+        "torch.compile", "torch.compile", "torch.compile(model), Inductor defaults, static shapes", _torch_compile(None)
+    ),
+    Executor(
+        "torch.compile:reduce-overhead",
+        "torch.compile+CUDA graphs",
+        "torch.compile(model, mode='reduce-overhead'): Inductor with CUDA graphs, static shapes",
+        _torch_compile("reduce-overhead"),
+        needs_cuda=True,
+    ),
+    Executor(
+        "thunder",
+        "Thunder-nvFuser",
+        "thunder.jit(model), default executors (nvFuser on GPU)",
+        _thunder(None),
+        needs_thunder=True,
+        needs_nvfuser=True,
+    ),
+    Executor(
+        "thunder:torch",
+        "Thunder-torch",
+        f"thunder.jit(model, executors={list(THUNDER_TORCH)}): no fusion executor",
+        _thunder(THUNDER_TORCH),
+        needs_thunder=True,
+    ),
+    Executor(
+        "thunder:torchcompile",
+        "Thunder-torch.compile",
+        f"thunder.jit(model, executors={list(THUNDER_TORCHCOMPILE)})",
+        _thunder(THUNDER_TORCHCOMPILE),
+        needs_thunder=True,
+    ),
+    Executor(
+        "thunder:torchcompile_cat",
+        "Thunder-torch.compile_cat",
+        f"thunder.jit(model, executors={list(THUNDER_TORCHCOMPILE_CAT)})",
+        _thunder(THUNDER_TORCHCOMPILE_CAT),
+        needs_thunder=True,
+    ),
+    Executor(
+        "thunder.compile",
+        "thunder.compile",
+        "thunder.compile(model): the recipe thunder picks for the model (nvFuser for HF models)",
+        _thunder_compile(None),
+        needs_thunder=True,
+        needs_nvfuser=True,
+        entry_point="compile",
+    ),
+    Executor(
+        "thunderfx",
+        "ThunderFX",
+        "thunder.dynamo.thunderfx(model): Dynamo front end, Thunder back end",
+        _thunderfx,
+        needs_thunder=True,
+        entry_point="dynamo.thunderfx",
+    ),
+    Executor(
+        "thunder:cudagraphs",
+        "Thunder-nvFuser+CUDA graphs",
+        "thunder.jit(model, transforms=[CUDAGraphTransform()]), default executors",
+        _thunder(None, cudagraphs=True),
+        needs_cuda=True,
+        needs_thunder=True,
+    ),
+    Executor(
+        "thunder.compile:reduce-overhead",
+        "thunder.compile+CUDA graphs",
+        "thunder.compile(model, plugins='reduce-overhead'): the recipe plus CUDAGraphTransform",
+        _thunder_compile("reduce-overhead"),
+        needs_cuda=True,
+        needs_thunder=True,
+        needs_nvfuser=True,
+        entry_point="compile",
+    ),
 ]
 
 
 def _lever(name: str, label: str, lever: str, options: dict, needs_nvfuser: bool = True) -> Executor:
     """Thunder-nvFuser (default executors) with ``options`` passed to ``thunder.jit``."""
     shown = ", ".join(f"{k}={v!r}" for k, v in options.items())
-    return Executor(name, label, f"thunder.jit(model, {shown}), default executors", _thunder(None, options=options),
-                    needs_thunder=True, needs_nvfuser=needs_nvfuser, options=dict(options), lever=lever)
+    return Executor(
+        name,
+        label,
+        f"thunder.jit(model, {shown}), default executors",
+        _thunder(None, options=options),
+        needs_thunder=True,
+        needs_nvfuser=needs_nvfuser,
+        options=dict(options),
+        lever=lever,
+    )
 
 
 # The seed's remedies as compile options of thunder 0.2.6 (thunder/executors/nvfuserex_impl.py, thunder.jit).
 LEVERS = [
-    _lever("thunder:nv-linear", "Thunder-nvFuser, linear+matmul in nvFuser", "ops outside fusions",
-           {"nv_enable_linear": True, "nv_enable_matmul": True}),
+    _lever(
+        "thunder:nv-linear",
+        "Thunder-nvFuser, linear+matmul in nvFuser",
+        "ops outside fusions",
+        {"nv_enable_linear": True, "nv_enable_matmul": True},
+    ),
     _lever("thunder:nv-sdpa", "Thunder-nvFuser, SDPA in nvFuser", "ops outside fusions", {"nv_enable_sdpa": True}),
-    _lever("thunder:nv-embedding", "Thunder-nvFuser, embedding in nvFuser", "ops outside fusions",
-           {"nv_enable_embedding": True}),
-    _lever("thunder:nv-skip-cache", "Thunder-nvFuser, no FusionDefinition lookup", "nvFusion regions",
-           {"nv_skip_cache": True}),
-    _lever("thunder:cache-same-input", "Thunder, cache='same input'", "cache lookup + prologue",
-           {"cache": "same input"}, needs_nvfuser=False),
-    _lever("thunder:cache-symbolic", "Thunder, cache='symbolic values'", "cache lookup + prologue",
-           {"cache": "symbolic values"}, needs_nvfuser=False),
+    _lever(
+        "thunder:nv-embedding",
+        "Thunder-nvFuser, embedding in nvFuser",
+        "ops outside fusions",
+        {"nv_enable_embedding": True},
+    ),
+    _lever(
+        "thunder:nv-skip-cache",
+        "Thunder-nvFuser, no FusionDefinition lookup",
+        "nvFusion regions",
+        {"nv_skip_cache": True},
+    ),
+    _lever(
+        "thunder:cache-same-input",
+        "Thunder, cache='same input'",
+        "cache lookup + prologue",
+        {"cache": "same input"},
+        needs_nvfuser=False,
+    ),
+    _lever(
+        "thunder:cache-symbolic",
+        "Thunder, cache='symbolic values'",
+        "cache lookup + prologue",
+        {"cache": "symbolic values"},
+        needs_nvfuser=False,
+    ),
 ]
 _ALL += LEVERS
 REGISTRY: dict[str, Executor] = {ex.name: ex for ex in _ALL}
@@ -244,13 +326,15 @@ def combination(names) -> Executor:
     levers = [REGISTRY[n] for n in names]
     options = {k: v for ex in levers for k, v in ex.options.items()}
     name = "thunder:" + "+".join(n.removeprefix("thunder:") for n in names)
-    return _lever(name, "Thunder, " + " + ".join(ex.label.split(", ", 1)[-1] for ex in levers),
-                  ", ".join(dict.fromkeys(ex.lever for ex in levers)), options,
-                  needs_nvfuser=any(ex.needs_nvfuser for ex in levers))
+    return _lever(
+        name,
+        "Thunder, " + " + ".join(ex.label.split(", ", 1)[-1] for ex in levers),
+        ", ".join(dict.fromkeys(ex.lever for ex in levers)),
+        options,
+        needs_nvfuser=any(ex.needs_nvfuser for ex in levers),
+    )
 
 
 def selected(names) -> list[Executor]:
     """Registry entries for validated names, in registry order."""
     return [ex for n, ex in REGISTRY.items() if n in names]
-
-

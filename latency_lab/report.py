@@ -26,9 +26,19 @@ def summarize(run_dir: Path, meta: dict, outcomes: list) -> dict:
     ran with, its failed rows and its findings."""
     notebooks = []
     for o in outcomes:
-        entry = {"name": o.name, "status": o.status, "seconds": round(o.seconds, 1), "error": o.error,
-                 "gpu": o.gpu, "cpus": o.cpus, "files": dict(o.files), "key_table": None, "params": None,
-                 "failed_rows": [], "findings": []}
+        entry = {
+            "name": o.name,
+            "status": o.status,
+            "seconds": round(o.seconds, 1),
+            "error": o.error,
+            "gpu": o.gpu,
+            "cpus": o.cpus,
+            "files": dict(o.files),
+            "key_table": None,
+            "params": None,
+            "failed_rows": [],
+            "findings": [],
+        }
         path = results.path_for(run_dir, o.name)
         if path.exists():
             try:
@@ -53,10 +63,12 @@ def write(run_dir: Path, summary: dict) -> list[str]:
     needed first, each whole or not at all; returns those that could not be written (a full disk),
     each with why, and writes the others all the same."""
     run_dir = Path(run_dir)
-    pages = {"summary.json": lambda: json.dumps(summary, indent=1, default=str),
-             "index.html": lambda: index_html(summary, run_dir),
-             html_assets.PLOTLY_JS: None,
-             "report.html": lambda: index_html(summary, run_dir, standalone=True)}
+    pages = {
+        "summary.json": lambda: json.dumps(summary, indent=1, default=str),
+        "index.html": lambda: index_html(summary, run_dir),
+        html_assets.PLOTLY_JS: None,
+        "report.html": lambda: index_html(summary, run_dir, standalone=True),
+    }
     unwritten = []
     for name, text in pages.items():
         try:
@@ -81,9 +93,13 @@ def load_summary(run_dir: Path) -> dict:
     except ValueError as e:
         raise ValueError(f"{path} is not readable JSON (truncated?): {e}") from None
     notebooks = summary.get("notebooks") if isinstance(summary, dict) else None
-    if not isinstance(notebooks, list) or not all(isinstance(n, dict) and isinstance(n.get("name"), str) and
-                                                  isinstance(n.get("status"), str) and isinstance(n.get("files"), dict)
-                                                  for n in notebooks):
+    if not isinstance(notebooks, list) or not all(
+        isinstance(n, dict)
+        and isinstance(n.get("name"), str)
+        and isinstance(n.get("status"), str)
+        and isinstance(n.get("files"), dict)
+        for n in notebooks
+    ):
         raise ValueError(f"{path} is not a run summary (no list of notebooks with name, status and files)")
     return summary
 
@@ -93,8 +109,9 @@ def incomplete(summary: dict) -> list[str]:
     found = [f"interrupted ({summary['interrupted']})"] if summary.get("interrupted") else []
     found += [f"stopped ({summary['stopped']})"] if summary.get("stopped") else []
     found += [f"{n['name']} {n['status']}" for n in summary["notebooks"] if n["status"] != "ok"]
-    found += [f"{n['name']} failed rows: {', '.join(n['failed_rows'])}"
-              for n in summary["notebooks"] if n.get("failed_rows")]
+    found += [
+        f"{n['name']} failed rows: {', '.join(n['failed_rows'])}" for n in summary["notebooks"] if n.get("failed_rows")
+    ]
     return found
 
 
@@ -150,6 +167,7 @@ def _umask() -> int:
 
 # --- data -------------------------------------------------------------------------------------------
 
+
 def _timing(run_dir: Path, summary: dict) -> dict | None:
     """The timing notebook's results, when it ran in this run and wrote them."""
     if not any(n["name"] == TIMING_NOTEBOOK and "results" in n["files"] for n in summary["notebooks"]):
@@ -175,46 +193,94 @@ def headline_figure(timing: dict, device: str) -> dict:
     """Wall time per step per executor, split into host (CPU overhead = wall - kernel time) and kernel
     time; on a GPU run of the seed preset the seed's DGX H100 table beside it, one panel each (one
     scale when within 10x). Other runs' steps are not the seed's: they get their own panel alone."""
-    from plotly.subplots import make_subplots
     import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
 
-    from .registry import REGISTRY
     from .reference import SEED_NSIGHT_DGX_H100 as seed
+    from .registry import REGISTRY
 
     here = sorted((r for r in timing.get("rows", []) if r.get("wall_ms") is not None), key=lambda r: r["wall_ms"])
     beside = _seed_step(timing)
     order = list(dict.fromkeys([*(r["executor"] for r in here), *(seed["rows"] if beside else ())]))
     labels = {**{n: REGISTRY[n].label for n in order if n in REGISTRY}, **{r["executor"]: r["label"] for r in here}}
     cols = seed["columns"]
-    panels = [({r["executor"]: ({HOST: r["wall_ms"] - r["kernel_ms"], KERNEL: r["kernel_ms"]}
-                                if r.get("kernel_ms") is not None else {UNSPLIT: r["wall_ms"]}) for r in here},
-               f"here: {device}, preset {timing.get('params', {}).get('preset', '?')}")]
+    panels = [
+        (
+            {
+                r["executor"]: (
+                    {HOST: r["wall_ms"] - r["kernel_ms"], KERNEL: r["kernel_ms"]}
+                    if r.get("kernel_ms") is not None
+                    else {UNSPLIT: r["wall_ms"]}
+                )
+                for r in here
+            },
+            f"here: {device}, preset {timing.get('params', {}).get('preset', '?')}",
+        )
+    ]
     if beside:
-        panels.insert(0, ({n: {HOST: v[cols.index("cpu_overhead_ms")], KERNEL: v[cols.index("kernel_ms")]}
-                           for n, v in seed["rows"].items()}, f"seed: {seed['gpu']}, {seed['method']}"))
+        panels.insert(
+            0,
+            (
+                {
+                    n: {HOST: v[cols.index("cpu_overhead_ms")], KERNEL: v[cols.index("kernel_ms")]}
+                    for n, v in seed["rows"].items()
+                },
+                f"seed: {seed['gpu']}, {seed['method']}",
+            ),
+        )
     tops = [max((sum(p.values()) for p in parts.values()), default=0) for parts, _ in panels]
     shared = min(tops) > 0 and max(tops) / min(tops) < 10
-    fig = make_subplots(rows=1, cols=len(panels), shared_yaxes=shared, horizontal_spacing=0.08,
-                        subplot_titles=[title for _, title in panels])
+    fig = make_subplots(
+        rows=1,
+        cols=len(panels),
+        shared_yaxes=shared,
+        horizontal_spacing=0.08,
+        subplot_titles=[title for _, title in panels],
+    )
     shown = set()
     for col, (parts, _) in enumerate(panels, 1):
         for part in (KERNEL, HOST, UNSPLIT):
             names = [n for n in order if part in parts.get(n, {})]
             if not names:
                 continue
-            fig.add_trace(go.Bar(x=[labels[n] for n in names], y=[parts[n][part] for n in names], name=part,
-                                 legendgroup=part, showlegend=part not in shown, marker_color=COLORS[part],
-                                 hovertemplate="%{x}: %{y:.3g} ms<extra>" + part + "</extra>"), row=1, col=col)
+            fig.add_trace(
+                go.Bar(
+                    x=[labels[n] for n in names],
+                    y=[parts[n][part] for n in names],
+                    name=part,
+                    legendgroup=part,
+                    showlegend=part not in shown,
+                    marker_color=COLORS[part],
+                    hovertemplate="%{x}: %{y:.3g} ms<extra>" + part + "</extra>",
+                ),
+                row=1,
+                col=col,
+            )
             shown.add(part)
         names = [n for n in order if n in parts]
         totals = [sum(parts[n].values()) for n in names]
-        fig.add_trace(go.Scatter(x=[labels[n] for n in names], y=totals, text=[tables.number(t) for t in totals],
-                                 mode="text", textposition="top center", showlegend=False, hoverinfo="skip"), row=1, col=col)
+        fig.add_trace(
+            go.Scatter(
+                x=[labels[n] for n in names],
+                y=totals,
+                text=[tables.number(t) for t in totals],
+                mode="text",
+                textposition="top center",
+                showlegend=False,
+                hoverinfo="skip",
+            ),
+            row=1,
+            col=col,
+        )
         fig.update_xaxes(categoryorder="array", categoryarray=[labels[n] for n in order if n in parts], row=1, col=col)
     fig.update_yaxes(title_text="ms per step")
-    fig.update_layout(barmode="stack", height=460, margin={"t": 80, "b": 40},
-                      title="Wall time per step: host (CPU overhead) and kernel time",
-                      legend={"orientation": "h", "y": -0.25})
+    fig.update_layout(
+        barmode="stack",
+        height=460,
+        margin={"t": 80, "b": 40},
+        title="Wall time per step: host (CPU overhead) and kernel time",
+        legend={"orientation": "h", "y": -0.25},
+    )
     return json.loads(fig.to_json())
 
 
@@ -228,17 +294,28 @@ def notebook_figures(run_dir: Path, files: dict) -> list[dict]:
         nb = nbformat.read(run_dir / files["ipynb"], as_version=4)
     except Exception:  # cut short (an interrupt, a full disk): no charts to show from it
         return []
-    return [out["data"][html_assets.PLOTLY_MIME] for cell in nb.cells for out in cell.get("outputs", [])
-            if html_assets.PLOTLY_MIME in out.get("data", {})]
+    return [
+        out["data"][html_assets.PLOTLY_MIME]
+        for cell in nb.cells
+        for out in cell.get("outputs", [])
+        if html_assets.PLOTLY_MIME in out.get("data", {})
+    ]
 
 
 # --- HTML ---------------------------------------------------------------------------------------------
 
+
 def _table(table: dict, caption: str | None = None) -> str:
     """A key table as a paper prints it; numbers right-aligned, text left."""
     head = "".join(f"<th>{html.escape(tables.header(str(c)))}</th>" for c in table["columns"])
-    body = "".join("<tr>" + "".join(f'<td class="{"num" if tables.is_number(v) else "text"}">{html.escape(tables.number(v))}</td>'
-                                    for v in row) + "</tr>" for row in table["rows"])
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f'<td class="{"num" if tables.is_number(v) else "text"}">{html.escape(tables.number(v))}</td>' for v in row
+        )
+        + "</tr>"
+        for row in table["rows"]
+    )
     return f"<table><caption>{html.escape(caption or table['title'])}</caption><tr>{head}</tr>{body}</table>"
 
 
@@ -258,8 +335,11 @@ def _links(n: dict) -> str:
     return " · ".join(f'<a href="{html.escape(f)}">{kind}</a>' for kind, f in n["files"].items())
 
 
-NO_FINDINGS = {"failed": "the notebook failed", "interrupted": "the run was interrupted in this notebook",
-               "not run": "not run: the run stopped before it"}
+NO_FINDINGS = {
+    "failed": "the notebook failed",
+    "interrupted": "the run was interrupted in this notebook",
+    "not run": "not run: the run stopped before it",
+}
 
 
 def _status(n: dict) -> str:
@@ -274,9 +354,11 @@ def _findings(summary: dict) -> str:
         if not items:
             why = NO_FINDINGS.get(n["status"])
             items = f'<li class="none">no findings saved{f" ({why})" if why else ""}</li>'
-        parts.append(f'<div class="finding {_status(n)}"><h3>{html.escape(n["name"])} '
-                     f'<span class="status">{html.escape(n["status"])}</span> '
-                     f'<small>{tables.number(n["seconds"])} s</small></h3><ul>{items}</ul>{_error(n)}</div>')
+        parts.append(
+            f'<div class="finding {_status(n)}"><h3>{html.escape(n["name"])} '
+            f'<span class="status">{html.escape(n["status"])}</span> '
+            f"<small>{tables.number(n['seconds'])} s</small></h3><ul>{items}</ul>{_error(n)}</div>"
+        )
     return "".join(parts)
 
 
@@ -305,19 +387,31 @@ def _parameters_table(summary: dict) -> str:
     if not names:
         return '<p class="note">Every notebook that saved its parameters ran with the run\'s.</p>'
     head = "".join(f"<th>{html.escape(nb[:2])}</th>" for nb in differing)
-    body = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(_value(run.get(k)))}</td>" + "".join(
-        f'<td class="differs">{html.escape(_value(d[k][0]))}</td>' if k in d else "<td></td>"
-        for d in differing.values()) + "</tr>" for k in names)
-    return (f'<table class="params"><caption>Parameters a notebook ran with at another value than the run\'s '
-            f"(blank: the run's)</caption><tr><th>parameter</th><th>run</th>{head}</tr>{body}</table>")
+    body = "".join(
+        f"<tr><td>{html.escape(k)}</td><td>{html.escape(_value(run.get(k)))}</td>"
+        + "".join(
+            f'<td class="differs">{html.escape(_value(d[k][0]))}</td>' if k in d else "<td></td>"
+            for d in differing.values()
+        )
+        + "</tr>"
+        for k in names
+    )
+    return (
+        f'<table class="params"><caption>Parameters a notebook ran with at another value than the run\'s '
+        f"(blank: the run's)</caption><tr><th>parameter</th><th>run</th>{head}</tr>{body}</table>"
+    )
 
 
 def _status_table(summary: dict) -> str:
-    rows = "".join(f'<tr class="{_status(n)}"><td>{html.escape(n["name"])}</td>'
-                   f'<td class="status">{html.escape(n["status"])}</td><td class="num">{tables.number(n["seconds"])}</td>'
-                   f'<td>{html.escape(scheduler.ran_on(n.get("gpu"), n.get("cpus")))}</td><td>{_links(n)}</td></tr>'
-                   for n in summary["notebooks"])
-    total = f'<tr><td>run</td><td></td><td class="num">{tables.number(summary.get("seconds"))}</td><td></td><td></td></tr>'
+    rows = "".join(
+        f'<tr class="{_status(n)}"><td>{html.escape(n["name"])}</td>'
+        f'<td class="status">{html.escape(n["status"])}</td><td class="num">{tables.number(n["seconds"])}</td>'
+        f"<td>{html.escape(scheduler.ran_on(n.get('gpu'), n.get('cpus')))}</td><td>{_links(n)}</td></tr>"
+        for n in summary["notebooks"]
+    )
+    total = (
+        f'<tr><td>run</td><td></td><td class="num">{tables.number(summary.get("seconds"))}</td><td></td><td></td></tr>'
+    )
     head = "".join(f"<th>{h}</th>" for h in ("notebook", "status", "time (s)", "ran on", "files"))
     return f'<table class="notebooks"><tr>{head}</tr>{rows}{total}</table>'
 
@@ -325,9 +419,15 @@ def _status_table(summary: dict) -> str:
 def _environment_line(summary: dict) -> str:
     env = summary.get("environment") or {}
     packages = env.get("packages") or {}
-    stack = ", ".join(f"{k} {v}" for k, v in packages.items() if k in ("torch", "lightning-thunder", "nvfuser", "transformers") and v)
+    stack = ", ".join(
+        f"{k} {v}" for k, v in packages.items() if k in ("torch", "lightning-thunder", "nvfuser", "transformers") and v
+    )
     used = summary.get("compile_cache") or {}
-    left = f" ({used['inductor_files']} Inductor files, {used['nvfuser_kernels']} nvFuser kernels at the end)" if "inductor_files" in used else ""
+    left = (
+        f" ({used['inductor_files']} Inductor files, {used['nvfuser_kernels']} nvFuser kernels at the end)"
+        if "inductor_files" in used
+        else ""
+    )
     cache = f" · compile caches: {env['compile_cache']}{left}" if env.get("compile_cache") else ""
     return f"{html.escape(device_label(env))} · {html.escape(stack)}{html.escape(cache)}"
 
@@ -371,20 +471,31 @@ def index_html(summary: dict, run_dir: Path | None = None, standalone: bool = Fa
         if standalone and run_dir:
             figures = notebook_figures(run_dir, n["files"])
             section += [_chart(f, "fig-" + n["name"][:2] + f"-{i}") for i, f in enumerate(figures)]
-        details.append(f'<section class="{_status(n)}"><h3>{html.escape(n["name"])} '
-                       f'<span class="status">{html.escape(n["status"])}</span> '
-                       f'<small>{tables.number(n["seconds"])} s · {_links(n)}</small></h3>{"".join(section)}</section>')
+        details.append(
+            f'<section class="{_status(n)}"><h3>{html.escape(n["name"])} '
+            f'<span class="status">{html.escape(n["status"])}</span> '
+            f"<small>{tables.number(n['seconds'])} s · {_links(n)}</small></h3>{''.join(section)}</section>"
+        )
     plotly = html_assets.inline_plotly_js() if standalone else f'<script src="{html_assets.PLOTLY_JS}"></script>'
-    note = ('<p class="note">One file: plotly.js and the notebooks\' charts are inside it; the links point into the run folder.</p>'
-            if standalone else '<p class="note">A published copy of the run: its results files, summary and environment; '
-            'the executed notebooks and their charts stayed in the run folder.</p>' if published
-            else '<p class="note"><a href="report.html">report.html</a>: this page and the notebooks\' charts in one file, to send.</p>')
-    headline = "".join(charts) or \
-        '<p class="note">No headline chart: the timing notebook (02) did not run or wrote no results.</p>'
+    note = (
+        '<p class="note">One file: plotly.js and the notebooks\' charts are inside it; the links point into the run folder.</p>'
+        if standalone
+        else '<p class="note">A published copy of the run: its results files, summary and environment; '
+        "the executed notebooks and their charts stayed in the run folder.</p>"
+        if published
+        else '<p class="note"><a href="report.html">report.html</a>: this page and the notebooks\' charts in one file, to send.</p>'
+    )
+    headline = (
+        "".join(charts)
+        or '<p class="note">No headline chart: the timing notebook (02) did not run or wrote no results.</p>'
+    )
     changed = summary.get("notebook_changes") or {}
     if changed:
-        note += ('<p class="error"><b>Not the committed notebooks</b> (edited files ran): '
-                 + "; ".join(f"{html.escape(n)}: {html.escape(c)}" for n, c in changed.items()) + "</p>")
+        note += (
+            '<p class="error"><b>Not the committed notebooks</b> (edited files ran): '
+            + "; ".join(f"{html.escape(n)}: {html.escape(c)}" for n, c in changed.items())
+            + "</p>"
+        )
     params = html.escape(json.dumps(summary.get("parameters"), indent=1))
     env = html.escape(json.dumps(summary.get("environment"), indent=1))
     title = f"latency-lab run {summary.get('run_id', run_dir.name if run_dir else '')}"

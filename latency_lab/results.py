@@ -16,8 +16,18 @@ SUFFIX = ".results.json"
 REQUIRED = ("notebook", "created", "params", "environment", "key_table")
 
 # The suite's notebooks, in order: the one table of their names.
-EXPLORER, MODEL_SETUP, EXECUTOR_TIMING, TRACE_COUNTERS = "00_explorer", "01_model_setup", "02_executor_timing", "03_trace_counters"
-OP_MICROBENCHMARKS, HOST_OVERHEAD, SCALING, LEVERS = "04_op_microbenchmarks", "05_host_overhead", "06_scaling", "07_levers"
+EXPLORER, MODEL_SETUP, EXECUTOR_TIMING, TRACE_COUNTERS = (
+    "00_explorer",
+    "01_model_setup",
+    "02_executor_timing",
+    "03_trace_counters",
+)
+OP_MICROBENCHMARKS, HOST_OVERHEAD, SCALING, LEVERS = (
+    "04_op_microbenchmarks",
+    "05_host_overhead",
+    "06_scaling",
+    "07_levers",
+)
 NOTEBOOKS = (EXPLORER, MODEL_SETUP, EXECUTOR_TIMING, TRACE_COUNTERS, OP_MICROBENCHMARKS, HOST_OVERHEAD, SCALING, LEVERS)
 # What a notebook reads from another one's results in the same run (it runs after it): 03 reads the
 # Thunder trace rows 02 took right after each first call.
@@ -62,16 +72,26 @@ def failed_rows(table: dict) -> list[str]:
     if "status" not in cols:
         return []
     status, name = cols.index("status"), cols.index("executor") if "executor" in cols else 0
-    return list(dict.fromkeys(f"{row[name]} ({row[status]})" for row in table["rows"]
-                              if row[status] not in ("ok", "unavailable")))
+    return list(
+        dict.fromkeys(
+            f"{row[name]} ({row[status]})" for row in table["rows"] if row[status] not in ("ok", "unavailable")
+        )
+    )
 
 
 def save(output_dir: str | Path, notebook: str, params, environment: dict, table: dict, **sections) -> Path:
     """Write the notebook's results atomically and return the file's path."""
     path = path_for(output_dir, notebook)
     path.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"schema": SCHEMA_VERSION, "notebook": notebook, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-               "params": params.to_dict(), "environment": environment, "key_table": table, **sections}
+    payload = {
+        "schema": SCHEMA_VERSION,
+        "notebook": notebook,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "params": params.to_dict(),
+        "environment": environment,
+        "key_table": table,
+        **sections,
+    }
     return write_atomic(path, json.dumps(_clean(payload), indent=1))
 
 
@@ -98,8 +118,9 @@ def _is_table(table) -> bool:
     columns = table.get("columns") if isinstance(table, dict) else None
     if not isinstance(columns, list) or not isinstance(table.get("rows"), list):
         return False
-    return all(isinstance(c, str) for c in columns) and all(isinstance(r, list) and len(r) == len(columns)
-                                                            for r in table["rows"])
+    return all(isinstance(c, str) for c in columns) and all(
+        isinstance(r, list) and len(r) == len(columns) for r in table["rows"]
+    )
 
 
 def load(path: str | Path) -> dict:

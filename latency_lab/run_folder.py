@@ -23,15 +23,18 @@ class SetupError(ValueError):
 
 def check_run_id(run_id: str | None) -> None:
     if run_id is not None and (len(run_id) > MAX_RUN_ID or not RUN_ID.fullmatch(run_id) or run_id.lower() == LATEST):
-        raise SetupError(f"invalid --run-id {short(run_id)}: allowed a plain name of at most {MAX_RUN_ID} letters, "
-                         "digits, '.', '_', '-' (no '/', no leading '.', not 'latest' in any case)")
+        raise SetupError(
+            f"invalid --run-id {short(run_id)}: allowed a plain name of at most {MAX_RUN_ID} letters, "
+            "digits, '.', '_', '-' (no '/', no leading '.', not 'latest' in any case)"
+        )
 
 
 def is_run(folder: Path) -> bool:
     """Whether ``folder`` is a run folder or a published copy of one: it holds results files, or the
     summary and index an interrupted run leaves."""
-    return folder.is_dir() and (any(folder.glob(f"*{SUFFIX}")) or
-                                all((folder / f).is_file() for f in ("summary.json", "index.html")))
+    return folder.is_dir() and (
+        any(folder.glob(f"*{SUFFIX}")) or all((folder / f).is_file() for f in ("summary.json", "index.html"))
+    )
 
 
 def is_published(folder: Path) -> bool:
@@ -56,8 +59,10 @@ def output_root(path: str) -> Path:
         raise SetupError(f"invalid --output-dir {short(path)}: {getattr(e, 'strerror', None) or e}") from None
     if inside:
         where = "" if inside == root.resolve() else "inside "
-        raise SetupError(f"invalid --output-dir {short(path)}: it is {where}the run folder {short(str(inside))}; "
-                         f"give the folder that holds the runs, e.g. {inside.parent}")
+        raise SetupError(
+            f"invalid --output-dir {short(path)}: it is {where}the run folder {short(str(inside))}; "
+            f"give the folder that holds the runs, e.g. {inside.parent}"
+        )
     try:
         root.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
@@ -69,8 +74,10 @@ def output_root(path: str) -> Path:
     latest = root / LATEST
     if latest.exists() and not latest.is_symlink():
         kind = "folder" if latest.is_dir() else "file"
-        raise SetupError(f"invalid --output-dir {short(path)}: its {LATEST} is a {kind}, not the link to the newest "
-                         "run that runner.py keeps there; move it away or use another folder")
+        raise SetupError(
+            f"invalid --output-dir {short(path)}: its {LATEST} is a {kind}, not the link to the newest "
+            "run that runner.py keeps there; move it away or use another folder"
+        )
     return root
 
 

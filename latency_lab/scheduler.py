@@ -58,8 +58,9 @@ def visible_id(index: int) -> str:
 
 def parse_gpus(spec: str, count: int) -> list[int]:
     """``all`` or a comma list of distinct indices below ``count``; else ValueError naming the allowed values."""
-    allowed = (f"all or a comma list of distinct GPU indices 0..{count - 1}" if count
-               else "all (this machine has no CUDA GPU)")
+    allowed = (
+        f"all or a comma list of distinct GPU indices 0..{count - 1}" if count else "all (this machine has no CUDA GPU)"
+    )
     if spec.strip() == "all":
         return list(range(count))
     items = [t.strip() for t in spec.split(",")]
@@ -95,8 +96,10 @@ def cpu_shares(n: int, cores: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
     """``cores`` split into ``n`` disjoint, contiguous, near-equal shares of whole cores; ValueError
     when there are fewer cores than shares (two kernels would then share a core)."""
     if len(cores) < n:
-        raise ValueError(f"invalid --gpus: {n} GPUs side by side need {n} CPU cores, this process may use "
-                         f"{len(cores)}; choose at most {len(cores)} GPUs")
+        raise ValueError(
+            f"invalid --gpus: {n} GPUs side by side need {n} CPU cores, this process may use "
+            f"{len(cores)}; choose at most {len(cores)} GPUs"
+        )
     size, extra = divmod(len(cores), n)
     shares, start = [], 0
     for i in range(n):
@@ -117,8 +120,10 @@ def plan(spec: str | None, device: str, count: int | None = None, cpus=None) -> 
     if device == "cpu" or count <= 1:
         return [Slot(device_label(device))]
     if device not in ("cuda", "cuda:0"):
-        raise ValueError(f"--device {device} and --gpus {spec} disagree: with --gpus each notebook sees only its "
-                         "GPU, as cuda:0; give --device cuda (or auto)")
+        raise ValueError(
+            f"--device {device} and --gpus {spec} disagree: with --gpus each notebook sees only its "
+            "GPU, as cuda:0; give --device cuda (or auto)"
+        )
     if len(gpus) == 1:
         return [Slot(visible_id(gpus[0]), env={"CUDA_VISIBLE_DEVICES": visible_id(gpus[0])})]
     shares = cpu_shares(len(gpus), physical_cores(os.sched_getaffinity(0) if cpus is None else cpus))
@@ -126,7 +131,7 @@ def plan(spec: str | None, device: str, count: int | None = None, cpus=None) -> 
 
 
 def device_label(device: str) -> str:
-    """"cpu", or the GPU a device (``cuda``, ``cuda:N``) is, as ``CUDA_VISIBLE_DEVICES`` names it."""
+    """ "cpu", or the GPU a device (``cuda``, ``cuda:N``) is, as ``CUDA_VISIBLE_DEVICES`` names it."""
     if not device.startswith("cuda"):
         return "cpu"
     return visible_id(int(device.partition(":")[2] or 0))
@@ -146,6 +151,7 @@ def start_order(names: list[str], seconds: dict[str, float], runs_after=RUNS_AFT
             waiting = [n for n in names if name in runs_after.get(n, ())]
             chain[name] = seconds.get(name, default) + max((length(n, (*seen, name)) for n in waiting), default=0.0)
         return chain[name]
+
     return sorted(names, key=lambda n: (-length(n), names.index(n)))
 
 
@@ -164,8 +170,15 @@ def in_order(names: list[str], outcomes: list) -> list:
     return [by_name.get(n) or notebook_run.Outcome(n, status="not run") for n in names]
 
 
-def run(names: list[str], slots: list[Slot], start: Callable, outcomes: list, runs_after=RUNS_AFTER,
-        seconds: dict[str, float] | None = None, poll_s: float = 0.2) -> None:
+def run(
+    names: list[str],
+    slots: list[Slot],
+    start: Callable,
+    outcomes: list,
+    runs_after=RUNS_AFTER,
+    seconds: dict[str, float] | None = None,
+    poll_s: float = 0.2,
+) -> None:
     """Run ``names`` on ``slots`` side by side: ``start(name, slot)`` returns a handle whose
     ``poll()`` is None while the notebook runs and its ``Outcome`` once it ended, and whose
     ``kill()`` ends it. ``outcomes`` gets an "interrupted" outcome as each notebook starts, replaced
@@ -180,8 +193,11 @@ def run(names: list[str], slots: list[Slot], start: Callable, outcomes: list, ru
                 waiting.remove(name)
                 print(f"[{len(outcomes) + 1}/{len(names)}] {name} on {ran_on(slot.gpu, slot.cpus)} ...", flush=True)
                 handle = start(name, slot)
-                outcomes.append(notebook_run.Outcome(name, status="interrupted", gpu=slot.gpu, cpus=slot.cpus,
-                                                     started=time.perf_counter()))
+                outcomes.append(
+                    notebook_run.Outcome(
+                        name, status="interrupted", gpu=slot.gpu, cpus=slot.cpus, started=time.perf_counter()
+                    )
+                )
                 running[name] = (handle, slot, len(outcomes) - 1)
             time.sleep(poll_s)
             for name, (handle, slot, i) in list(running.items()):
@@ -192,8 +208,11 @@ def run(names: list[str], slots: list[Slot], start: Callable, outcomes: list, ru
                 done.add(name)
                 free.append(slot)
                 detail = "" if outcome.status == "ok" else f": {notebook_run.error_line(outcome.error)}"
-                print(f"[{i + 1}/{len(names)}] {name} {outcome.status} in {outcome.seconds:.1f} s "
-                      f"on {ran_on(slot.gpu, slot.cpus)}{detail}", flush=True)
+                print(
+                    f"[{i + 1}/{len(names)}] {name} {outcome.status} in {outcome.seconds:.1f} s "
+                    f"on {ran_on(slot.gpu, slot.cpus)}{detail}",
+                    flush=True,
+                )
     finally:
         for handle, _, _ in running.values():
             handle.kill()
@@ -216,6 +235,7 @@ def ran_on(gpu: str | None, cpus=None) -> str:
 
 # --- worker processes ---------------------------------------------------------------------------------
 
+
 class Worker:
     """One notebook in its own process (``python -m latency_lab.scheduler JOB``), its outcome
     read back from a JSON file in ``folder``."""
@@ -225,8 +245,9 @@ class Worker:
         job = {**job, "outcome": str(self.outcome_file)}
         self.started = time.perf_counter()
         # cwd first on sys.path: the worker imports the runner's own latency_lab
-        self.proc = subprocess.Popen([sys.executable, "-m", "latency_lab.scheduler", json.dumps(job)],
-                                     cwd=REPO_ROOT, env={**os.environ, **env})
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "latency_lab.scheduler", json.dumps(job)], cwd=REPO_ROOT, env={**os.environ, **env}
+        )
 
     def poll(self):
         code = self.proc.poll()
@@ -236,8 +257,12 @@ class Worker:
             return notebook_run.Outcome(**json.loads(self.outcome_file.read_text()))
         except (OSError, ValueError, TypeError) as e:  # the worker died before writing it
             error = f"the notebook's worker exited with {code} and left no outcome ({type(e).__name__})"
-            return notebook_run.Outcome(self.name, status="failed", seconds=time.perf_counter() - self.started,
-                                        error={"cell": None, "cell_index": None, "ename": "WorkerDied", "evalue": error})
+            return notebook_run.Outcome(
+                self.name,
+                status="failed",
+                seconds=time.perf_counter() - self.started,
+                error={"cell": None, "cell_index": None, "ename": "WorkerDied", "evalue": error},
+            )
 
     def kill(self) -> None:
         """The worker and its kernel, killed."""
@@ -267,17 +292,31 @@ def slot_environment(slot: Slot) -> dict:
     return env
 
 
-def run_side_by_side(notebooks: dict[str, Path], parameters: dict[str, dict], slots: list[Slot], run_dir: Path,
-                     kernel: str, timeout: int, outcomes: list) -> None:
+def run_side_by_side(
+    notebooks: dict[str, Path],
+    parameters: dict[str, dict],
+    slots: list[Slot],
+    run_dir: Path,
+    kernel: str,
+    timeout: int,
+    outcomes: list,
+) -> None:
     """``run`` with real workers: each notebook executed into ``run_dir`` with its ``parameters``,
     started longest first by the times of the latest run beside it."""
     notebook_run.write_shared_assets(run_dir)  # before the workers, which would otherwise race to write them
     folder = Path(tempfile.mkdtemp(prefix="latency-lab-jobs-"))
 
     def start(name: str, slot: Slot) -> Worker:
-        job = {"path": str(notebooks[name]), "run_dir": str(run_dir), "parameters": parameters[name],
-               "kernel": kernel, "timeout": timeout, "cpus": list(slot.cpus) if slot.cpus else None}
+        job = {
+            "path": str(notebooks[name]),
+            "run_dir": str(run_dir),
+            "parameters": parameters[name],
+            "kernel": kernel,
+            "timeout": timeout,
+            "cpus": list(slot.cpus) if slot.cpus else None,
+        }
         return Worker(job, slot_environment(slot), folder)
+
     try:
         run(list(notebooks), slots, start, outcomes, seconds=previous_seconds(run_dir.parent))
     finally:
@@ -289,8 +328,9 @@ def work(job: dict) -> None:
     its outcome written as JSON."""
     if job.get("cpus"):
         os.sched_setaffinity(0, job["cpus"])
-    outcome = notebook_run.execute(Path(job["path"]), Path(job["run_dir"]), job["parameters"], job["kernel"],
-                                   job["timeout"], progress=False)
+    outcome = notebook_run.execute(
+        Path(job["path"]), Path(job["run_dir"]), job["parameters"], job["kernel"], job["timeout"], progress=False
+    )
     tmp = Path(job["outcome"] + ".tmp")
     tmp.write_text(json.dumps(dataclasses.asdict(outcome), default=str))
     tmp.replace(job["outcome"])

@@ -15,13 +15,13 @@ from .parameters import REPO_ROOT
 
 QUESTIONS = {
     "00_explorer": "How fast is a setting you pick (executors, preset, dtype, device, layers, tokens, threads)? "
-                   "Runs side by side; from any row its Thunder trace, profiler timeline and top ops; "
-                   "one click sets them beside the H200 reference.",
+    "Runs side by side; from any row its Thunder trace, profiler timeline and top ops; "
+    "one click sets them beside the H200 reference.",
     "01_model_setup": "What does one step have to do (parameters, bytes, the memory-bandwidth floor), in which "
-                      "environment, and which executors can run here?",
+    "environment, and which executors can run here?",
     "02_executor_timing": "How do the executors compare on the seed's step, measured with the seed's own methods?",
     "03_trace_counters": "What is in Thunder's final trace (fusion regions, ops outside them), and where does its "
-                         "first call go?",
+    "first call go?",
     "04_op_microbenchmarks": "What does each executor pay per call for one op (the seed's add, and more), over sizes?",
     "05_host_overhead": "Where does the host time of one step go, and how much do CUDA graphs remove?",
     "06_scaling": "How do wall, host and kernel time grow with depth, prompt length and token-by-token decoding?",
@@ -58,20 +58,36 @@ def text(notebook_dir: Path = NOTEBOOK_DIR, latest: Path = LATEST, reference: Pa
 
     def secs(table: dict, name: str) -> str:
         return f"{table[name]:.0f} s" if name in table else "—"
-    rows = [f"| [{title(path)}]({path.name}) | {QUESTIONS.get(name, '')} | {secs(here, name)} | {secs(ref, name)} |"
-            for name, path in discover(notebook_dir).items()]
-    here_note = (f"*here*: this machine's latest run ({here_label})" if here else
-                 "*here*: no run on this machine yet (`python runner.py --preset tiny` takes a few minutes on a CPU)")
-    return "\n".join([
-        "# latency-lab: start here", "",
-        "Why is one step of a 1-layer Llama 3.2 1B slower under Thunder than in eager PyTorch, and far slower than "
-        "under `torch.compile`? Each notebook answers one part; open them in order, or start with the explorer. "
-        "Each opens with the suite's kernel, `latency-lab (.venv)`; `python runner.py` runs them all headlessly "
-        "with the package's defaults (an edited parameters cell does not change a batch run).", "",
-        "| notebook | answers | here | H200 reference |", "|---|---|---|---|", *rows, "",
-        f"{here_note}; *H200 reference*: `outputs/reference-h200` ({ref_label or 'not found'}). "
-        "Most of a notebook's time is first calls (tracing and compiling).", "",
-        "More: [README](../README.md) · runs: `outputs/` (each with an `index.html`).", ""])
+
+    rows = [
+        f"| [{title(path)}]({path.name}) | {QUESTIONS.get(name, '')} | {secs(here, name)} | {secs(ref, name)} |"
+        for name, path in discover(notebook_dir).items()
+    ]
+    here_note = (
+        f"*here*: this machine's latest run ({here_label})"
+        if here
+        else "*here*: no run on this machine yet (`python runner.py --preset tiny` takes a few minutes on a CPU)"
+    )
+    return "\n".join(
+        [
+            "# latency-lab: start here",
+            "",
+            "Why is one step of a 1-layer Llama 3.2 1B slower under Thunder than in eager PyTorch, and far slower than "
+            "under `torch.compile`? Each notebook answers one part; open them in order, or start with the explorer. "
+            "Each opens with the suite's kernel, `latency-lab (.venv)`; `python runner.py` runs them all headlessly "
+            "with the package's defaults (an edited parameters cell does not change a batch run).",
+            "",
+            "| notebook | answers | here | H200 reference |",
+            "|---|---|---|---|",
+            *rows,
+            "",
+            f"{here_note}; *H200 reference*: `outputs/reference-h200` ({ref_label or 'not found'}). "
+            "Most of a notebook's time is first calls (tracing and compiling).",
+            "",
+            "More: [README](../README.md) · runs: `outputs/` (each with an `index.html`).",
+            "",
+        ]
+    )
 
 
 def write(path: Path) -> Path:

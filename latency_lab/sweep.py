@@ -64,8 +64,10 @@ class Built:
 
 # Dynamo's counters of the compile caches a first call can hit: Inductor's FX-graph cache and
 # AOTAutograd's cache (nvFuser's in-process cache and kernel DB have no counter).
-CACHE_COUNTERS = {"inductor": ("fxgraph_cache_hit", "fxgraph_cache_miss"),
-                  "aot_autograd": ("autograd_cache_hit", "autograd_cache_miss")}
+CACHE_COUNTERS = {
+    "inductor": ("fxgraph_cache_hit", "fxgraph_cache_miss"),
+    "aot_autograd": ("autograd_cache_hit", "autograd_cache_miss"),
+}
 
 
 def compile_cache_counts() -> dict[str, int]:
@@ -83,8 +85,9 @@ def cache_use_since(before: dict[str, int]) -> dict:
     return {**change, "hits": sum(v for name, v in change.items() if name.endswith("_hit"))}
 
 
-def build(sweeps: Sweep | list[Sweep], params, profile_steps: int = 5,
-          progress: Callable[[str], None] = print) -> list[Built]:
+def build(
+    sweeps: Sweep | list[Sweep], params, profile_steps: int = 5, progress: Callable[[str], None] = print
+) -> list[Built]:
     """Every point's case, then every executor on every point, each measured right after its first
     call: the compile caches its first call hit (``cache_use_since``), its output check, warm-up,
     kernels per step (``timing.profile_kernels``), the case's extra steps, and the GPU memory the
@@ -105,19 +108,22 @@ def build(sweeps: Sweep | list[Sweep], params, profile_steps: int = 5,
     for ex in executors.values():
         for key, (point, case, exs) in cases.items():
             if ex.name in {e.name for e in exs}:
-                done[key, ex.name] = _build_one(ex, point, case, params, profile_steps,
-                                                lambda text, k=key: progress(f"{k} · {text}"))
+                done[key, ex.name] = _build_one(
+                    ex, point, case, params, profile_steps, lambda text, k=key: progress(f"{k} · {text}")
+                )
     return [done[key, ex.name] for key, (_, _, exs) in cases.items() for ex in exs]
 
 
 def _build_one(ex, point: dict, case: Case, params, profile_steps: int, progress: Callable[[str], None]) -> Built:
     before_memory = harness.memory(params.device, empty=True)
     before_caches = compile_cache_counts()
-    plan = {"compile caches": lambda p: cache_use_since(before_caches),  # first: right after the first call
-            "output": case.check,
-            "warm-up": lambda p: timing.warm_up(p.fn, case.kwargs, params.warmup),
-            "kernels": lambda p: timing.profile_kernels(p.fn, case.kwargs, params.device, profile_steps),
-            **case.extra}
+    plan = {
+        "compile caches": lambda p: cache_use_since(before_caches),  # first: right after the first call
+        "output": case.check,
+        "warm-up": lambda p: timing.warm_up(p.fn, case.kwargs, params.warmup),
+        "kernels": lambda p: timing.profile_kernels(p.fn, case.kwargs, params.device, profile_steps),
+        **case.extra,
+    }
     prepared, measured = harness.build_and_measure([ex], case.module, case.kwargs, plan, params.device, progress)
     p, m = prepared[ex.name], measured.get(ex.name, {})
     p.output = None  # checked; the builds of a sweep live together until the rounds end
@@ -129,15 +135,19 @@ def _build_one(ex, point: dict, case: Case, params, profile_steps: int, progress
 def time_all(built: list[Built], params, probes: dict[str, dict] | None = None) -> Rounds:
     """All ok (point, executor) pairs in the same interleaved rounds (``harness.rounds``), keyed by
     ``Built.key``; a pair whose blocks stop early becomes partial (or failed)."""
-    entries = [harness.Entry(b.key, b.prepared.fn, b.case.kwargs, (probes or {}).get(b.key, {}))
-               for b in built if b.prepared.ok]
+    entries = [
+        harness.Entry(b.key, b.prepared.fn, b.case.kwargs, (probes or {}).get(b.key, {}))
+        for b in built
+        if b.prepared.ok
+    ]
     timed = harness.rounds(entries, params.device, params.warmup, params.iters, params.repeats)
     harness.apply_errors({b.key: b.prepared for b in built if b.key in timed.timed}, timed)
     return timed
 
 
-def run(sweep: Sweep | list[Sweep], params,
-        probes: Callable[[list[Built]], dict] | None = None) -> tuple[list[Built], Rounds]:
+def run(
+    sweep: Sweep | list[Sweep], params, probes: Callable[[list[Built]], dict] | None = None
+) -> tuple[list[Built], Rounds]:
     """``build``, then ``time_all`` (with the probes ``probes(built)`` returns); the caller takes its rows,
     then ``release``s."""
     built = build(sweep, params)
@@ -152,14 +162,22 @@ def row(b: Built, timed: Rounds) -> dict:
     t = timed.timed.get(b.key)
     kernels = b.measured.get("kernels") or {}
     memory = b.measured.get("memory") or {}
-    out = b.prepared.row(**b.point, first_call_s=b.prepared.first_call_s,
-                         first_call_cache_hits=(b.measured.get("compile caches") or {}).get("hits"),
-                         rel_err=(b.measured.get("output") or {}).get("rel_err"))
+    out = b.prepared.row(
+        **b.point,
+        first_call_s=b.prepared.first_call_s,
+        first_call_cache_hits=(b.measured.get("compile caches") or {}).get("hits"),
+        rel_err=(b.measured.get("output") or {}).get("rel_err"),
+    )
     wall, host = (t.wall, t.host) if t else (None, None)
-    out.update(**(wall.flat("wall_ms") if wall else {"wall_ms": None}), **(host.flat("host_ms") if host else {"host_ms": None}),
-               kernel_ms=kernels.get("kernel_ms"), kernels_per_step=kernels.get("kernels_per_step"),
-               floor_ms=b.case.floor_ms, held_allocated_mib=memory.get("allocated_mib"),
-               held_reserved_mib=memory.get("reserved_mib"))
+    out.update(
+        **(wall.flat("wall_ms") if wall else {"wall_ms": None}),
+        **(host.flat("host_ms") if host else {"host_ms": None}),
+        kernel_ms=kernels.get("kernel_ms"),
+        kernels_per_step=kernels.get("kernels_per_step"),
+        floor_ms=b.case.floor_ms,
+        held_allocated_mib=memory.get("allocated_mib"),
+        held_reserved_mib=memory.get("reserved_mib"),
+    )
     out["floor_ratio_x"] = out["wall_ms"] / b.case.floor_ms if out["wall_ms"] and b.case.floor_ms else None
     for reason in (kernels.get("reason"), memory.get("reason")):
         if reason:
@@ -180,4 +198,6 @@ def model_case(params, bandwidth: float | None = None) -> Case:
     setup = model.build(params)
     reference = model.logits_of(setup.model(**setup.kwargs)).detach().clone()
     floor = model.bandwidth_floor(setup, bandwidth)["floor_ms_measured"]
-    return Case(setup.model, setup.kwargs, lambda p: harness.check_output(p, reference, params.dtype, params.layers), floor)
+    return Case(
+        setup.model, setup.kwargs, lambda p: harness.check_output(p, reference, params.dtype, params.layers), floor
+    )

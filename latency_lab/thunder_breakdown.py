@@ -31,8 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
-from . import profiler_timeline
-from . import timing, thunder_traces
+from . import profiler_timeline, thunder_traces, timing
 from .harness import describe
 from .metrics import Stat
 
@@ -43,8 +42,17 @@ RECORDED_INPUTS = "recorded by wrapping the computation function's callables"
 REGION_KINDS = ("nvFusion", "TorchCompile", "CUDAGraph")
 # The phases of one call, in order, from thunder's stamps (``compile_stats``) and the call's own span:
 # call entry/exit are nn.Module.__call__ and ThunderModule.forward around thunder's own span.
-PHASES = ("call entry", "cache info", "cache search", "prologue", "cache hit bookkeeping",
-          "computation entry", "statements", "epilogue and statistics", "call exit")
+PHASES = (
+    "call entry",
+    "cache info",
+    "cache search",
+    "prologue",
+    "cache hit bookkeeping",
+    "computation entry",
+    "statements",
+    "epilogue and statistics",
+    "call exit",
+)
 # What runs before the computation's first statement: the per-step start-up the seed points at.
 STARTUP = PHASES[:6]
 
@@ -60,8 +68,10 @@ def jit_parts(fn):
 
 
 def not_jit_reason(executor_name: str, part: str) -> str:
-    return (f"{executor_name} is not a single thunder.jit callable (no thunder.compile_data with a cache entry): "
-            f"its {part} are not taken apart here")
+    return (
+        f"{executor_name} is not a single thunder.jit callable (no thunder.compile_data with a cache entry): "
+        f"its {part} are not taken apart here"
+    )
 
 
 def cached_call(fn, kwargs: dict):
@@ -74,6 +84,7 @@ def cached_call(fn, kwargs: dict):
 
 
 # --- in place ---------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Statement:
@@ -106,7 +117,9 @@ def classify(node: ast.stmt, index: int, regions: dict[str, str]) -> Statement:
     if name in regions:
         return Statement(index, name, regions[name])
     short = name.rsplit(".", 1)[-1]
-    return Statement(index, name, "bookkeeping" if short in thunder_traces.BOOKKEEPING or short.startswith("unpack_") else "op")
+    return Statement(
+        index, name, "bookkeeping" if short in thunder_traces.BOOKKEEPING or short.startswith("unpack_") else "op"
+    )
 
 
 STAMP = "_latency_lab_stamp"  # name of the timestamp statement's list.append in the copy's globals
@@ -158,17 +171,20 @@ def phases_us(c: CallStamps, stamp_ns: float) -> dict[str, float]:
     if not c.statements:
         raise ValueError("no statement timestamps: the instrumented computation did not run")
     n = len(c.statements)
-    return {k: v / 1e3 for k, v in {
-        "call entry": c.host_start - c.start,
-        "cache info": c.cache_start - c.host_start,
-        "cache search": c.prologue_start - c.cache_start,
-        "prologue": c.prologue_stop - c.prologue_start,
-        "cache hit bookkeeping": c.exec_start - c.prologue_stop,
-        "computation entry": c.statements[0] - c.exec_start,
-        "statements": c.exec_stop - c.statements[0] - n * stamp_ns,
-        "epilogue and statistics": c.host_stop - c.exec_stop,
-        "call exit": c.stop - c.host_stop,
-    }.items()}
+    return {
+        k: v / 1e3
+        for k, v in {
+            "call entry": c.host_start - c.start,
+            "cache info": c.cache_start - c.host_start,
+            "cache search": c.prologue_start - c.cache_start,
+            "prologue": c.prologue_stop - c.prologue_start,
+            "cache hit bookkeeping": c.exec_start - c.prologue_stop,
+            "computation entry": c.statements[0] - c.exec_start,
+            "statements": c.exec_stop - c.statements[0] - n * stamp_ns,
+            "epilogue and statistics": c.host_stop - c.exec_stop,
+            "call exit": c.stop - c.host_stop,
+        }.items()
+    }
 
 
 def statements_us(c: CallStamps, stamp_ns: float) -> list[float]:
@@ -191,7 +207,9 @@ class InSitu:
         name = original.__name__
         # the exact source thunder compiled it from (thunder registers it in linecache), decorators included
         tree, body = stamped(inspect.getsource(original), name)
-        regions = {b.sym.name: thunder_traces.fusion_kind(b) for b in trace.bound_symbols if thunder_traces.is_fusion(b)}
+        regions = {
+            b.sym.name: thunder_traces.fusion_kind(b) for b in trace.bound_symbols if thunder_traces.is_fusion(b)
+        }
         self.statements = [classify(node, i, regions) for i, node in enumerate(body)]
         self.stamps: list[int] = []
         scope = {**original.__globals__, STAMP: self.stamps.append, NOW: time.perf_counter_ns}
@@ -217,10 +235,20 @@ class InSitu:
                 start = time.perf_counter_ns()
                 self.fn(**self.kwargs)
                 stop = time.perf_counter_ns()
-                out.append(CallStamps(start, cs.last_trace_host_start, cs.last_trace_cache_start,
-                                      cs.last_prologue_execution_start, cs.last_prologue_execution_stop,
-                                      cs.last_trace_host_execution_start, cs.last_trace_host_execution_stop,
-                                      cs.last_trace_host_stop, stop, list(self.stamps)))
+                out.append(
+                    CallStamps(
+                        start,
+                        cs.last_trace_host_start,
+                        cs.last_trace_cache_start,
+                        cs.last_prologue_execution_start,
+                        cs.last_prologue_execution_stop,
+                        cs.last_trace_host_execution_start,
+                        cs.last_trace_host_execution_stop,
+                        cs.last_trace_host_stop,
+                        stop,
+                        list(self.stamps),
+                    )
+                )
         return out, calibration_ns(self.stamps)
 
     def block(self, n: int) -> dict:
@@ -230,9 +258,13 @@ class InSitu:
         phases = [phases_us(c, stamp_ns) for c in calls]
         per_statement = [statements_us(c, stamp_ns) for c in calls]
         corrected = [(c.stop - c.start - len(c.statements) * stamp_ns) / 1e3 for c in calls]
-        return {"phases_us": {k: statistics.median(p[k] for p in phases) for k in PHASES},
-                "statements_us": [statistics.median(col) for col in zip(*per_statement)],
-                "call_us": statistics.median(corrected), "stamp_ns": stamp_ns, "calls": n}
+        return {
+            "phases_us": {k: statistics.median(p[k] for p in phases) for k in PHASES},
+            "statements_us": [statistics.median(col) for col in zip(*per_statement)],
+            "call_us": statistics.median(corrected),
+            "stamp_ns": stamp_ns,
+            "calls": n,
+        }
 
 
 def insitu_probe(p, kwargs: dict, calls: int) -> tuple[InSitu | None, str | None]:
@@ -263,24 +295,29 @@ def summarize(insitu: InSitu, blocks: list[dict], host_ms: list[float]) -> dict:
         for k, us in per_kind.items():
             kinds.setdefault(k, []).append(us)
     startup = [sum(b["phases_us"][k] for k in STARTUP) for b in blocks]
-    plain = [ms * 1e3 for ms in host_ms[:len(blocks)]]
+    plain = [ms * 1e3 for ms in host_ms[: len(blocks)]]
     remainder = [100 * (h - b["call_us"]) / h for h, b in zip(plain, blocks) if h]
     return {
         "phases": {k: s.to_dict() for k, s in phases.items()},
-        "statements": [{"index": s.index, "name": s.name, "kind": s.kind, **st.to_dict()}
-                       for s, st in zip(insitu.statements, statements)],
+        "statements": [
+            {"index": s.index, "name": s.name, "kind": s.kind, **st.to_dict()}
+            for s, st in zip(insitu.statements, statements)
+        ],
         "kinds": {k: Stat.of(v).to_dict() for k, v in kinds.items()},
-        "kinds_per_block": kinds, "phases_per_block": {k: [b["phases_us"][k] for b in blocks] for k in PHASES},
+        "kinds_per_block": kinds,
+        "phases_per_block": {k: [b["phases_us"][k] for b in blocks] for k in PHASES},
         "startup_us": Stat.of(startup).to_dict(),
         "call_us": Stat.of(b["call_us"] for b in blocks).to_dict(),
         "plain_host_us": Stat.of(plain).to_dict() if plain else None,
         "remainder_pct": Stat.of(remainder).to_dict() if remainder else None,
         "stamp_ns": Stat.of(b["stamp_ns"] for b in blocks).to_dict(),
-        "blocks": len(blocks), "calls_per_block": blocks[0]["calls"],
+        "blocks": len(blocks),
+        "calls_per_block": blocks[0]["calls"],
     }
 
 
 # --- alone (cross-check) --------------------------------------------------------------------------
+
 
 @dataclass
 class Call:
@@ -392,14 +429,17 @@ def measure_calls(calls: list[Call], device: str, host_calls: int) -> list[dict]
         rows.append(row)
     if not ok or not device.startswith("cuda"):
         return rows
-    trace = profiler_timeline.profile_calls([(str(i), lambda c=c: c.fn(*c.args, **c.kwargs)) for i, c in ok], device, PROFILE_REPEATS)
+    trace = profiler_timeline.profile_calls(
+        [(str(i), lambda c=c: c.fn(*c.args, **c.kwargs)) for i, c in ok], device, PROFILE_REPEATS
+    )
     by_label: dict[str, list[dict]] = {}
     for w in profiler_timeline.windows(profiler_timeline.spans_from_chrome(trace)):
         by_label.setdefault(w.label, []).append(profiler_timeline.window_metrics(w))
     for i, _ in ok:
         if ms := by_label.get(str(i)):
-            rows[i].update(kernels=sum(m["kernels"] for m in ms) / len(ms),
-                           kernel_us=sum(m["kernel_us"] for m in ms) / len(ms))
+            rows[i].update(
+                kernels=sum(m["kernels"] for m in ms) / len(ms), kernel_us=sum(m["kernel_us"] for m in ms) / len(ms)
+            )
     return rows
 
 

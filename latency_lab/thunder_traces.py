@@ -14,20 +14,26 @@ import re
 from collections import Counter
 
 from . import results
-from .registry import Executor
 from .harness import describe, prepare
+from .registry import Executor
 from .tables import number
 
 SAME_MODEL = ("preset", "layers", "batch_size", "seq_len", "dtype", "device", "cache_mode", "seed")
 
 # Symbols that move no data: argument unpacking, deletes, the return, and update_aliases (the
 # identity at run time; it records aliasing for in-place ops). Any ``unpack_*`` symbol counts too.
-BOOKKEEPING = frozenset({"python_del", "python_return", "comment", "python_print", "update_aliases",
-                         "clear_mutable_collection"})
+BOOKKEEPING = frozenset(
+    {"python_del", "python_return", "comment", "python_print", "update_aliases", "clear_mutable_collection"}
+)
 
 # Fusion kind by the name of the executor (or transform class) that made the region.
-KIND_BY_EXECUTOR = {"nvfuser": "nvFusion", "torchcompile": "TorchCompile", "torchcompile_cat": "TorchCompile",
-                    "torchcompile_xentropy": "TorchCompile", "CUDAGraphTransform": "CUDAGraph"}
+KIND_BY_EXECUTOR = {
+    "nvfuser": "nvFusion",
+    "torchcompile": "TorchCompile",
+    "torchcompile_cat": "TorchCompile",
+    "torchcompile_xentropy": "TorchCompile",
+    "CUDAGraphTransform": "CUDAGraph",
+}
 
 # The ops the seed found outside nvFuser's regions.
 SEED_OPS = ("linear", "matmul", "embedding", "triu")
@@ -36,12 +42,19 @@ SEED_OPS = ("linear", "matmul", "embedding", "triu")
 # A first call's phases, from the perf_counter_ns stamps thunder records: interpreting the model's
 # Python into the initial trace; the transforms (fusion passes) and the prologue built and run; the
 # computation's first run, which compiles each fusion (nvFuser, Inductor) or records CUDA graphs.
-PHASES = (("interpret_s", "last_trace_tracing_start", "last_trace_tracing_stop"),
-          ("transform_s", "last_trace_tracing_stop", "last_trace_host_execution_start"),
-          ("first_run_s", "last_trace_host_execution_start", "last_trace_host_execution_stop"))
+PHASES = (
+    ("interpret_s", "last_trace_tracing_start", "last_trace_tracing_stop"),
+    ("transform_s", "last_trace_tracing_stop", "last_trace_host_execution_start"),
+    ("first_run_s", "last_trace_host_execution_start", "last_trace_host_execution_stop"),
+)
 
-STAT_METHODS = ("last_trace_construction_time", "last_cache_lookup_time", "last_prologue_transformation_time",
-                "last_prologue_execution_time", "last_computation_execution_time")
+STAT_METHODS = (
+    "last_trace_construction_time",
+    "last_cache_lookup_time",
+    "last_prologue_transformation_time",
+    "last_prologue_execution_time",
+    "last_computation_execution_time",
+)
 
 
 def executor_name(sym) -> str | None:
@@ -84,9 +97,17 @@ def regions(bsyms, parent: str | None = None) -> list[dict]:
             continue
         subs = bsym.subsymbols or ()
         ops = Counter(s.sym.name for s in subs if not is_fusion(s) and not is_bookkeeping(s))
-        found.append({"region": bsym.sym.name, "kind": fusion_kind(bsym), "executor": executor_name(bsym.sym),
-                      "inside": parent, "n_ops": sum(ops.values()), "ops": dict(ops.most_common()),
-                      "contains": [s.sym.name for s in subs if is_fusion(s)]})
+        found.append(
+            {
+                "region": bsym.sym.name,
+                "kind": fusion_kind(bsym),
+                "executor": executor_name(bsym.sym),
+                "inside": parent,
+                "n_ops": sum(ops.values()),
+                "ops": dict(ops.most_common()),
+                "contains": [s.sym.name for s in subs if is_fusion(s)],
+            }
+        )
         found += regions(subs, bsym.sym.name)
     return found
 
@@ -161,7 +182,9 @@ def first_call_phases(jm) -> dict:
 
     out = {}
     for name, start, stop in PHASES:
-        spans = [(getattr(cs, start, -1), getattr(cs, stop, -1)) for cs in map(thunder.compile_stats, thunder_functions(jm))]
+        spans = [
+            (getattr(cs, start, -1), getattr(cs, stop, -1)) for cs in map(thunder.compile_stats, thunder_functions(jm))
+        ]
         out[name] = sum(b - a for a, b in spans) / 1e9 if spans and all(0 <= a <= b for a, b in spans) else None
     return out
 
@@ -175,14 +198,23 @@ def analyze(jm) -> dict:
     trace = Merged([thunder.last_traces(fn)[-1] for fn in fns])
     prologue = Merged([thunder.last_prologue_traces(fn)[-1] for fn in fns])
     text = str(trace)
-    executors = dict.fromkeys(ex.name for fn in fns for ex in thunder.compile_data(fn).executors_list
-                              if not str(ex.name).startswith("__ad_hoc"))
+    executors = dict.fromkeys(
+        ex.name
+        for fn in fns
+        for ex in thunder.compile_data(fn).executors_list
+        if not str(ex.name).startswith("__ad_hoc")
+    )
     return {
-        "thunder_functions": len(fns), "thunder_executors": list(executors),
-        "bound_symbols": len(trace.bound_symbols), "trace_lines": len(text.splitlines()),
-        "counter": counter(trace), "composition": composition(trace),
-        "regions": regions(trace.bound_symbols), "unfused": unfused(trace),
-        "prologue_bound_symbols": len(prologue.bound_symbols), "prologue_lines": len(str(prologue).splitlines()),
+        "thunder_functions": len(fns),
+        "thunder_executors": list(executors),
+        "bound_symbols": len(trace.bound_symbols),
+        "trace_lines": len(text.splitlines()),
+        "counter": counter(trace),
+        "composition": composition(trace),
+        "regions": regions(trace.bound_symbols),
+        "unfused": unfused(trace),
+        "prologue_bound_symbols": len(prologue.bound_symbols),
+        "prologue_lines": len(str(prologue).splitlines()),
         "trace": text,
     }
 
@@ -232,6 +264,7 @@ def taken_rows(prepared: dict, measured: dict) -> dict[str, dict]:
 
 # --- tables and figures over rows returned by ``run`` ---------------------------------------------
 
+
 def ok_rows(rows: list[dict]) -> list[dict]:
     return [r for r in rows if r["status"] == "ok"]
 
@@ -241,13 +274,29 @@ def summary(rows: list[dict]) -> list[dict]:
     out = []
     for r in rows:
         comp = r.get("composition")
-        counts = {"fusion_regions": sum(v for k, v in comp.items() if k.endswith(" regions")),
-                  "unfused_ops": comp.get("unfused ops", 0), "bookkeeping": comp.get("bookkeeping", 0)} if comp else {}
-        out.append({"executor": r["executor"], "label": r["label"], "status": r["status"],
-                    "bound_symbols": r.get("bound_symbols"), **counts,
-                    "prologue_bound_symbols": r.get("prologue_bound_symbols"), "first_call_s": r.get("first_call_s"),
-                    "thunder_executors": ", ".join(r.get("thunder_executors") or ()) or None,
-                    "reason": r["reason"], "notes": r["notes"]})
+        counts = (
+            {
+                "fusion_regions": sum(v for k, v in comp.items() if k.endswith(" regions")),
+                "unfused_ops": comp.get("unfused ops", 0),
+                "bookkeeping": comp.get("bookkeeping", 0),
+            }
+            if comp
+            else {}
+        )
+        out.append(
+            {
+                "executor": r["executor"],
+                "label": r["label"],
+                "status": r["status"],
+                "bound_symbols": r.get("bound_symbols"),
+                **counts,
+                "prologue_bound_symbols": r.get("prologue_bound_symbols"),
+                "first_call_s": r.get("first_call_s"),
+                "thunder_executors": ", ".join(r.get("thunder_executors") or ()) or None,
+                "reason": r["reason"],
+                "notes": r["notes"],
+            }
+        )
     return out
 
 
@@ -261,8 +310,10 @@ def counter_table(rows: list[dict], reference: dict[str, int], reference_label: 
     the largest count. A configuration without a trace gets a column of its status."""
     columns = {reference_label: reference}
     columns.update({r["executor"]: r.get("counter") or {} for r in rows})
-    names = sorted({n for c in columns.values() for n in c},
-                   key=lambda n: (-max(c.get(n, 0) for c in columns.values()), _natural(n)))
+    names = sorted(
+        {n for c in columns.values() for n in c},
+        key=lambda n: (-max(c.get(n, 0) for c in columns.values()), _natural(n)),
+    )
     table = [{"symbol": n, **{label: c.get(n, 0) for label, c in columns.items()}} for n in names]
     table.append({"symbol": "(total)", **{label: sum(c.values()) for label, c in columns.items()}})
     for r in rows:
@@ -278,10 +329,20 @@ def _ops_text(ops: dict[str, int]) -> str:
 
 def region_table(rows: list[dict]) -> list[dict]:
     """One line per fusion region of every configuration, with the ops it runs."""
-    return [{"executor": r["executor"], "region": g["region"], "kind": g["kind"], "made by": g["executor"],
-             "inside": g["inside"], "n_ops": g["n_ops"], "ops": _ops_text(g["ops"]),
-             "contains": ", ".join(g["contains"])}
-            for r in ok_rows(rows) for g in r["regions"]]
+    return [
+        {
+            "executor": r["executor"],
+            "region": g["region"],
+            "kind": g["kind"],
+            "made by": g["executor"],
+            "inside": g["inside"],
+            "n_ops": g["n_ops"],
+            "ops": _ops_text(g["ops"]),
+            "contains": ", ".join(g["contains"]),
+        }
+        for r in ok_rows(rows)
+        for g in r["regions"]
+    ]
 
 
 def unfused_table(rows: list[dict]) -> list[dict]:
@@ -292,8 +353,13 @@ def unfused_table(rows: list[dict]) -> list[dict]:
     table = []
     for n in names:
         entries = [r["unfused"].get(n, {"count": 0, "executors": []}) for r in ran]
-        table.append({"op": n, "run by": ", ".join(dict.fromkeys(str(e) for x in entries for e in x["executors"])),
-                      **{r["executor"]: x["count"] for r, x in zip(ran, entries)}})
+        table.append(
+            {
+                "op": n,
+                "run by": ", ".join(dict.fromkeys(str(e) for x in entries for e in x["executors"])),
+                **{r["executor"]: x["count"] for r, x in zip(ran, entries)},
+            }
+        )
     return table
 
 
@@ -311,8 +377,11 @@ def placement(rows: list[dict], ops=SEED_OPS) -> list[dict]:
                 inside[g["kind"]] += g["ops"].get(op, 0)
             outside = r["unfused"].get(op, {"count": 0})["count"]
             where = ", ".join(f"{n} in {k}" for k, n in inside.items() if n)
-            line[r["executor"]] = (f"{where or '0 in fusions'}; {outside} outside" if where or outside
-                                   else "not found by name (decomposed into prims)")
+            line[r["executor"]] = (
+                f"{where or '0 in fusions'}; {outside} outside"
+                if where or outside
+                else "not found by name (decomposed into prims)"
+            )
         table.append(line)
     return table
 
@@ -327,7 +396,9 @@ def _regions(kinds: dict[str, int]) -> str:
 def findings(configurations: list[dict], seed_counter: dict[str, int]) -> list[str]:
     """The notebook's findings: fusion regions, unfused ops and top-level symbols of each
     configuration's final trace, beside the seed's counter."""
-    seed_kinds = {kind: sum(v for k, v in seed_counter.items() if k.startswith(kind)) for kind in ("nvFusion", "TorchCompile")}
+    seed_kinds = {
+        kind: sum(v for k, v in seed_counter.items() if k.startswith(kind)) for kind in ("nvFusion", "TorchCompile")
+    }
     seed = f"The seed's thunder trace had {_regions(seed_kinds)} in {sum(seed_counter.values())} top-level symbols."
     ran = [r for r in configurations if r["status"] == "ok"]
     if not ran:
@@ -335,8 +406,10 @@ def findings(configurations: list[dict], seed_counter: dict[str, int]) -> list[s
     parts = []
     for r in ran:
         kinds = {k.removesuffix(" regions"): v for k, v in r["composition"].items() if k.endswith(" regions")}
-        parts.append(f"{r['executor']}: {_regions(kinds)}, {r['composition'].get('unfused ops', 0)} unfused ops, "
-                     f"{r['bound_symbols']} top-level symbols")
+        parts.append(
+            f"{r['executor']}: {_regions(kinds)}, {r['composition'].get('unfused ops', 0)} unfused ops, "
+            f"{r['bound_symbols']} top-level symbols"
+        )
     text = "Final trace per step, " + "; ".join(parts) + "."
     if skipped := [r["executor"] for r in configurations if r["status"] != "ok"]:
         text += f" Not traced here: {', '.join(skipped)}."
@@ -353,11 +426,17 @@ def first_call_table(rows: list[dict]) -> list[dict]:
         total = r.get("first_call_s") if r["status"] == "ok" else None
         known = [phases.get(name) for name, *_ in PHASES]
         complete = total is not None and None not in known
-        out.append({"executor": r["executor"], "status": r["status"], "first_call_s": total,
-                    **{name: phases.get(name) for name, *_ in PHASES},
-                    "other_s": total - sum(known) if complete else None,
-                    "interpret_pct": 100 * phases["interpret_s"] / total if complete else None,
-                    "reason": r.get("reason")})
+        out.append(
+            {
+                "executor": r["executor"],
+                "status": r["status"],
+                "first_call_s": total,
+                **{name: phases.get(name) for name, *_ in PHASES},
+                "other_s": total - sum(known) if complete else None,
+                "interpret_pct": 100 * phases["interpret_s"] / total if complete else None,
+                "reason": r.get("reason"),
+            }
+        )
     return out
 
 
@@ -369,9 +448,12 @@ def first_call_finding(rows: list[dict]) -> str | None:
     table = [t for t in first_call_table(rows) if t["other_s"] is not None]
     if not table:
         return None
-    parts = "; ".join(f"{t['executor']} {number(t['first_call_s'])} s (interpreting {number(t['interpret_s'])} s, "
-                      f"transforms {number(t['transform_s'])} s, first run {number(t['first_run_s'])} s, "
-                      f"other {number(t['other_s'])} s)" for t in table)
+    parts = "; ".join(
+        f"{t['executor']} {number(t['first_call_s'])} s (interpreting {number(t['interpret_s'])} s, "
+        f"transforms {number(t['transform_s'])} s, first run {number(t['first_run_s'])} s, "
+        f"other {number(t['other_s'])} s)"
+        for t in table
+    )
     text = f"First call by thunder's own timestamps: {parts}."
     jit = [t["interpret_pct"] for t in table if REGISTRY[t["executor"]].entry_point != "dynamo.thunderfx"]
     if jit:
@@ -382,9 +464,16 @@ def first_call_finding(rows: list[dict]) -> str | None:
 
 def stats_table(rows: list[dict]) -> list[dict]:
     """Compile statistics per configuration and call (first: compile; second: cache hit)."""
-    return [{"executor": r["executor"], "call": call, **{k: v for k, v in s.items() if k != "notes"},
-             "notes": "; ".join(s["notes"]) or None}
-            for r in ok_rows(rows) for call, s in r["compile_stats"].items()]
+    return [
+        {
+            "executor": r["executor"],
+            "call": call,
+            **{k: v for k, v in s.items() if k != "notes"},
+            "notes": "; ".join(s["notes"]) or None,
+        }
+        for r in ok_rows(rows)
+        for call, s in r["compile_stats"].items()
+    ]
 
 
 def composition_long(rows: list[dict]) -> list[dict]:
@@ -404,12 +493,19 @@ def composition_figure(rows: list[dict]):
     """Stacked bars: the final trace's top-level symbols per configuration, by category."""
     import plotly.express as px
 
-    return px.bar(composition_long(rows), x="configuration", y="count", color="category",
-                  title="Top-level bound symbols of the final trace (what thunder's Python runs per call)",
-                  labels={"count": "bound symbols"})
+    return px.bar(
+        composition_long(rows),
+        x="configuration",
+        y="count",
+        color="category",
+        title="Top-level bound symbols of the final trace (what thunder's Python runs per call)",
+        labels={"count": "bound symbols"},
+    )
 
 
 def details_html(summary_text: str, body: str) -> str:
     """A collapsed HTML <details> block with ``body`` as escaped preformatted text."""
-    return (f"<details><summary>{html.escape(summary_text)}</summary>"
-            f"<pre style='font-size:11px;max-height:40em;overflow:auto'>{html.escape(body)}</pre></details>")
+    return (
+        f"<details><summary>{html.escape(summary_text)}</summary>"
+        f"<pre style='font-size:11px;max-height:40em;overflow:auto'>{html.escape(body)}</pre></details>"
+    )

@@ -109,9 +109,15 @@ def event_timer(fn: Callable, kwargs: dict, device: str, warmup: int, iters: int
     which interleaves them with the host reference."""
     warm_up(fn, kwargs, warmup)
     blocks = [block(fn, kwargs, device, iters) for _ in range(repeats)]
-    return {"method": method_name(device), "warmup": warmup, "iters": iters, "repeats": repeats,
-            "wall": Stat.of(b.wall_ms for b in blocks), "host": Stat.of(b.host_ms for b in blocks),
-            "blocks": [(b.wall_ms, b.host_ms) for b in blocks]}
+    return {
+        "method": method_name(device),
+        "warmup": warmup,
+        "iters": iters,
+        "repeats": repeats,
+        "wall": Stat.of(b.wall_ms for b in blocks),
+        "host": Stat.of(b.host_ms for b in blocks),
+        "blocks": [(b.wall_ms, b.host_ms) for b in blocks],
+    }
 
 
 HOST_REFERENCE_LOOPS = 20_000
@@ -146,8 +152,13 @@ def latency_from_idle(fn: Callable, kwargs: dict, device: str, calls: int) -> St
 def timeit_record(result) -> dict:
     """The fields of IPython's ``TimeitResult`` (from ``%timeit -o``), in ms per loop."""
     per_loop = [t / result.loops * 1e3 for t in result.all_runs]
-    return {"mean_ms": result.average * 1e3, "std_ms": result.stdev * 1e3, "loops": result.loops,
-            "runs": result.repeat, "runs_ms": per_loop}
+    return {
+        "mean_ms": result.average * 1e3,
+        "std_ms": result.stdev * 1e3,
+        "loops": result.loops,
+        "runs": result.repeat,
+        "runs_ms": per_loop,
+    }
 
 
 # Device-side ranges that are not kernels: torch.compile wraps each compiled graph in a user annotation
@@ -199,6 +210,8 @@ def kernel_summary(events, steps: int, top: int = 12) -> dict:
         "copies_per_step": sum(e.count for e in by_kind["copy"]) / steps,
         "copy_ms": sum(e.self_device_time_total for e in by_kind["copy"]) / steps / 1e3,
         "annotations_per_step": sum(e.count for e in by_kind["annotation"]) / steps,
-        "top_kernels": [{"name": e.key[:120], "calls_per_step": e.count / steps,
-                         "device_us": e.self_device_time_total / steps} for e in by_time[:top]],
+        "top_kernels": [
+            {"name": e.key[:120], "calls_per_step": e.count / steps, "device_us": e.self_device_time_total / steps}
+            for e in by_time[:top]
+        ],
     }

@@ -25,8 +25,14 @@ def cpu_environment(**extra: str) -> dict[str, str]:
 
 def run_runner(*args: str, timeout: int = 1200) -> subprocess.CompletedProcess:
     """``python runner.py ARGS`` in the repo root, output captured; its kernels see no GPU."""
-    return subprocess.run([sys.executable, str(ROOT / "runner.py"), *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout, env=cpu_environment())
+    return subprocess.run(
+        [sys.executable, str(ROOT / "runner.py"), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=cpu_environment(),
+    )
 
 
 def pytest_collection_modifyitems(config, items):
@@ -50,8 +56,15 @@ def tiny_run(tmp_path_factory) -> Path:
     return out / "tiny"
 
 
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
 
 
 def chromium() -> str:
@@ -73,8 +86,19 @@ OFFLINE_FLAGS = ("--proxy-server=127.0.0.1:9", "--host-resolver-rules=MAP * ~NOT
 def chromium_dom(target: str, profile: Path, budget_ms: int = 10000, offline: bool = False) -> str:
     """The DOM of ``target`` (a URL) after headless Chromium ran its scripts for ``budget_ms`` of
     virtual time, with a fresh profile in ``profile`` (and no network when ``offline``)."""
-    proc = subprocess.run([chromium(), *CHROMIUM_FLAGS, *(OFFLINE_FLAGS if offline else ()), f"--user-data-dir={profile}",
-                           f"--virtual-time-budget={budget_ms}", "--dump-dom", target],
-                          capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        [
+            chromium(),
+            *CHROMIUM_FLAGS,
+            *(OFFLINE_FLAGS if offline else ()),
+            f"--user-data-dir={profile}",
+            f"--virtual-time-budget={budget_ms}",
+            "--dump-dom",
+            target,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout

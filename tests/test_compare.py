@@ -7,39 +7,77 @@ import re
 from pathlib import Path
 
 import pytest
-
-from latency_lab import compare as C, results
-from latency_lab.parameters import Params
 from conftest import ROOT, run_runner
+
+from latency_lab import compare as C
+from latency_lab import results
+from latency_lab.parameters import Params
 
 
 def timing_notebook(run: Path, walls: dict[str, tuple], kernels: dict[str, float], cache_mode="seed", torch="2.9.1"):
     """A results file shaped like 02's: key table and rows in the vocabulary's names (``metrics``),
     each statistic with its q1/q3 columns."""
     env = {"collected": "now", "cpu": "x", "packages": {"torch": torch}}
-    rows = [{"executor": n, "label": n.upper(), "wall_ms": w[0], "wall_q1_ms": w[1], "wall_q3_ms": w[2],
-             "kernels_per_step": kernels.get(n), "host_submit_ms": w[0] / 2, "host_submit_q1_ms": w[0] / 2,
-             "host_submit_q3_ms": w[0] / 2, "status": "ok", "reason": None} for n, w in walls.items()]
+    rows = [
+        {
+            "executor": n,
+            "label": n.upper(),
+            "wall_ms": w[0],
+            "wall_q1_ms": w[1],
+            "wall_q3_ms": w[2],
+            "kernels_per_step": kernels.get(n),
+            "host_submit_ms": w[0] / 2,
+            "host_submit_q1_ms": w[0] / 2,
+            "host_submit_q3_ms": w[0] / 2,
+            "status": "ok",
+            "reason": None,
+        }
+        for n, w in walls.items()
+    ]
     table = results.key_table("timing", rows, ["label", "wall_ms", "kernels_per_step", "status", "reason"])
-    results.save(run, "02_executor_timing", Params(preset="tiny", cache_mode=cache_mode, output_dir=str(run)), env, table,
-                 rows=rows)
+    results.save(
+        run,
+        "02_executor_timing",
+        Params(preset="tiny", cache_mode=cache_mode, output_dir=str(run)),
+        env,
+        table,
+        rows=rows,
+    )
     (run / "environment.json").write_text(json.dumps(env))
 
 
 def op_notebook(run: Path, ms: float, q: tuple[float, float]):
     """A results file shaped like 04's: op, size and executor per row, quartile columns beside."""
-    rows = [{"op": "add", "size": "seed", "executor": "eager", "status": "ok", "per_call_ms": ms,
-             "per_call_q1_ms": q[0], "per_call_q3_ms": q[1], "first_call_s": 0.1, "reason": None}]
-    results.save(run, "04_op_microbenchmarks", Params(preset="tiny", output_dir=str(run)), {},
-                 results.key_table("add", rows), rows=rows)
+    rows = [
+        {
+            "op": "add",
+            "size": "seed",
+            "executor": "eager",
+            "status": "ok",
+            "per_call_ms": ms,
+            "per_call_q1_ms": q[0],
+            "per_call_q3_ms": q[1],
+            "first_call_s": 0.1,
+            "reason": None,
+        }
+    ]
+    results.save(
+        run,
+        "04_op_microbenchmarks",
+        Params(preset="tiny", output_dir=str(run)),
+        {},
+        results.key_table("add", rows),
+        rows=rows,
+    )
 
 
 @pytest.fixture
 def runs(tmp_path) -> Path:
     a, b = tmp_path / "a", tmp_path / "b"
     timing_notebook(a, {"eager": (10, 9, 11), "torch.compile": (5, 4, 6)}, {"eager": 12})
-    timing_notebook(b, {"eager": (20, 19, 21), "torch.compile": (5.5, 5, 6.5)}, {"eager": 12},
-                    cache_mode="none", torch="2.11.0")
+    timing_notebook(
+        b, {"eager": (20, 19, 21), "torch.compile": (5.5, 5, 6.5)}, {"eager": 12}, cache_mode="none", torch="2.11.0"
+    )
     op_notebook(a, 0.02, (0.019, 0.021))
     op_notebook(b, 0.03, (0.029, 0.031))
     return tmp_path
@@ -77,8 +115,10 @@ def test_partial_report_says_what_was_skipped(runs, tmp_path):
     assert "04_op_microbenchmarks: only in A" in skipped
     assert "row 'eager' only in A" in skipped and "row 'thunder' only in B" in skipped
     assert "metric 'kernels_per_step' only in A" in skipped  # B measured no kernels
-    assert [(e["row"], e["metric"]) for e in report["rows"]] == [("torch.compile", "wall_ms"),
-                                                                  ("torch.compile", "host_submit_ms")]
+    assert [(e["row"], e["metric"]) for e in report["rows"]] == [
+        ("torch.compile", "wall_ms"),
+        ("torch.compile", "host_submit_ms"),
+    ]
 
 
 def test_rows_that_share_a_key_are_skipped_not_paired(runs):
@@ -119,8 +159,11 @@ def test_lists_print_as_lists_and_only_spreads_as_ranges(runs, tmp_path):
     a.write_text(json.dumps(data))
     out = C.text(C.compare(C.load_run(runs / "a"), C.load_run(c)))
     assert "depths: [1, 2, 4] -> [1, 2]" in out, out
-    eager = next(line for line in out.splitlines() if line.startswith("02_executor_timing") and "eager" in line
-                 and "wall_ms" in line)
+    eager = next(
+        line
+        for line in out.splitlines()
+        if line.startswith("02_executor_timing") and "eager" in line and "wall_ms" in line
+    )
     assert eager.split()[-5:-2] == ["9-11", "10", "9-11"]  # the q1-q3 spreads, as ranges
 
 
@@ -208,18 +251,24 @@ def test_cli_prints_and_writes_the_report_into_run_b(runs):
     assert "packages.torch: 2.9.1 -> 2.11.0" in proc.stdout
     line = next(l for l in proc.stdout.splitlines() if l.startswith("02_executor_timing") and "wall_ms" in l)
     assert line.split()[-2:] == ["2.00", "yes"]
-    assert "7 numbers compared, 5 with a spread in both runs; 4 differ by more than that spread (4 higher in B, 0 lower)" in proc.stdout
+    assert (
+        "7 numbers compared, 5 with a spread in both runs; 4 differ by more than that spread (4 higher in B, 0 lower)"
+        in proc.stdout
+    )
     page, data = runs / "b" / "compare-a-vs-b.html", runs / "b" / "compare-a-vs-b.json"
     assert json.loads(data.read_text())["notebooks"] == ["02_executor_timing", "04_op_microbenchmarks"]
     html = page.read_text()
     assert "Parameters that differ" in html and "cache_mode" in html and "class='beyond'" in html
 
 
-@pytest.mark.parametrize("a, b, fragment", [
-    ("a", "nope", "run 'nope' not found"),
-    ("a", "empty", "holds no *.results.json file"),
-    ("a", "other", "have no notebook in common"),
-])
+@pytest.mark.parametrize(
+    "a, b, fragment",
+    [
+        ("a", "nope", "run 'nope' not found"),
+        ("a", "empty", "holds no *.results.json file"),
+        ("a", "other", "have no notebook in common"),
+    ],
+)
 def test_bad_runs_are_one_line_errors(runs, capsys, a, b, fragment):
     (runs / "empty").mkdir()
     results.save(runs / "other", "03_trace_counters", Params(), {}, results.key_table("t", [{"executor": "x"}]))
@@ -265,9 +314,12 @@ def test_published_reference_against_a_fresh_tiny_run(tiny_run, tmp_path, capsys
 
 def test_publish_keeps_what_compare_and_the_index_need(tiny_run, tmp_path):
     from latency_lab import report
+
     files = {p.name for p in report.publish(tiny_run, tmp_path / "pub")[1]}
     assert {"summary.json", "environment.json", "index.html", "plotly.packed.js"} <= files
-    assert {p.name for p in tiny_run.glob("*.results.json")} <= files and not any(f.endswith((".ipynb", ".html")) and f != "index.html" for f in files)
+    assert {p.name for p in tiny_run.glob("*.results.json")} <= files and not any(
+        f.endswith((".ipynb", ".html")) and f != "index.html" for f in files
+    )
     page = (tmp_path / "pub" / "index.html").read_text()
     for link in re.findall(r'href="([^"]+)"', page):
         assert (tmp_path / "pub" / link).is_file(), link

@@ -46,8 +46,9 @@ def test_default_mode_describes_what_the_environment_really_sets(monkeypatch):
     monkeypatch.setenv("NVFUSER_ENABLE", "kernel_db")
     with notebook_run.kernel_environment(compile_cache.environment(None)):
         assert compile_cache.MARKER not in os.environ
-        assert compile_cache.describe() == ("not per run: Inductor's cache where TORCHINDUCTOR_CACHE_DIR says, "
-                                            "nvFuser kernel DB on")
+        assert compile_cache.describe() == (
+            "not per run: Inductor's cache where TORCHINDUCTOR_CACHE_DIR says, nvFuser kernel DB on"
+        )
     assert os.environ[compile_cache.MARKER] == "run"
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
     monkeypatch.delenv("NVFUSER_ENABLE")
@@ -62,9 +63,22 @@ def test_close_an_empty_folder(tmp_path):
 def test_a_cache_folder_that_cannot_be_made_is_a_setup_error(tmp_path, monkeypatch, capsys):
     def full(run_id):
         raise OSError(errno.ENOSPC, "No space left on device")
+
     monkeypatch.setattr(compile_cache, "make", full)
-    code = runner.main(["--preset", "tiny", "--device", "cpu", "--notebooks", "01", "--output-dir", str(tmp_path),
-                        "--run-id", "nospace"])
+    code = runner.main(
+        [
+            "--preset",
+            "tiny",
+            "--device",
+            "cpu",
+            "--notebooks",
+            "01",
+            "--output-dir",
+            str(tmp_path),
+            "--run-id",
+            "nospace",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "No space left on device" in err and "--compile-cache default" in err
     assert list(tmp_path.iterdir()) == []  # the run folder made just before is gone again

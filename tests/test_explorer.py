@@ -10,7 +10,9 @@ import time
 
 import pytest
 
-from latency_lab import registry as E, explorer as X, parameters as P
+from latency_lab import explorer as X
+from latency_lab import parameters as P
+from latency_lab import registry as E
 
 
 @pytest.fixture(scope="module")
@@ -38,12 +40,17 @@ def test_explorer_keeps_runs_details_and_reports_bad_settings(tiny_params, tmp_p
     assert first["error"] is None and first["stopped"] is None
     eager, thunder = first["rows"]
     assert eager["status"] == "ok" and eager["wall_q1_ms"] <= eager["wall_ms"] <= eager["wall_q3_ms"]
-    assert eager["method"] == "perf_counter" and len(eager["blocks_ms"]) == 2 and 0 < eager["host_ms"] <= eager["wall_ms"]
+    assert (
+        eager["method"] == "perf_counter" and len(eager["blocks_ms"]) == 2 and 0 < eager["host_ms"] <= eager["wall_ms"]
+    )
     assert eager["host_reference_iqr_pct"] >= 0 and eager["noisy"] in (True, False) and eager["host_reference_ms"] > 0
     assert thunder["status"] == "unavailable" and "CUDA" in thunder["reason"] and thunder["wall_ms"] is None
     # one line per step; the bar ends full; block progress goes to the live detail only
     assert progress.steps[0][:2] == (0, 8) and progress.steps[-1] == (8, 8, "done")
-    assert any("eager: wall and steady-state host time" in text for _, _, text in progress.steps) and "block 2/2" in progress.details
+    assert (
+        any("eager: wall and steady-state host time" in text for _, _, text in progress.steps)
+        and "block 2/2" in progress.details
+    )
     # the profiled step: a Chrome trace file that opens, and the step's top host ops
     details = first["details"]["eager"]
     trace = json.loads(gzip.open(details["timeline"]["path"], "rt").read())
@@ -52,11 +59,20 @@ def test_explorer_keeps_runs_details_and_reports_bad_settings(tiny_params, tmp_p
     page = X.details_html(first, "eager", tmp_path)
     assert "00_explorer.run1.eager.chrome-trace.json.gz" in page and "aten::linear" in page
     assert "did not run here" in X.details_html(first, "thunder")
-    decode = explorer.run({**X.settings_from(tiny_params), "executors": ["eager"], "step": "decode", "cache_mode": "static"})
+    decode = explorer.run(
+        {**X.settings_from(tiny_params), "executors": ["eager"], "step": "decode", "cache_mode": "static"}
+    )
     assert decode["error"] is None and decode["step"] == "decode" and decode["rows"][0]["wall_ms"] > 0
-    for bad, name in (({"step": "decode"}, "cache_mode"), ({"step": "generate"}, "step"), ({"layers": 0}, "layers"),
-                      ({"executors": []}, "executors"), ({"executors": ["tvm"]}, "executors"), ({"threads": 0}, "threads"),
-                      ({"preset": "huge"}, "preset"), ({"dtype": "int8"}, "dtype")):
+    for bad, name in (
+        ({"step": "decode"}, "cache_mode"),
+        ({"step": "generate"}, "step"),
+        ({"layers": 0}, "layers"),
+        ({"executors": []}, "executors"),
+        ({"executors": ["tvm"]}, "executors"),
+        ({"threads": 0}, "threads"),
+        ({"preset": "huge"}, "preset"),
+        ({"dtype": "int8"}, "dtype"),
+    ):
         run = explorer.run({**X.settings_from(tiny_params), **bad})
         assert run["error"].startswith(f"invalid parameter {name}=") and run["rows"] == []
     assert [r["id"] for r in explorer.runs] == list(range(1, 11))
@@ -67,8 +83,15 @@ def test_explorer_keeps_runs_details_and_reports_bad_settings(tiny_params, tmp_p
 
 
 def test_settings_pick_preset_dtype_device_batch_and_threads(tmp_path):
-    settings = {**X.settings_from(P.validate(preset="tiny", device="cpu", executors="eager")),
-                "dtype": "float32", "batch_size": 2, "threads": 2, "seq_len": 4, "warmup": 0, "iters": 1}
+    settings = {
+        **X.settings_from(P.validate(preset="tiny", device="cpu", executors="eager")),
+        "dtype": "float32",
+        "batch_size": 2,
+        "threads": 2,
+        "seq_len": 4,
+        "warmup": 0,
+        "iters": 1,
+    }
     run = X.Explorer(tmp_path).run(settings)
     import torch
 
@@ -80,13 +103,18 @@ def test_settings_pick_preset_dtype_device_batch_and_threads(tmp_path):
 
 def test_stop_ends_a_run_before_its_next_call(tmp_path):
     """Stop while the wall-time blocks run: no call starts after it; the run says where it stopped."""
-    params = P.validate(preset="tiny", device="cpu", executors="eager,torch.compile", warmup=0, iters=100_000, repeats=2)
+    params = P.validate(
+        preset="tiny", device="cpu", executors="eager,torch.compile", warmup=0, iters=100_000, repeats=2
+    )
     stop, progress = X.StopSwitch(), Recorder()
     explorer = X.Explorer(tmp_path)
     worker = threading.Thread(target=explorer.run, args=(X.settings_from(params), progress, stop))
     worker.start()
     deadline = time.monotonic() + 120
-    while not any("eager: wall and steady-state host time" in t for _, _, t in progress.steps) and time.monotonic() < deadline:
+    while (
+        not any("eager: wall and steady-state host time" in t for _, _, t in progress.steps)
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.05)
     time.sleep(0.5)
     calls, t0 = stop.calls, time.perf_counter()
@@ -135,12 +163,20 @@ def test_first_call_phase_reads_thunder_stamps():
     import thunder
 
     ex = E.REGISTRY["thunder:torch"]
-    cases = [((-1, -1, -1, -1), "looking up its cache"), ((5, -1, -1, -1), "interpreting the model's Python"),
-             ((5, 9, -1, -1), "transforms (fusion passes, prologue)"), ((5, 9, 12, -1), "first run (compiling fusions)"),
-             ((5, 9, 12, 20), "finishing")]
+    cases = [
+        ((-1, -1, -1, -1), "looking up its cache"),
+        ((5, -1, -1, -1), "interpreting the model's Python"),
+        ((5, 9, -1, -1), "transforms (fusion passes, prologue)"),
+        ((5, 9, 12, -1), "first run (compiling fusions)"),
+        ((5, 9, 12, 20), "finishing"),
+    ]
     for (start, stop, run_start, run_stop), phase in cases:
-        cs = SimpleNamespace(last_trace_tracing_start=start, last_trace_tracing_stop=stop,
-                             last_trace_host_execution_start=run_start, last_trace_host_execution_stop=run_stop)
+        cs = SimpleNamespace(
+            last_trace_tracing_start=start,
+            last_trace_tracing_stop=stop,
+            last_trace_host_execution_start=run_start,
+            last_trace_host_execution_stop=run_stop,
+        )
         original = thunder.compile_stats
         thunder.compile_stats = lambda fn, cs=cs: cs
         try:
@@ -186,10 +222,13 @@ def test_widgets_run_in_a_worker_show_errors_and_keep_working(tiny_params, tmp_p
 
     def broken(*args, **kwargs):
         raise RuntimeError("model build exploded")
+
     monkeypatch.setattr(X, "measure", broken)
     ui.cache_mode.value = "static"
     ui.on_run().join()
-    assert ui.explorer.runs[-1]["error"].startswith("RuntimeError: model build exploded") and "exploded" in ui.status.value
+    assert (
+        ui.explorer.runs[-1]["error"].startswith("RuntimeError: model build exploded") and "exploded" in ui.status.value
+    )
     monkeypatch.undo()
     ui.on_run().join()
     run = ui.explorer.runs[-1]
@@ -199,7 +238,9 @@ def test_widgets_run_in_a_worker_show_errors_and_keep_working(tiny_params, tmp_p
     (chart,) = ui.chart.outputs
     assert len(chart["data"][X.PLOTLY_MIME]["data"]) == 1
     assert ui.row_choice.value == "3|eager" and "Profiler timeline" in ui.details.value and ui.timeline.outputs
-    assert ui.on_save() == tmp_path / "saved.json" and len(json.loads((tmp_path / "saved.json").read_text())["runs"]) == 3
+    assert (
+        ui.on_save() == tmp_path / "saved.json" and len(json.loads((tmp_path / "saved.json").read_text())["runs"]) == 3
+    )
     ui.save_path.value = str(tmp_path / "saved.json" / "below-a-file.json")
     assert ui.on_save() is None and "save failed" in ui.status.value
     assert ui.on_compare() and "reference-h200" in ui.comparison.value
@@ -211,11 +252,15 @@ def test_widgets_follow_preset_and_device(tiny_params, tmp_path):
     ui = X.ExplorerUI(X.Explorer(tmp_path), tiny_params, tmp_path / "saved.json")
     assert (ui.warmup.value, ui.iters.value, ui.repeats.value) == (1, 2, 2)  # the notebook's parameters
     ui.preset.value = "seed"
-    assert (ui.warmup.value, ui.iters.value, ui.repeats.value) == tuple(P.TIMING_DEFAULTS["cpu"][k] for k in ("warmup", "iters", "repeats"))
+    assert (ui.warmup.value, ui.iters.value, ui.repeats.value) == tuple(
+        P.TIMING_DEFAULTS["cpu"][k] for k in ("warmup", "iters", "repeats")
+    )
     assert ui.settings()["preset"] == "seed" and "cpu" in ui.device.options
     assert any("unavailable" in label for label, _ in ui.executors.options)
     ui.preset.value = "tiny"
-    assert (ui.warmup.value, ui.iters.value, ui.repeats.value) == tuple(P.TINY_TIMING[k] for k in ("warmup", "iters", "repeats"))
+    assert (ui.warmup.value, ui.iters.value, ui.repeats.value) == tuple(
+        P.TINY_TIMING[k] for k in ("warmup", "iters", "repeats")
+    )
 
 
 def test_explorer_steps(tiny_params):

@@ -10,7 +10,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from latency_lab import harness, model as llama, parameters as P, registry as E, thunder_breakdown, thunder_traces, timing
+from latency_lab import harness, thunder_breakdown, thunder_traces, timing
+from latency_lab import model as llama
+from latency_lab import parameters as P
+from latency_lab import registry as E
 
 pytestmark = pytest.mark.gpu
 
@@ -53,13 +56,20 @@ def test_steady_state_host_time_never_exceeds_the_wall_on_a_gpu(tiny):
     """Blocks of back-to-back calls: perf_counter inside the CUDA events, so host <= wall (up to the
     events' own few µs), for a host-bound Thunder step and a GPU-bound graph replay alike."""
     setup, _ = tiny
-    prepared = {n: harness.prepare(E.REGISTRY[n], setup.model, setup.kwargs, "cuda")
-                for n in ("eager", "torch.compile:reduce-overhead", "thunder")}
+    prepared = {
+        n: harness.prepare(E.REGISTRY[n], setup.model, setup.kwargs, "cuda")
+        for n in ("eager", "torch.compile:reduce-overhead", "thunder")
+    }
     assert all(p.ok for p in prepared.values()), {n: p.reason for n, p in prepared.items()}
-    timed = harness.rounds(harness.entries(prepared, setup.kwargs), "cuda", warmup=5, iters=20, repeats=2,
-                           progress=lambda text: None)
+    timed = harness.rounds(
+        harness.entries(prepared, setup.kwargs), "cuda", warmup=5, iters=20, repeats=2, progress=lambda text: None
+    )
     for name, t in timed.timed.items():
-        assert t.error is None and all(h <= w * 1.05 for h, w in zip(t.host_ms, t.wall_ms)), (name, t.host_ms, t.wall_ms)
+        assert t.error is None and all(h <= w * 1.05 for h, w in zip(t.host_ms, t.wall_ms)), (
+            name,
+            t.host_ms,
+            t.wall_ms,
+        )
 
 
 def test_nvfusion_regions_are_taken_apart_in_place(tiny):

@@ -29,8 +29,9 @@ def test_probes_run_after_their_entry_in_every_round():
 
 def test_within_round_ratio_cancels_a_drift_that_moves_both_sides():
     walls = {"a": [1.0, 2.0, 1.5, 3.0], "b": [2.0, 4.0, 3.0, 6.0]}
-    timed = harness.Rounds({n: harness.Timed(n, w, w) for n, w in walls.items()}, [1.0, 2.0, 1.5, 3.0], "perf_counter",
-                           0, 1, 4)
+    timed = harness.Rounds(
+        {n: harness.Timed(n, w, w) for n, w in walls.items()}, [1.0, 2.0, 1.5, 3.0], "perf_counter", 0, 1, 4
+    )
     ratio = timed.ratio("b", "a")
     assert ratio.median == pytest.approx(2.0) and ratio.iqr == pytest.approx(0.0)  # the host moved 3x, the ratio not
     assert timed.drift_pct() == pytest.approx(100 * 2.0 / 1.75)
@@ -45,6 +46,7 @@ def test_a_failing_entry_stops_alone_and_becomes_partial(monkeypatch):
         calls["n"] += 1
         if calls["n"] > 3:
             raise RuntimeError("boom")
+
     prepared = {"eager": _prepared("eager", flaky), "torch.compile": _prepared("torch.compile", lambda **kw: None)}
     r = harness.rounds(harness.entries(prepared, {}), "cpu", warmup=0, iters=1, repeats=2, progress=lambda text: None)
     harness.apply_errors(prepared, r)
@@ -55,7 +57,9 @@ def test_a_failing_entry_stops_alone_and_becomes_partial(monkeypatch):
 
 def test_a_lost_cuda_context_ends_every_entry(monkeypatch):
     calls = []
-    monkeypatch.setattr(harness, "cuda_context_error", lambda device: "illegal memory access" if len(calls) > 3 else None)
+    monkeypatch.setattr(
+        harness, "cuda_context_error", lambda device: "illegal memory access" if len(calls) > 3 else None
+    )
     prepared = {n: _prepared(n, lambda **kw: calls.append(1)) for n in ("eager", "torch.compile")}
     r = harness.rounds(harness.entries(prepared, {}), "cpu", warmup=0, iters=1, repeats=2, progress=lambda text: None)
     harness.apply_errors(prepared, r)
@@ -66,9 +70,11 @@ def test_a_lost_cuda_context_ends_every_entry(monkeypatch):
 def test_build_and_measure_keeps_a_failing_step_in_its_row():
     def module(**kw):
         return None
+
     plan = {"first": lambda p: 1, "second": lambda p: 1 / 0, "third": lambda p: 3}
-    prepared, measured = harness.build_and_measure([registry.REGISTRY["eager"]], module, {}, plan, "cpu",
-                                                   progress=lambda text: None)
+    prepared, measured = harness.build_and_measure(
+        [registry.REGISTRY["eager"]], module, {}, plan, "cpu", progress=lambda text: None
+    )
     p = prepared["eager"]
     assert p.status == "failed" and p.reason.startswith("second: ZeroDivisionError")
     assert measured["eager"] == {"first": 1}
@@ -90,6 +96,7 @@ def test_sweep_builds_every_point_and_times_all_in_the_same_rounds():
 
     def make(point):
         return sweep.Case(lambda **kw: calls.append(point["size"]), {}, lambda p: {"rel_err": 0.0}, floor_ms=0.5)
+
     s = sweep.Sweep("size", {"size": (1, 2)}, [registry.REGISTRY["eager"]], make)
     params = type("P", (), {"device": "cpu", "warmup": 0, "iters": 1, "repeats": 1})()
     built = sweep.build(s, params, progress=lambda text: None)

@@ -7,10 +7,10 @@ import ast
 import json
 
 import pytest
+from conftest import run_runner
 
 from latency_lab import harness, host_overhead, registry, thunder_breakdown
 from latency_lab.metrics import Stat
-from conftest import run_runner
 
 # --- timestamps -> phases ----------------------------------------------------------------------------
 
@@ -20,8 +20,13 @@ def _stamps(stamp_ns=100):
     three statements of 10, 20 and 5 µs (each timestamp adding ``stamp_ns``), 4 epilogue, 1 exit."""
     t, s = 0, {}
     s["start"] = t
-    for key, us in (("host_start", 1), ("cache_start", 2), ("prologue_start", 1), ("prologue_stop", 3),
-                    ("exec_start", 1)):
+    for key, us in (
+        ("host_start", 1),
+        ("cache_start", 2),
+        ("prologue_start", 1),
+        ("prologue_stop", 3),
+        ("exec_start", 1),
+    ):
         t += us * 1000
         s[key] = t
     t += 1000
@@ -38,9 +43,19 @@ def _stamps(stamp_ns=100):
 def test_phases_and_statements_subtract_one_timestamp_each():
     c = _stamps(stamp_ns=100)
     phases = thunder_breakdown.phases_us(c, stamp_ns=100)
-    assert phases == pytest.approx({"call entry": 1, "cache info": 2, "cache search": 1, "prologue": 3,
-                                    "cache hit bookkeeping": 1, "computation entry": 1, "statements": 35,
-                                    "epilogue and statistics": 4, "call exit": 1})
+    assert phases == pytest.approx(
+        {
+            "call entry": 1,
+            "cache info": 2,
+            "cache search": 1,
+            "prologue": 3,
+            "cache hit bookkeeping": 1,
+            "computation entry": 1,
+            "statements": 35,
+            "epilogue and statistics": 4,
+            "call exit": 1,
+        }
+    )
     assert thunder_breakdown.statements_us(c, 100) == pytest.approx([10, 20, 5])
     uncorrected = thunder_breakdown.phases_us(c, stamp_ns=0)
     assert uncorrected["statements"] == pytest.approx(35.3)  # what the timestamps cost when not subtracted
@@ -49,13 +64,20 @@ def test_phases_and_statements_subtract_one_timestamp_each():
 
 
 def test_statements_are_classified_by_what_they_call():
-    src = ("def computation(a, b):\n  t0 = nvFusion0(a, b)\n  t1 = torch.nn.functional.linear(t0, b)\n"
-           "  update_aliases((t1,))\n  del t0\n  x, y = t1\n  return x\n")
+    src = (
+        "def computation(a, b):\n  t0 = nvFusion0(a, b)\n  t1 = torch.nn.functional.linear(t0, b)\n"
+        "  update_aliases((t1,))\n  del t0\n  x, y = t1\n  return x\n"
+    )
     tree, body = thunder_breakdown.stamped(src, "computation")
     kinds = [thunder_breakdown.classify(n, i, {"nvFusion0": "nvFusion"}) for i, n in enumerate(body)]
-    assert [(k.name, k.kind) for k in kinds] == [("nvFusion0", "nvFusion"), ("torch.nn.functional.linear", "op"),
-                                                  ("update_aliases", "bookkeeping"), ("del", "glue"),
-                                                  ("unpack", "glue"), ("return", "glue")]
+    assert [(k.name, k.kind) for k in kinds] == [
+        ("nvFusion0", "nvFusion"),
+        ("torch.nn.functional.linear", "op"),
+        ("update_aliases", "bookkeeping"),
+        ("del", "glue"),
+        ("unpack", "glue"),
+        ("return", "glue"),
+    ]
     func = tree.body[0]
     assert len(func.body) == 2 * len(body) and ast.unparse(func.body[0]).startswith(thunder_breakdown.STAMP)
 
@@ -72,8 +94,11 @@ def _block(call_us, statements_us, stamp_ns=50.0):
 
 
 class _FakeInSitu:
-    statements = [thunder_breakdown.Statement(0, "nvFusion0", "nvFusion"), thunder_breakdown.Statement(1, "del", "glue"),
-                  thunder_breakdown.Statement(2, "torch.nn.functional.linear", "op")]
+    statements = [
+        thunder_breakdown.Statement(0, "nvFusion0", "nvFusion"),
+        thunder_breakdown.Statement(1, "del", "glue"),
+        thunder_breakdown.Statement(2, "torch.nn.functional.linear", "op"),
+    ]
 
 
 def test_summary_closes_on_the_plain_step_of_the_same_rounds():
@@ -119,14 +144,18 @@ def test_real_thunder_call_is_taken_apart_in_place():
 
 # --- grading and tables ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("value, verdict", [(150, "lower"), (200, "holds"), (250, "holds"), (300, "holds"), (380, "higher")])
+
+@pytest.mark.parametrize(
+    "value, verdict", [(150, "lower"), (200, "holds"), (250, "holds"), (300, "holds"), (380, "higher")]
+)
 def test_grades_are_two_sided(value, verdict):
     assert host_overhead.grade(value, host_overhead.SEED_STARTUP_US) == verdict
 
 
 def test_memory_held_never_prints_a_negative_number():
-    assert harness.memory_held({"allocated_mib": 100, "reserved_mib": 200},
-                               {"allocated_mib": 132, "reserved_mib": 1224}) == {"allocated_mib": 32, "reserved_mib": 1024}
+    assert harness.memory_held(
+        {"allocated_mib": 100, "reserved_mib": 200}, {"allocated_mib": 132, "reserved_mib": 1224}
+    ) == {"allocated_mib": 32, "reserved_mib": 1024}
     fell = harness.memory_held({"allocated_mib": 100, "reserved_mib": 2000}, {"allocated_mib": 68, "reserved_mib": 934})
     assert fell["allocated_mib"] is None and fell["reserved_mib"] is None and "memory not attributed" in fell["reason"]
     assert harness.memory_held({}, {}) == {}
@@ -134,24 +163,48 @@ def test_memory_held_never_prints_a_negative_number():
 
 def _broken(startup=380.0, nv_per_block=(1100.0, 1150.0), remainder=1.0):
     stat = Stat.of([startup]).to_dict()
-    return {"thunder": {"phases": {k: Stat.of([10.0]).to_dict() for k in thunder_breakdown.PHASES},
-                        "kinds": {"nvFusion": Stat.of(nv_per_block).to_dict(), "op": Stat.of([700.0]).to_dict()},
-                        "kinds_per_block": {"nvFusion": list(nv_per_block)}, "startup_us": stat,
-                        "statements": [{"index": 0, "name": "nvFusion0", "kind": "nvFusion", **Stat.of([600.0]).to_dict()},
-                                       {"index": 1, "name": "del", "kind": "glue", **Stat.of([1.0]).to_dict()},
-                                       {"index": 2, "name": "nvFusion1", "kind": "nvFusion", **Stat.of([500.0]).to_dict()}],
-                        "call_us": Stat.of([2380.0]).to_dict(), "plain_host_us": Stat.of([2400.0]).to_dict(),
-                        "remainder_pct": Stat.of([remainder]).to_dict(), "blocks": 8}}
+    return {
+        "thunder": {
+            "phases": {k: Stat.of([10.0]).to_dict() for k in thunder_breakdown.PHASES},
+            "kinds": {"nvFusion": Stat.of(nv_per_block).to_dict(), "op": Stat.of([700.0]).to_dict()},
+            "kinds_per_block": {"nvFusion": list(nv_per_block)},
+            "startup_us": stat,
+            "statements": [
+                {"index": 0, "name": "nvFusion0", "kind": "nvFusion", **Stat.of([600.0]).to_dict()},
+                {"index": 1, "name": "del", "kind": "glue", **Stat.of([1.0]).to_dict()},
+                {"index": 2, "name": "nvFusion1", "kind": "nvFusion", **Stat.of([500.0]).to_dict()},
+            ],
+            "call_us": Stat.of([2380.0]).to_dict(),
+            "plain_host_us": Stat.of([2400.0]).to_dict(),
+            "remainder_pct": Stat.of([remainder]).to_dict(),
+            "blocks": 8,
+        }
+    }
 
 
 def test_region_rows_pair_in_place_with_alone_and_count_kernels():
-    measured = {"thunder": {"alone": {"rows": [
-        {"index": 0, "call": "nvFusion0", "kind": "nvFusion", "alone_us": 80.0, "kernels": 4},
-        {"index": 1, "call": "nvFusion1", "kind": "nvFusion", "alone_us": 40.0, "kernels": 2},
-        {"index": 0, "call": "nvFusion0 fd.execute", "kind": "nvFuser execute", "alone_us": 70.0, "kernels": 4}]}}}
+    measured = {
+        "thunder": {
+            "alone": {
+                "rows": [
+                    {"index": 0, "call": "nvFusion0", "kind": "nvFusion", "alone_us": 80.0, "kernels": 4},
+                    {"index": 1, "call": "nvFusion1", "kind": "nvFusion", "alone_us": 40.0, "kernels": 2},
+                    {
+                        "index": 0,
+                        "call": "nvFusion0 fd.execute",
+                        "kind": "nvFuser execute",
+                        "alone_us": 70.0,
+                        "kernels": 4,
+                    },
+                ]
+            }
+        }
+    }
     rows = host_overhead.region_rows(_broken(), measured)
     assert [(r["call"], r["in_place_us_per_kernel"], r["alone_us_per_kernel"]) for r in rows] == [
-        ("nvFusion0", 150.0, 20.0), ("nvFusion1", 250.0, 20.0)]
+        ("nvFusion0", 150.0, 20.0),
+        ("nvFusion1", 250.0, 20.0),
+    ]
     s = host_overhead.nvfusion_per_kernel(_broken(), rows, "thunder")
     assert s.median == pytest.approx(1125.0 / 6)
 
@@ -164,7 +217,8 @@ def test_hypotheses_read_their_numbers_and_grade_both_ways():
     assert "thunder holds" in host_overhead.per_kernel_text(_broken(nv_per_block=(1000.0, 1000.0)), rows, "cuda")
     assert "needs CUDA" in host_overhead.per_kernel_text({}, [], "cpu")
     assert host_overhead.startup_text(_broken(startup=380.0), {}, "cuda").startswith(
-        "Start-up per step (seed: ~250 µs, read as 200-300 µs): higher for thunder: 380 µs")
+        "Start-up per step (seed: ~250 µs, read as 200-300 µs): higher for thunder: 380 µs"
+    )
     assert "holds for thunder" in host_overhead.startup_text(_broken(startup=250.0), {}, "cuda")
     assert "lower for thunder" in host_overhead.startup_text(_broken(startup=90.0), {}, "cuda")
     assert "no Thunder configuration" in host_overhead.startup_text({}, {}, "cuda")
@@ -179,8 +233,18 @@ def _graph_rounds(with_ms, without_ms):
 
 
 def test_graphs_hold_only_when_the_wall_drops_enough():
-    step = [{"executor": n, "wall_ms": w, "host_ms": w / 2, "allocated_mib": 10.0, "reserved_mib": 20.0, "status": "ok",
-             "reason": None} for n, w in (("torch.compile:reduce-overhead", 0.23), ("torch.compile", 0.95))]
+    step = [
+        {
+            "executor": n,
+            "wall_ms": w,
+            "host_ms": w / 2,
+            "allocated_mib": 10.0,
+            "reserved_mib": 20.0,
+            "status": "ok",
+            "reason": None,
+        }
+        for n, w in (("torch.compile:reduce-overhead", 0.23), ("torch.compile", 0.95))
+    ]
     cure = host_overhead.graph_rows(step, _graph_rounds(0.23, 0.95))
     assert cure[0]["wall_ratio_x"] == pytest.approx(0.23 / 0.95)
     assert ": holds" in host_overhead.graphs_text(cure, _graph_rounds(0.23, 0.95), "cuda")
@@ -191,11 +255,24 @@ def test_graphs_hold_only_when_the_wall_drops_enough():
 
 # --- the notebook on CPU -------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def run05(tmp_path_factory):
     out = tmp_path_factory.mktemp("out05")
-    proc = run_runner("--preset", "tiny", "--device", "cpu", "--notebooks", "05", "--output-dir", str(out),
-                      "--run-id", "r", "-p", "executors=eager,torch.compile,thunder:torch,thunderfx")
+    proc = run_runner(
+        "--preset",
+        "tiny",
+        "--device",
+        "cpu",
+        "--notebooks",
+        "05",
+        "--output-dir",
+        str(out),
+        "--run-id",
+        "r",
+        "-p",
+        "executors=eager,torch.compile,thunder:torch,thunderfx",
+    )
     assert proc.returncode == 0, f"runner failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     return out / "r", json.loads((out / "r" / "05_host_overhead.results.json").read_text())
 
@@ -212,7 +289,9 @@ def test_05_every_row_has_host_at_most_wall_and_thunder_is_taken_apart(run05):
     assert broken["thunder:torch"]["remainder_pct"]["n"] == 8  # one per round
     assert "not a single thunder.jit callable" in broken["thunderfx"]["reason"]
     regions = [r for r in res["regions"] if r["executor"] == "thunder:torch"]
-    assert any(r["call"] == "torch.nn.functional.linear" and r["in_place_us"] > 0 and r["alone_us"] > 0 for r in regions)
+    assert any(
+        r["call"] == "torch.nn.functional.linear" and r["in_place_us"] > 0 and r["alone_us"] > 0 for r in regions
+    )
     for r in rows.values():
         assert (folder / res["timeline"][r["executor"]]["chrome_trace"]).is_file()
     text = " ".join(res["findings"])

@@ -23,10 +23,11 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import CHROMIUM_FLAGS, ROOT, chromium, chromium_dom, run_runner
 
 import tasks
-from latency_lab import parameters as P, start_page
-from conftest import CHROMIUM_FLAGS, ROOT, chromium, chromium_dom, run_runner
+from latency_lab import parameters as P
+from latency_lab import start_page
 
 KERNEL = "latency-lab"
 
@@ -54,8 +55,9 @@ class Server:
 
     def api(self, path: str, method: str = "GET", body: dict | None = None, timeout: float = 30):
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.url(path), data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            self.url(path), data=data, method=method, headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(req, timeout=timeout) as r:
             text = r.read().decode()
             return json.loads(text) if text else None
@@ -69,20 +71,36 @@ def running_lab(folder: Path, home: Path, start: str | None = None, settings: di
     needs_jupyterlab()
     port, token = free_port(), secrets.token_hex(16)
     python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    env = tasks.lab_environment({**os.environ, "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
-                                 "JUPYTERLAB_WORKSPACES_DIR": str(home / "ws"), "PYTHONPATH": python_path})
+    env = tasks.lab_environment(
+        {
+            **os.environ,
+            "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+            "JUPYTERLAB_WORKSPACES_DIR": str(home / "ws"),
+            "PYTHONPATH": python_path,
+        }
+    )
     if settings:
         (home / "config" / "labconfig").mkdir(parents=True)
         (home / "config" / "labconfig" / "default_setting_overrides.json").write_text(json.dumps(settings))
         env["JUPYTER_CONFIG_PATH"] = os.pathsep.join([str(home / "config"), env["JUPYTER_CONFIG_PATH"]])
     log_path = home / "server.log"
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, *tasks.lab_args(folder, start), "--no-browser",
-                                 "--ServerApp.ip=127.0.0.1",
-                                 "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: Run All on the notebook
-                                 f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-                                 f"--IdentityProvider.token={token}"],
-                                cwd=home, env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                *tasks.lab_args(folder, start),
+                "--no-browser",
+                "--ServerApp.ip=127.0.0.1",
+                "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: Run All on the notebook
+                f"--ServerApp.port={port}",
+                "--ServerApp.port_retries=0",
+                f"--IdentityProvider.token={token}",
+            ],
+            cwd=home,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         server = Server(port, token)
         try:
             deadline = time.monotonic() + 120
@@ -129,10 +147,21 @@ def execute(server: Server, kernel_id: str, code: str, timeout: float = 300) -> 
     import websocket
     from jupyter_client.session import Session
 
-    ws = websocket.create_connection(server.url(f"/api/kernels/{kernel_id}/channels").replace("http", "ws", 1), timeout=timeout)
+    ws = websocket.create_connection(
+        server.url(f"/api/kernels/{kernel_id}/channels").replace("http", "ws", 1), timeout=timeout
+    )
     try:
-        msg = Session().msg("execute_request", {"code": code, "silent": False, "store_history": False,
-                                                "user_expressions": {}, "allow_stdin": False, "stop_on_error": True})
+        msg = Session().msg(
+            "execute_request",
+            {
+                "code": code,
+                "silent": False,
+                "store_history": False,
+                "user_expressions": {},
+                "allow_stdin": False,
+                "stop_on_error": True,
+            },
+        )
         msg["channel"] = "shell"
         ws.send(json.dumps(msg, default=str))
         out, replied, idle, deadline = [], False, False, time.monotonic() + timeout
@@ -161,25 +190,35 @@ def test_server_lists_notebooks_and_runs_the_suite_kernel(lab):
     assert {"00_explorer.ipynb", "01_model_setup.ipynb", "02_executor_timing.ipynb"} <= listed
     specs = lab.api("/api/kernelspecs")["kernelspecs"]
     if KERNEL not in specs:
-        pytest.fail(f"kernelspec {KERNEL!r} is not registered in this environment ({', '.join(specs)}): "
-                    "python3 tasks.py install registers it")
+        pytest.fail(
+            f"kernelspec {KERNEL!r} is not registered in this environment ({', '.join(specs)}): "
+            "python3 tasks.py install registers it"
+        )
     kernel = lab.api("/api/kernels", "POST", {"name": KERNEL})
     try:
-        out = execute(lab, kernel["id"], "import latency_lab, ipywidgets\nprint(latency_lab.__file__, ipywidgets.__version__)")
+        out = execute(
+            lab, kernel["id"], "import latency_lab, ipywidgets\nprint(latency_lab.__file__, ipywidgets.__version__)"
+        )
         path, widgets = out.split()[-2:]
         assert Path(path).resolve().is_relative_to(ROOT.resolve()) and widgets.startswith("8.")
         # The explorer's Run button, clicked in the real kernel: a tiny CPU measurement, then a bad setting.
-        out = execute(lab, kernel["id"], "\n".join([
-            "import tempfile",
-            "from latency_lab import explorer as X, parameters as P",
-            "p = P.validate(preset='tiny', device='cpu', executors='eager')",
-            "ui = X.ExplorerUI(X.Explorer(tempfile.mkdtemp()), p, '/dev/null')",
-            "ui.run_button.click(); ui.worker.join()",
-            "ui.layers.min, ui.layers.value = 0, 0",
-            "ui.run_button.click(); ui.worker.join()",
-            "row = ui.explorer.runs[0]['rows'][0]",
-            "print('RESULT', row['status'], row['wall_ms'] > 0, ui.status.value)",
-        ]))
+        out = execute(
+            lab,
+            kernel["id"],
+            "\n".join(
+                [
+                    "import tempfile",
+                    "from latency_lab import explorer as X, parameters as P",
+                    "p = P.validate(preset='tiny', device='cpu', executors='eager')",
+                    "ui = X.ExplorerUI(X.Explorer(tempfile.mkdtemp()), p, '/dev/null')",
+                    "ui.run_button.click(); ui.worker.join()",
+                    "ui.layers.min, ui.layers.value = 0, 0",
+                    "ui.run_button.click(); ui.worker.join()",
+                    "row = ui.explorer.runs[0]['rows'][0]",
+                    "print('RESULT', row['status'], row['wall_ms'] > 0, ui.status.value)",
+                ]
+            ),
+        )
         result = next(line for line in out.splitlines() if line.startswith("RESULT"))
         assert result.startswith("RESULT ok True") and "invalid parameter layers=0" in result, out
     finally:
@@ -199,7 +238,7 @@ def test_lab_opens_at_the_start_page(tmp_path):
     assert "jp-LabShell" in dom, dom[-2000:]
     heading = re.search(r"<h1[^>]*>(<span[^>]*></span>)?latency-lab: start here", dom)  # rendered, not source
     assert heading, "the start page did not open, or not rendered"
-    rendered = dom[heading.start():]
+    rendered = dom[heading.start() :]
     links = re.findall(r'<a href="[^"]*/files/notebooks/([0-9][0-9]_[a-z_]+\.ipynb)', rendered)  # Lab opens these
     assert links == sorted(p.name for p in (project / "notebooks").glob("*.ipynb")), links
     assert html.escape(start_page.QUESTIONS["05_host_overhead"], quote=False) in rendered
@@ -246,8 +285,18 @@ def chromium_page(profile: Path):
     import websocket
 
     port = free_port()
-    proc = subprocess.Popen([chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--remote-debugging-port={port}",
-                             "--window-size=1400,2000", "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            chromium(),
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={profile}",
+            f"--remote-debugging-port={port}",
+            "--window-size=1400,2000",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     ws = None
     try:
         deadline = time.monotonic() + 60
@@ -270,7 +319,9 @@ def chromium_page(profile: Path):
 WIDGET_BUTTON = "[...document.querySelectorAll('.jupyter-widgets button')].find(b => b.textContent.trim() == 'Run')"
 PANEL = "[...window.jupyterapp.shell.widgets('main')].find(w => w.sessionContext && w.content)"  # the notebook's panel
 KERNEL_IDLE = f"(() => {{ const k = {PANEL}?.sessionContext?.session?.kernel; return !!k && k.status == 'idle'; }})()"
-CELLS_STARTED = "[...document.querySelectorAll('.jp-Notebook .jp-InputPrompt')].some(e => /\\[(\\*|\\d+)\\]/.test(e.textContent))"
+CELLS_STARTED = (
+    "[...document.querySelectorAll('.jp-Notebook .jp-InputPrompt')].some(e => /\\[(\\*|\\d+)\\]/.test(e.textContent))"
+)
 
 
 def run_all_cells(page: Page, log: Path) -> None:
@@ -286,8 +337,9 @@ def run_all_cells(page: Page, log: Path) -> None:
 
 
 WIDGET_TEXTS = "[...document.querySelectorAll('.jupyter-widgets .widget-html-content')].map(e => e.textContent)"
-CHART_TRACES = ("Math.max(0, ...[...document.querySelectorAll('.jupyter-widgets .js-plotly-plot')]"
-                ".map(p => (p.data || []).length))")
+CHART_TRACES = (
+    "Math.max(0, ...[...document.querySelectorAll('.jupyter-widgets .js-plotly-plot')].map(p => (p.data || []).length))"
+)
 TABLE_ROWS = "[...document.querySelectorAll('.jupyter-widgets table.latency-lab')][0]?.querySelectorAll('tr').length"
 
 
@@ -303,8 +355,10 @@ def set_widget_number(page: Page, label: str, value: int) -> None:
 
 
 def click_widget_button(page: Page, text: str) -> None:
-    page.js(f"[...document.querySelectorAll('.jupyter-widgets button')]"
-            f".find(b => b.textContent.trim() == {json.dumps(text)}).click()")
+    page.js(
+        f"[...document.querySelectorAll('.jupyter-widgets button')]"
+        f".find(b => b.textContent.trim() == {json.dumps(text)}).click()"
+    )
 
 
 def test_explorer_stop_and_reload_in_jupyterlab(tmp_path):
@@ -322,18 +376,27 @@ def test_explorer_stop_and_reload_in_jupyterlab(tmp_path):
         page.call("Page.navigate", url=server.url("/lab/tree/explorer.ipynb"))
         page.wait("document.querySelectorAll('.jp-Notebook .jp-Cell').length >= 3", 180, "notebook cells", log)
         run_all_cells(page, log)
-        page.wait(f"{WIDGET_TEXTS}.some(t => /^run 1: .* executor\\(s\\) in/.test(t))", 300,
-                  "the notebook's own run", log)
+        page.wait(
+            f"{WIDGET_TEXTS}.some(t => /^run 1: .* executor\\(s\\) in/.test(t))", 300, "the notebook's own run", log
+        )
         page.wait(KERNEL_IDLE, 120, "idle kernel after Run All", log)
         set_widget_number(page, "calls / block", 100_000)
         click_widget_button(page, "Run")
-        page.wait(f"{WIDGET_TEXTS}.some(t => t.includes('eager: wall and steady-state host time') && t.includes('block 1/2'))", 120,
-                  "run 2 in its wall-time blocks", log)
+        page.wait(
+            f"{WIDGET_TEXTS}.some(t => t.includes('eager: wall and steady-state host time') && t.includes('block 1/2'))",
+            120,
+            "run 2 in its wall-time blocks",
+            log,
+        )
         time.sleep(2)
         click_widget_button(page, "Stop")
         t0 = time.monotonic()
-        status = page.wait(f"{WIDGET_TEXTS}.find(t => /^run 2: .*stopped \\(eager, wall\\)/.test(t))", 60,
-                           "the stopped run's status line", log)
+        status = page.wait(
+            f"{WIDGET_TEXTS}.find(t => /^run 2: .*stopped \\(eager, wall\\)/.test(t))",
+            60,
+            "the stopped run's status line",
+            log,
+        )
         assert time.monotonic() - t0 < 30 and "100000x2" in status, status  # 200,000 calls would take minutes
         assert int(re.search(r"(\d+) guarded calls ran, none after Stop", status).group(1)) < 100_000, status
         page.wait(f"{CHART_TRACES} == 1 && {TABLE_ROWS} == 3", 30, "run 1's bars; header and a row per run", log)
@@ -341,8 +404,12 @@ def test_explorer_stop_and_reload_in_jupyterlab(tmp_path):
         page.wait(f"!{PANEL}.context.model.dirty", 30, "the saved notebook", log)
         page.js("window.beforeReload = true")
         page.call("Page.reload")
-        page.wait(f"!window.beforeReload && {CHART_TRACES} == 1 && {TABLE_ROWS} == 3", 120,
-                  "the chart and the table after a reload", log)
+        page.wait(
+            f"!window.beforeReload && {CHART_TRACES} == 1 && {TABLE_ROWS} == 3",
+            120,
+            "the chart and the table after a reload",
+            log,
+        )
         texts = page.js(WIDGET_TEXTS)
         assert any("stopped (eager, wall)" in t for t in texts), texts
 
@@ -370,26 +437,48 @@ def test_edited_parameters_cell_changes_neither_the_batch_run_nor_git(tmp_path):
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:  # autosave: the edit and the outputs reach the file
             on_disk = nbformat.read(path, as_version=4)
-            if edited in "".join(c.source for c in on_disk.cells) and \
-                    all(c.execution_count for c in on_disk.cells if c.cell_type == "code"):
+            if edited in "".join(c.source for c in on_disk.cells) and all(
+                c.execution_count for c in on_disk.cells if c.cell_type == "code"
+            ):
                 break
             time.sleep(2)
         else:
             pytest.fail(f"autosave did not write the run into {path}:\n{log.read_text()[-2000:]}")
     assert sum(len(c.outputs) for c in on_disk.cells if c.cell_type == "code") > 0
-    proc = run_runner("--notebook-dir", str(repo / "notebooks"), "--notebooks", "01", "--preset", "tiny",
-                      "--device", "cpu", "--output-dir", str(tmp_path / "out"), "--run-id", "r", timeout=600)
+    proc = run_runner(
+        "--notebook-dir",
+        str(repo / "notebooks"),
+        "--notebooks",
+        "01",
+        "--preset",
+        "tiny",
+        "--device",
+        "cpu",
+        "--output-dir",
+        str(tmp_path / "out"),
+        "--run-id",
+        "r",
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     ran = json.loads((tmp_path / "out" / "r" / "01_model_setup.results.json").read_text())["params"]
     expected = P.for_notebook("01_model_setup", {"preset": "tiny", "device": "cpu"}).to_dict()
-    assert {k: v for k, v in ran.items() if k != "output_dir"} == \
-        {k: list(v) if isinstance(v, tuple) else v for k, v in expected.items() if k != "output_dir"}
+    assert {k: v for k, v in ran.items() if k != "output_dir"} == {
+        k: list(v) if isinstance(v, tuple) else v for k, v in expected.items() if k != "output_dir"
+    }
     assert ran["layers"] == 1 and len(ran["executors"]) > 1  # not the cell's 3 layers and eager only
     summary = json.loads((tmp_path / "out" / "r" / "summary.json").read_text())
     assert "differs from the committed notebook" in summary["notebook_changes"]["01_model_setup"]
     subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
-    staged = nbformat.reads(subprocess.run(["git", "-C", str(repo), "show", ":notebooks/01_model_setup.ipynb"],
-                                           capture_output=True, text=True, check=True).stdout, as_version=4)
+    staged = nbformat.reads(
+        subprocess.run(
+            ["git", "-C", str(repo), "show", ":notebooks/01_model_setup.ipynb"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout,
+        as_version=4,
+    )
     assert edited in "".join(c.source for c in staged.cells)
     assert all(not c.outputs and c.execution_count is None for c in staged.cells if c.cell_type == "code")
 
@@ -398,9 +487,11 @@ def test_tasks_lab_writes_the_start_page_and_opens_lab_there(monkeypatch):
     calls = []
     monkeypatch.setattr(tasks, "install", lambda: None)
     monkeypatch.setattr(tasks, "install_git_filter", lambda: calls.append("filter"))
+
     def run(cmd, **kw):
         calls.append((cmd, kw))
         return subprocess.CompletedProcess(cmd, 0)
+
     monkeypatch.setattr(tasks.subprocess, "run", run)
     assert tasks.main(["lab", "--no-browser"]) == 0
     filtered, (page, _), (lab, options) = calls
@@ -414,7 +505,9 @@ def test_tasks_lab_writes_the_start_page_and_opens_lab_there(monkeypatch):
 
 def test_widget_extension_is_installed():
     needs_jupyterlab()
-    proc = subprocess.run([sys.executable, "-m", "jupyter", "labextension", "list"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "jupyter", "labextension", "list"], capture_output=True, text=True, timeout=120
+    )
     assert "@jupyter-widgets/jupyterlab-manager" in proc.stdout + proc.stderr
 
 
@@ -427,8 +520,14 @@ def test_runner_from_a_python_outside_the_venv(tmp_path):
     if has:
         pytest.skip(f"{outside} has papermill: nothing to hand over")
     for args in (["--help"], ["--list"]):
-        proc = subprocess.run([outside, str(ROOT / "runner.py"), *args], cwd=tmp_path, capture_output=True, text=True,
-                              timeout=300, env={k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"})
+        proc = subprocess.run(
+            [outside, str(ROOT / "runner.py"), *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"},
+        )
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
         assert ("usage: runner.py" if args == ["--help"] else "00_explorer") in proc.stdout
 
@@ -439,6 +538,7 @@ def test_handover_failure_is_one_line(monkeypatch):
 
     def fail():
         raise subprocess.CalledProcessError(1, ["pip", "install"])
+
     monkeypatch.setattr(tasks, "install", fail)
     with pytest.raises(SystemExit) as e:
         tasks.use_suite_python("runner.py", ["--help"])

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import run_runner
 
 from latency_lab import harness, levers, registry, thunder_breakdown
 from latency_lab.metrics import Stat
-from conftest import run_runner
 
 
 def _rounds(hosts: dict[str, list[float]], walls: dict[str, list[float]] | None = None, reference=None):
@@ -28,27 +28,50 @@ def _broken(nv_us: float, op_us: float, prologue_us: float = 200.0, drift=(1.0, 
     """A breakdown over four rounds whose host speed moves by ``drift``, round by round."""
     phases = {k: Stat.of([10.0]).to_dict() for k in thunder_breakdown.PHASES}
     phases["prologue"] = Stat.of([prologue_us]).to_dict()
-    return {"phases": phases, "kinds": {"nvFusion": Stat.of([nv_us]).to_dict(), "op": Stat.of([op_us]).to_dict()},
-            "kinds_per_block": {"nvFusion": [nv_us * d for d in drift], "op": [op_us * d for d in drift]},
-            "phases_per_block": {k: [(prologue_us if k == "prologue" else 10.0) * d for d in drift]
-                                 for k in thunder_breakdown.PHASES}}
+    return {
+        "phases": phases,
+        "kinds": {"nvFusion": Stat.of([nv_us]).to_dict(), "op": Stat.of([op_us]).to_dict()},
+        "kinds_per_block": {"nvFusion": [nv_us * d for d in drift], "op": [op_us * d for d in drift]},
+        "phases_per_block": {
+            k: [(prologue_us if k == "prologue" else 10.0) * d for d in drift] for k in thunder_breakdown.PHASES
+        },
+    }
 
 
 def test_saving_is_taken_within_rounds_and_lands_on_its_part():
     # the host drifts 2x between rounds; nv-linear saves 0.3 ms in every round
-    timed = _rounds({"thunder": [2.4, 4.8, 2.4, 4.8], "thunder:nv-linear": [2.1, 4.5, 2.1, 4.5],
-                     "thunder:nv-skip-cache": [2.38, 4.82, 2.41, 4.79]}, reference=[1.0, 2.0, 1.0, 2.0])
+    timed = _rounds(
+        {
+            "thunder": [2.4, 4.8, 2.4, 4.8],
+            "thunder:nv-linear": [2.1, 4.5, 2.1, 4.5],
+            "thunder:nv-skip-cache": [2.38, 4.82, 2.41, 4.79],
+        },
+        reference=[1.0, 2.0, 1.0, 2.0],
+    )
     assert levers.saved(timed, "thunder:nv-linear").median == pytest.approx(300.0)
     assert levers.saved(timed, "thunder:nv-linear").iqr == pytest.approx(0.0)
     broken = {"thunder": _broken(1136.0, 723.0), "thunder:nv-linear": _broken(1311.0, 292.0)}
     deltas = levers.part_deltas(broken, "thunder:nv-linear")  # medians of per-round differences
-    assert deltas["ops outside fusions"] == pytest.approx(431.0 * 1.5) and deltas["nvFusion regions"] == pytest.approx(-175.0 * 1.5)
+    assert deltas["ops outside fusions"] == pytest.approx(431.0 * 1.5) and deltas["nvFusion regions"] == pytest.approx(
+        -175.0 * 1.5
+    )
     assert deltas["prologue"] == pytest.approx(0.0)
     # the same parts measured in other rounds: a difference of medians would mix the host's drift in
-    shifted = {"thunder": _broken(1136.0, 723.0), "thunder:nv-linear": _broken(1136.0, 723.0, drift=(2.0, 1.0, 2.0, 1.0))}
+    shifted = {
+        "thunder": _broken(1136.0, 723.0),
+        "thunder:nv-linear": _broken(1136.0, 723.0, drift=(2.0, 1.0, 2.0, 1.0)),
+    }
     assert levers.part_deltas(shifted, "thunder:nv-linear")["nvFusion regions"] == pytest.approx(0.0)
-    rows = [levers.row(_prepared(n), {"trace": {"composition": {"nvFusion regions": 8, "unfused ops": 5}, "bound_symbols": 53}},
-                       timed, broken, 0.15) for n in ("thunder", "thunder:nv-linear", "thunder:nv-skip-cache")]
+    rows = [
+        levers.row(
+            _prepared(n),
+            {"trace": {"composition": {"nvFusion regions": 8, "unfused ops": 5}, "bound_symbols": 53}},
+            timed,
+            broken,
+            0.15,
+        )
+        for n in ("thunder", "thunder:nv-linear", "thunder:nv-skip-cache")
+    ]
     linear = rows[1]
     assert linear["host_saved_us"] == pytest.approx(300.0) and linear["largest_change"] == "ops outside fusions 646 µs"
     assert linear["nvfusion_regions"] == 8 and linear["other_regions"] == 0 and linear["bound_symbols"] == 53
@@ -78,8 +101,11 @@ def test_nothing_to_move_reads_the_baseline_trace():
 
 def test_counterfactual_replaces_the_nvfusion_host_cost_per_kernel():
     timed = _rounds({"thunder": [2.4] * 4}, {"thunder": [2.42] * 4})
-    regions = [{"executor": "thunder", "kind": "nvFusion", "kernels": 20}, {"executor": "thunder", "kind": "nvFusion", "kernels": 3},
-               {"executor": "thunder", "kind": "op", "kernels": 9}]
+    regions = [
+        {"executor": "thunder", "kind": "nvFusion", "kernels": 20},
+        {"executor": "thunder", "kind": "nvFusion", "kernels": 3},
+        {"executor": "thunder", "kind": "op", "kernels": 9},
+    ]
     model = levers.counterfactual({"thunder": _broken(1150.0, 700.0)}, regions, timed, kernel_ms=0.22, floor_ms=0.15)
     assert model[0]["model"] == "measured" and model[0]["us_per_kernel"] == pytest.approx(50.0)
     ten, five, one = model[1:]
@@ -92,15 +118,27 @@ def test_counterfactual_replaces_the_nvfusion_host_cost_per_kernel():
 
 
 def test_combination_rows_compare_within_rounds_at_each_depth():
-    keys = {"thunder:nv-linear @ layers=1": [2.0] * 4, "thunder @ layers=1": [2.4] * 4, "torch.compile @ layers=1": [0.95] * 4}
+    keys = {
+        "thunder:nv-linear @ layers=1": [2.0] * 4,
+        "thunder @ layers=1": [2.4] * 4,
+        "torch.compile @ layers=1": [0.95] * 4,
+    }
     timed = _rounds(keys, keys)
     combined = registry.combination(["thunder:nv-linear"])
-    stage = {k: _prepared(k.split(" @ ")[0]) if not k.startswith("thunder:nv") else
-             harness.Prepared(combined, "ok", fn=lambda **kw: None) for k in keys}
+    stage = {
+        k: _prepared(k.split(" @ ")[0])
+        if not k.startswith("thunder:nv")
+        else harness.Prepared(combined, "ok", fn=lambda **kw: None)
+        for k in keys
+    }
     depth_of = {k: 1 for k in keys}
     rows = [levers.combination_row(k, p, timed, depth_of, combined.name) for k, p in stage.items()]
     combo = rows[0]
-    assert combo["combined"] and combo["vs_baseline_x"] == pytest.approx(2.0 / 2.4) and combo["vs_reference_x"] == pytest.approx(2.0 / 0.95)
+    assert (
+        combo["combined"]
+        and combo["vs_baseline_x"] == pytest.approx(2.0 / 2.4)
+        and combo["vs_reference_x"] == pytest.approx(2.0 / 0.95)
+    )
     assert rows[1]["vs_baseline_x"] is None
     [text] = levers.combination_text(rows, depth_of, {1: 0.15})
     assert "At 1 layer: thunder:nv-linear" in text and "does not reach torch.compile's wall" in text
@@ -109,7 +147,9 @@ def test_combination_rows_compare_within_rounds_at_each_depth():
 @pytest.fixture(scope="module")
 def run07(tmp_path_factory):
     out = tmp_path_factory.mktemp("out07")
-    proc = run_runner("--preset", "tiny", "--device", "cpu", "--notebooks", "07", "--output-dir", str(out), "--run-id", "r")
+    proc = run_runner(
+        "--preset", "tiny", "--device", "cpu", "--notebooks", "07", "--output-dir", str(out), "--run-id", "r"
+    )
     return proc, out / "r"
 
 
@@ -120,8 +160,13 @@ def test_07_on_cpu_every_lever_is_a_row_with_its_reason(run07):
     for name in ("thunder", "thunder:nv-linear", "thunder:nv-skip-cache", "thunder:cudagraphs"):
         assert rows[name]["status"] == "unavailable" and "CUDA" in rows[name]["reason"], name
     for name in ("thunder:cache-same-input", "thunder:cache-symbolic"):
-        assert rows[name]["status"] in ("ok", "unavailable") and (rows[name]["status"] == "ok" or "this Thunder cannot run" in rows[name]["reason"]), name
+        assert rows[name]["status"] in ("ok", "unavailable") and (
+            rows[name]["status"] == "ok" or "this Thunder cannot run" in rows[name]["reason"]
+        ), name
     assert rows["torch.compile"]["status"] == "ok" and rows["torch.compile"]["wall_ms"] > 0
     assert {"triu in nvFuser", "RoPE in nvFuser"} <= set(rows)
-    assert res["counterfactual"] == [] and res["findings"][0] == "No lever ran beside the baseline here, so none is ranked."
+    assert (
+        res["counterfactual"] == []
+        and res["findings"][0] == "No lever ran beside the baseline here, so none is ranked."
+    )
     assert proc.returncode == 0, proc.stdout[-2000:]  # a lever this Thunder refuses is a finding, not a failed run

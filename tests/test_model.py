@@ -3,14 +3,16 @@
 import pytest
 import torch
 
-from latency_lab import model as llama, parameters as P
+from latency_lab import model as llama
+from latency_lab import parameters as P
 
 
 def test_seed_config_verbatim_with_layers():
     cfg = llama.config_dict("seed", 1)
     assert cfg["num_hidden_layers"] == 1
-    assert {k: v for k, v in cfg.items() if k != "num_hidden_layers"} == \
-        {k: v for k, v in llama.LLAMA_3_2_1B_CFG.items() if k != "num_hidden_layers"}
+    assert {k: v for k, v in cfg.items() if k != "num_hidden_layers"} == {
+        k: v for k, v in llama.LLAMA_3_2_1B_CFG.items() if k != "num_hidden_layers"
+    }
     assert llama.LLAMA_3_2_1B_CFG["num_hidden_layers"] == 16  # the seed's own value, untouched
 
 
@@ -49,7 +51,9 @@ def test_step_bytes_counts_tied_embedding_once():
     b = llama.step_bytes(setup)
     cfg = setup.config
     embed = cfg.vocab_size * cfg.hidden_size * 2
-    assert b["weights"] == llama.weight_bytes(setup.model) < sum(p.numel() * 2 for p in setup.model.state_dict().values())
+    assert (
+        b["weights"] == llama.weight_bytes(setup.model) < sum(p.numel() * 2 for p in setup.model.state_dict().values())
+    )
     assert b["weights"] > embed
     assert b["logits"] == 6 * cfg.vocab_size * 2
     assert b["kv_cache"] == 2 * 1 * 6 * cfg.num_key_value_heads * cfg.head_dim * 2

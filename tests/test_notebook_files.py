@@ -13,10 +13,11 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import ROOT, run_runner
 
 import tasks
-from conftest import ROOT, run_runner
-from latency_lab import notebook_changes, notebook_run, parameters as P
+from latency_lab import notebook_changes, notebook_run
+from latency_lab import parameters as P
 
 sys.path.insert(0, str(ROOT / "tools"))
 import strip_notebook_outputs as strip  # noqa: E402
@@ -31,8 +32,11 @@ def parameters_cell(nb) -> str:
 
 def cell_values(source: str) -> dict:
     """The parameters cell's assignments as values (every right-hand side is a literal)."""
-    return {node.targets[0].id: ast.literal_eval(node.value) for node in ast.parse(source).body
-            if isinstance(node, ast.Assign)}
+    return {
+        node.targets[0].id: ast.literal_eval(node.value)
+        for node in ast.parse(source).body
+        if isinstance(node, ast.Assign)
+    }
 
 
 def committed_text(path: Path) -> str:
@@ -48,7 +52,9 @@ def test_parameters_cell_mirrors_the_package_defaults(name):
     defaults = P.notebook_defaults(name)
     assert set(values) <= set(defaults), f"{name} declares {set(values) - set(defaults)}, not in parameters.SCHEMA"
     differ = {k: (v, defaults[k]) for k, v in values.items() if v != defaults[k]}
-    assert not differ, f"{name}: cell value vs package default {differ}: change parameters.NOTEBOOK_DEFAULTS or the cell"
+    assert not differ, (
+        f"{name}: cell value vs package default {differ}: change parameters.NOTEBOOK_DEFAULTS or the cell"
+    )
     missing = set(P.NOTEBOOK_DEFAULTS.get(name, {})) - set(values)
     assert not missing, f"{name} has its own default for {missing} but its cell does not show it"
     P.for_notebook(name, {"device": "cpu"})  # the package's defaults validate
@@ -126,10 +132,14 @@ def test_git_stores_notebooks_without_outputs(tmp_path):
     assert git(repo, "status", "--porcelain").strip() == "M notebooks/01_model_setup.ipynb"
     git(repo, "-C", "notebooks", "add", "01_model_setup.ipynb")  # from a subfolder: git runs the filter at the top
     staged = nbformat.reads(git(repo, "show", ":notebooks/01_model_setup.ipynb"), as_version=4)
-    assert all(not c.outputs for c in staged.cells if c.cell_type == "code") and 'preset = "tiny"' in parameters_cell(staged)
+    assert all(not c.outputs for c in staged.cells if c.cell_type == "code") and 'preset = "tiny"' in parameters_cell(
+        staged
+    )
     index = [c.source for c in staged.cells].index(params.source)
-    assert notebook_changes.change(path) == f"cell {index + 1} of {len(staged.cells)} differs from the committed notebook " \
-                                            f"({git(repo, 'rev-parse', '--short', 'HEAD').strip()})"
+    assert (
+        notebook_changes.change(path) == f"cell {index + 1} of {len(staged.cells)} differs from the committed notebook "
+        f"({git(repo, 'rev-parse', '--short', 'HEAD').strip()})"
+    )
     (repo / "notebooks" / "07_new.ipynb").write_text(run_notebook_text())
     assert notebook_changes.change(repo / "notebooks" / "07_new.ipynb") == "not committed"
     assert notebook_changes.change(tmp_path / "elsewhere.ipynb") is None  # no git checkout: nothing to compare
@@ -153,17 +163,32 @@ def test_runner_injects_the_package_values_not_the_cells(tmp_path):
     and threads (not declared by the cell) reaches it; --list shows the package's defaults too."""
     nbdir, out = tmp_path / "nbs", tmp_path / "out"
     nbdir.mkdir()
-    synthetic(nbdir / "05_host_overhead.ipynb",
-              'preset = "seed"\nlayers = 3\nrepeats = 8\nexecutors = "eager"\noutput_dir = ""',
-              "import torch\nfrom latency_lab import environment, parameters as P, results\n"
-              "p = P.from_namespace(globals())\n"
-              "results.save(output_dir, '05_host_overhead', p, environment.collect(p.device), "
-              "results.key_table('t', [{'threads': torch.get_num_threads()}]))")
+    synthetic(
+        nbdir / "05_host_overhead.ipynb",
+        'preset = "seed"\nlayers = 3\nrepeats = 8\nexecutors = "eager"\noutput_dir = ""',
+        "import torch\nfrom latency_lab import environment, parameters as P, results\n"
+        "p = P.from_namespace(globals())\n"
+        "results.save(output_dir, '05_host_overhead', p, environment.collect(p.device), "
+        "results.key_table('t', [{'threads': torch.get_num_threads()}]))",
+    )
     listed = run_runner("--list", "--notebook-dir", str(nbdir), timeout=120)
     assert listed.returncode == 0 and "repeats        = 4 " in listed.stdout and "layers         = 1 " in listed.stdout
     assert "threads        = None" in listed.stdout
-    proc = run_runner("--notebook-dir", str(nbdir), "--output-dir", str(out), "--run-id", "r", "--preset", "tiny",
-                      "--device", "cpu", "-p", "threads=2", timeout=300)
+    proc = run_runner(
+        "--notebook-dir",
+        str(nbdir),
+        "--output-dir",
+        str(out),
+        "--run-id",
+        "r",
+        "--preset",
+        "tiny",
+        "--device",
+        "cpu",
+        "-p",
+        "threads=2",
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads((out / "r" / "05_host_overhead.results.json").read_text())
     ran = data["params"]
@@ -183,10 +208,26 @@ def test_run_records_notebooks_that_differ_from_the_committed_ones(tmp_path):
     nb = nbformat.read(path, as_version=4)
     nb.cells[-1].source += "\nprint('edited')"
     nbformat.write(nb, path)
-    proc = run_runner("--notebook-dir", str(repo / "notebooks"), "--output-dir", str(tmp_path / "out"), "--run-id", "r",
-                      "--preset", "tiny", "--device", "cpu", "-p", "executors=eager", timeout=600)
+    proc = run_runner(
+        "--notebook-dir",
+        str(repo / "notebooks"),
+        "--output-dir",
+        str(tmp_path / "out"),
+        "--run-id",
+        "r",
+        "--preset",
+        "tiny",
+        "--device",
+        "cpu",
+        "-p",
+        "executors=eager",
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert f"note: 00_explorer is not the committed notebook: cell {len(nb.cells)} of {len(nb.cells)} differs" in proc.stdout
+    assert (
+        f"note: 00_explorer is not the committed notebook: cell {len(nb.cells)} of {len(nb.cells)} differs"
+        in proc.stdout
+    )
     summary = json.loads((tmp_path / "out" / "r" / "summary.json").read_text())
     assert summary["notebook_changes"]["00_explorer"].startswith(f"cell {len(nb.cells)} of")
     page = (tmp_path / "out" / "r" / "index.html").read_text()

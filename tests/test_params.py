@@ -14,29 +14,33 @@ def test_defaults_resolve_for_cpu():
 
 def test_auto_device_is_cuda_when_present_else_cpu():
     import torch
+
     assert P.validate().device == ("cuda" if torch.cuda.is_available() else "cpu")
 
 
-@pytest.mark.parametrize("name, value, fragment", [
-    ("layers", 0, "an integer >= 1"),
-    ("layers", 1.5, "an integer >= 1"),
-    ("layers", True, "an integer >= 1"),
-    ("dtype", "int8", "bfloat16"),
-    ("preset", "huge", "seed, tiny"),
-    ("cache_mode", "dynamic", "seed, static, none"),
-    ("executors", ["eager", "tvm"], "unknown: tvm"),
-    ("executors", [], "non-empty list"),
-    ("ops", "add,conv", "unknown: conv"),
-    ("sizes", ["seed", "3y"], "'<k>x'"),
-    ("device", "cuda:99", "cuda:0 .. cuda:" if __import__("torch").cuda.is_available() else "no CUDA device"),
-    ("device", "tpu", "auto, cpu, cuda"),
-    ("warmup", -1, "an integer >= 0"),
-    ("repeats", 3, "an even integer >= 2"),
-    ("repeats", 0, "an even integer >= 2"),
-    ("seed", -1, "an integer 0..4294967295"),
-    ("seed", 2**32, "an integer 0..4294967295"),
-    ("bogus", 1, "parameter names"),
-])
+@pytest.mark.parametrize(
+    "name, value, fragment",
+    [
+        ("layers", 0, "an integer >= 1"),
+        ("layers", 1.5, "an integer >= 1"),
+        ("layers", True, "an integer >= 1"),
+        ("dtype", "int8", "bfloat16"),
+        ("preset", "huge", "seed, tiny"),
+        ("cache_mode", "dynamic", "seed, static, none"),
+        ("executors", ["eager", "tvm"], "unknown: tvm"),
+        ("executors", [], "non-empty list"),
+        ("ops", "add,conv", "unknown: conv"),
+        ("sizes", ["seed", "3y"], "'<k>x'"),
+        ("device", "cuda:99", "cuda:0 .. cuda:" if __import__("torch").cuda.is_available() else "no CUDA device"),
+        ("device", "tpu", "auto, cpu, cuda"),
+        ("warmup", -1, "an integer >= 0"),
+        ("repeats", 3, "an even integer >= 2"),
+        ("repeats", 0, "an even integer >= 2"),
+        ("seed", -1, "an integer 0..4294967295"),
+        ("seed", 2**32, "an integer 0..4294967295"),
+        ("bogus", 1, "parameter names"),
+    ],
+)
 def test_bad_values_name_parameter_and_allowed(name, value, fragment):
     with pytest.raises(P.ParameterError) as err:
         P.validate({name: value})
@@ -65,10 +69,19 @@ def test_from_namespace_picks_only_parameters():
     assert (p.preset, p.layers) == ("tiny", 2)
 
 
-@pytest.mark.parametrize("name, value", [
-    ("depths", []), ("depths", [0, 1]), ("depths", 4), ("depths", [1, 2.5]), ("depths", [True]),
-    ("prompt_lengths", "long"), ("prompt_lengths", [-6]), ("prompt_lengths", [None]),
-])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("depths", []),
+        ("depths", [0, 1]),
+        ("depths", 4),
+        ("depths", [1, 2.5]),
+        ("depths", [True]),
+        ("prompt_lengths", "long"),
+        ("prompt_lengths", [-6]),
+        ("prompt_lengths", [None]),
+    ],
+)
 def test_bad_sweep_lists_name_parameter_and_allowed(name, value):
     with pytest.raises(P.ParameterError) as err:
         P.validate({name: value, "device": "cpu"})
@@ -86,16 +99,29 @@ def test_bad_decode_tokens_names_parameter(value):
 def test_sweeps_resolve_per_preset_and_keep_given_points_sorted():
     cpu = P.validate(device="cpu")
     assert (cpu.depths, cpu.prompt_lengths, cpu.decode_tokens) == tuple(
-        P.SWEEP_DEFAULTS["cpu"][k] for k in ("depths", "prompt_lengths", "decode_tokens"))
+        P.SWEEP_DEFAULTS["cpu"][k] for k in ("depths", "prompt_lengths", "decode_tokens")
+    )
     tiny = P.validate(preset="tiny", device="cpu")
     assert (tiny.depths, tiny.prompt_lengths, tiny.decode_tokens) == tuple(
-        P.TINY_SWEEPS[k] for k in ("depths", "prompt_lengths", "decode_tokens"))
+        P.TINY_SWEEPS[k] for k in ("depths", "prompt_lengths", "decode_tokens")
+    )
     p = P.validate(device="cpu", depths=[16, 1, 4, 4], prompt_lengths=(512, 1), decode_tokens=3)
     assert (p.depths, p.prompt_lengths, p.decode_tokens) == ((1, 4, 16), (1, 512), 3)
 
 
-@pytest.mark.parametrize("text", ["1+" * 5000 + "1", "[" * 100_000, "(" * 300 + ")" * 300, "1\x00", "9" * 5000,
-                                  "'" + "a" * 10, "{1: " * 2000, "-" * 10_000 + "1"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1+" * 5000 + "1",
+        "[" * 100_000,
+        "(" * 300 + ")" * 300,
+        "1\x00",
+        "9" * 5000,
+        "'" + "a" * 10,
+        "{1: " * 2000,
+        "-" * 10_000 + "1",
+    ],
+)
 def test_parse_value_never_raises(text):
     """Text the parser cannot take (too deep, too long, null bytes) is a plain string, not a crash."""
     value = P.parse_value(text)

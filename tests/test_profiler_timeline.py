@@ -18,7 +18,7 @@ def fake_step(offset: float = 0.0, label: str = "step", i: int = 0) -> list[pt.S
     return [
         S(f"{pt.MARK}|{label}|{i}", "annotation", o + 0, o + 1000, tid=1),
         S("aten::linear", "cpu_op", o + 100, o + 420, tid=1),
-        S("aten::addmm", "cpu_op", o + 250, o + 400, tid=1),          # nested: not top level
+        S("aten::addmm", "cpu_op", o + 250, o + 400, tid=1),  # nested: not top level
         S("cudaLaunchKernel", "runtime", o + 300, o + 310, correlation=1 + 10 * i, tid=1),
         S("cudaMemcpyAsync", "runtime", o + 410, o + 415, correlation=2 + 10 * i, tid=1),
         S("## Call CompiledFxGraph ##", "annotation", o + 450, o + 720, tid=1),
@@ -46,7 +46,7 @@ def test_step_metrics_from_fake_gpu_events():
     assert m["kernel_us"] == 80 + 40 + 80
     assert m["first_kernel_us"] == 320
     assert m["gpu_idle_us"] == (800 - 320) - 200  # gaps 400-520 and 560-720
-    assert m["host_tail_us"] == 1000 - 710        # after the launch of the last kernel
+    assert m["host_tail_us"] == 1000 - 710  # after the launch of the last kernel
     assert m["wall_us"] == 1000
     # top level: linear (320) and the compiled-graph annotation (270); addmm and its launch are nested
     assert m["host_ops"] == 2 and m["host_in_ops_us"] == 320 and m["host_in_annotations_us"] == 270
@@ -60,12 +60,19 @@ def test_kernels_belong_to_the_step_they_start_in_and_may_outlast_it():
     first, second = (pt.window_metrics(w) for w in ws)
     assert first["kernels"] == 3 and second["kernels"] == 4
     assert second["wall_us"] == 1100 and second["first_kernel_us"] == 320
-    assert second["host_tail_us"] == 1000 - 710  # the late kernel has no launch in the step: fall back to the last one matched
+    assert (
+        second["host_tail_us"] == 1000 - 710
+    )  # the late kernel has no launch in the step: fall back to the last one matched
 
 
 def test_launches_by_name_when_events_carry_no_correlation():
-    spans = [S(f"{pt.MARK}|x|0", "annotation", 0, 100, tid=1), S("cudaLaunchKernel", "runtime", 10, 20, tid=1),
-             S("cudaLaunchKernel", "runtime", 40, 50, tid=1), S("k", "kernel", 30, 35), S("k", "kernel", 60, 62)]
+    spans = [
+        S(f"{pt.MARK}|x|0", "annotation", 0, 100, tid=1),
+        S("cudaLaunchKernel", "runtime", 10, 20, tid=1),
+        S("cudaLaunchKernel", "runtime", 40, 50, tid=1),
+        S("k", "kernel", 30, 35),
+        S("k", "kernel", 60, 62),
+    ]
     m = pt.window_metrics(pt.windows(spans)[0])
     assert m["host_tail_us"] == 50 and m["gpu_idle_us"] == 25 and m["first_kernel_us"] == 30
 
@@ -80,24 +87,48 @@ def test_cpu_step_has_no_kernel_metrics():
 def test_union_and_top_level():
     spans = [S("a", "kernel", 0, 10), S("b", "kernel", 5, 20), S("c", "kernel", 30, 40)]
     assert pt.union_us(spans) == 30
-    assert [s.name for s in pt.top_level([S("o", "cpu_op", 0, 10), S("i", "cpu_op", 2, 5), S("n", "cpu_op", 10, 12)])] == ["o", "n"]
+    assert [
+        s.name for s in pt.top_level([S("o", "cpu_op", 0, 10), S("i", "cpu_op", 2, 5), S("n", "cpu_op", 10, 12)])
+    ] == ["o", "n"]
 
 
 def test_chrome_trace_parsing_and_window_export(tmp_path):
-    trace = {"traceEvents": [
-        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}},
-        {"ph": "X", "cat": "user_annotation", "name": f"{pt.MARK}|step|0", "ts": 100.0, "dur": 50.0, "tid": 7},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 110.0, "dur": 5.0, "tid": 7, "args": {"correlation": 3}},
-        {"ph": "X", "cat": "kernel", "name": "k0", "ts": 120.0, "dur": 10.0, "args": {"correlation": 3}},
-        {"ph": "X", "cat": "python_function", "name": "ignored", "ts": 101.0, "dur": 1.0},
-        {"ph": "f", "cat": "ac2g", "name": "flow", "ts": 120.0},
-        {"ph": "X", "cat": "user_annotation", "name": f"{pt.MARK}|step|1", "ts": 500.0, "dur": 50.0, "tid": 7},
-    ]}
+    trace = {
+        "traceEvents": [
+            {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}},
+            {"ph": "X", "cat": "user_annotation", "name": f"{pt.MARK}|step|0", "ts": 100.0, "dur": 50.0, "tid": 7},
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "ts": 110.0,
+                "dur": 5.0,
+                "tid": 7,
+                "args": {"correlation": 3},
+            },
+            {"ph": "X", "cat": "kernel", "name": "k0", "ts": 120.0, "dur": 10.0, "args": {"correlation": 3}},
+            {"ph": "X", "cat": "python_function", "name": "ignored", "ts": 101.0, "dur": 1.0},
+            {"ph": "f", "cat": "ac2g", "name": "flow", "ts": 120.0},
+            {"ph": "X", "cat": "user_annotation", "name": f"{pt.MARK}|step|1", "ts": 500.0, "dur": 50.0, "tid": 7},
+        ]
+    }
     spans = pt.spans_from_chrome(trace)
-    assert [(s.kind, s.correlation) for s in spans] == [("annotation", None), ("runtime", 3), ("kernel", 3), ("annotation", None)]
+    assert [(s.kind, s.correlation) for s in spans] == [
+        ("annotation", None),
+        ("runtime", 3),
+        ("kernel", 3),
+        ("annotation", None),
+    ]
     first = pt.windows(spans)[0]
     assert pt.window_metrics(first)["host_tail_us"] == 150 - 115
     path = tmp_path / "t.json.gz"
     pt.write_chrome_trace(trace, first, path)
     kept = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
-    assert [e["name"] for e in kept] == ["process_name", f"{pt.MARK}|step|0", "cudaLaunchKernel", "k0", "ignored", "flow"]
+    assert [e["name"] for e in kept] == [
+        "process_name",
+        f"{pt.MARK}|step|0",
+        "cudaLaunchKernel",
+        "k0",
+        "ignored",
+        "flow",
+    ]

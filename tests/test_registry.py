@@ -7,23 +7,47 @@ import sys
 import pytest
 import torch
 
-from latency_lab import harness, model as llama, parameters as P, registry as E
+from latency_lab import harness
+from latency_lab import model as llama
+from latency_lab import parameters as P
+from latency_lab import registry as E
 
-SEED_LABELS = {"thunder": "Thunder-nvFuser", "thunder:torch": "Thunder-torch", "torch.compile": "torch.compile",
-               "eager": "torch-eager", "thunder:torchcompile": "Thunder-torch.compile"}
+SEED_LABELS = {
+    "thunder": "Thunder-nvFuser",
+    "thunder:torch": "Thunder-torch",
+    "torch.compile": "torch.compile",
+    "eager": "torch-eager",
+    "thunder:torchcompile": "Thunder-torch.compile",
+}
 
 
 def test_registry_names_and_seed_labels():
-    assert list(E.REGISTRY) == ["eager", "torch.compile", "torch.compile:reduce-overhead", "thunder", "thunder:torch",
-                                "thunder:torchcompile", "thunder:torchcompile_cat", "thunder.compile", "thunderfx",
-                                "thunder:cudagraphs", "thunder.compile:reduce-overhead", *E.LEVER_NAMES]
+    assert list(E.REGISTRY) == [
+        "eager",
+        "torch.compile",
+        "torch.compile:reduce-overhead",
+        "thunder",
+        "thunder:torch",
+        "thunder:torchcompile",
+        "thunder:torchcompile_cat",
+        "thunder.compile",
+        "thunderfx",
+        "thunder:cudagraphs",
+        "thunder.compile:reduce-overhead",
+        *E.LEVER_NAMES,
+    ]
     for name, label in SEED_LABELS.items():
         assert E.REGISTRY[name].label == label
 
 
 def test_unavailable_on_cpu_gives_reasons():
     assert E.REGISTRY["thunder"].check("cpu") == ("unavailable", "nvFuser needs a CUDA device (running on cpu)")
-    for name in ("thunder:cudagraphs", "torch.compile:reduce-overhead", "thunder.compile", "thunder.compile:reduce-overhead"):
+    for name in (
+        "thunder:cudagraphs",
+        "torch.compile:reduce-overhead",
+        "thunder.compile",
+        "thunder.compile:reduce-overhead",
+    ):
         status, reason = E.REGISTRY[name].check("cpu")
         assert status == "unavailable" and "CUDA device" in reason, name
     for name in ("eager", "torch.compile", "thunder:torch", "thunder:torchcompile", "thunderfx"):
@@ -55,12 +79,15 @@ def test_prepare_rows_for_ok_unavailable_and_failed():
     setup = llama.build(P.validate(device="cpu", preset="tiny"))
     ok = harness.prepare(E.REGISTRY["thunder:torch"], setup.model, setup.kwargs, "cpu")
     assert ok.ok and ok.first_call_s > 0
-    assert llama.compare_to_eager(llama.logits_of(ok.output), llama.logits_of(setup.model(**setup.kwargs)), "bfloat16")["passed"]
+    assert llama.compare_to_eager(llama.logits_of(ok.output), llama.logits_of(setup.model(**setup.kwargs)), "bfloat16")[
+        "passed"
+    ]
     off = harness.prepare(E.REGISTRY["thunder"], setup.model, setup.kwargs, "cpu")
     assert off.status == "unavailable" and off.row()["reason"] == off.reason and off.fn is None
 
     def broken(**kwargs):
         raise RuntimeError("boom")
+
     bad = harness.prepare(E.REGISTRY["eager"], broken, {}, "cpu")
     assert bad.status == "failed" and "RuntimeError: boom" in bad.reason
 
@@ -86,20 +113,27 @@ def test_importing_the_registry_and_validating_parameters_imports_no_torch():
 
 def test_levers_are_thunder_entries_with_their_options():
     lever = E.REGISTRY["thunder:nv-linear"]
-    assert lever.options == {"nv_enable_linear": True, "nv_enable_matmul": True} and lever.lever == "ops outside fusions"
+    assert (
+        lever.options == {"nv_enable_linear": True, "nv_enable_matmul": True} and lever.lever == "ops outside fusions"
+    )
     assert "nv_enable_linear=True" in lever.summary and lever.needs_nvfuser
     assert E.REGISTRY["thunder:cache-same-input"].check("cpu") is None  # a Thunder-only lever runs on a CPU
     assert E.REGISTRY["thunder:nv-skip-cache"].check("cpu")[0] == "unavailable"
     both = E.combination(["thunder:nv-linear", "thunder:nv-skip-cache"])
     assert both.name == "thunder:nv-linear+nv-skip-cache" and both.options == {
-        "nv_enable_linear": True, "nv_enable_matmul": True, "nv_skip_cache": True}
+        "nv_enable_linear": True,
+        "nv_enable_matmul": True,
+        "nv_skip_cache": True,
+    }
 
 
 def test_cache_levers_this_thunder_rejects_are_rows_with_the_reason():
     pytest.importorskip("thunder")
     setup = llama.build(P.validate(device="cpu", preset="tiny"))
-    rows = {n: harness.prepare(E.REGISTRY[n], setup.model, setup.kwargs, "cpu")
-            for n in ("thunder:cache-same-input", "thunder:cache-symbolic")}
+    rows = {
+        n: harness.prepare(E.REGISTRY[n], setup.model, setup.kwargs, "cpu")
+        for n in ("thunder:cache-same-input", "thunder:cache-symbolic")
+    }
     for name, p in rows.items():
         assert p.status in ("ok", "failed"), name
         assert p.status == "ok" or p.reason.startswith("first call: "), (name, p.reason)

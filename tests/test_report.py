@@ -5,44 +5,80 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import nbformat
 import pytest
-
-from dataclasses import replace
-
-from latency_lab import display, executor_timing, html_assets, notebook_run, reference, report, results, tables, thunder_traces
 from conftest import chromium_dom
+
+from latency_lab import (
+    display,
+    executor_timing,
+    html_assets,
+    notebook_run,
+    reference,
+    report,
+    results,
+    tables,
+    thunder_traces,
+)
 
 MAX_RUN_MB = 10
 
 
 # --- numbers and headers --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("value, text", [
-    (1281.4, "1,280"), (0.455, "0.455"), (30.74, "30.7"), (9.996, "10.0"), (2.0, "2.00"), (0.001234, "0.00123"),
-    (1.234e-5, "1.23e-5"), (1.5e7, "1.50e7"), (-0.0456, "-0.0456"), (0.0, "0"),
-    (32, "32"), (125120, "125,120"), (True, "yes"), (False, "no"),
-    (None, ""), (math.nan, ""), (math.inf, ""), ("thunder", "thunder"),
-])
+
+@pytest.mark.parametrize(
+    "value, text",
+    [
+        (1281.4, "1,280"),
+        (0.455, "0.455"),
+        (30.74, "30.7"),
+        (9.996, "10.0"),
+        (2.0, "2.00"),
+        (0.001234, "0.00123"),
+        (1.234e-5, "1.23e-5"),
+        (1.5e7, "1.50e7"),
+        (-0.0456, "-0.0456"),
+        (0.0, "0"),
+        (32, "32"),
+        (125120, "125,120"),
+        (True, "yes"),
+        (False, "no"),
+        (None, ""),
+        (math.nan, ""),
+        (math.inf, ""),
+        ("thunder", "thunder"),
+    ],
+)
 def test_number_prints_three_significant_figures_and_blanks(value, text):
     assert tables.number(value) == text
 
 
-@pytest.mark.parametrize("name, text", [
-    ("first_call_s", "first call (s)"), ("wall_q1_ms", "wall q1 (ms)"), ("kernel_ms", "kernel (ms)"),
-    ("bandwidth_measured_gbps", "bandwidth measured (GB/s)"), ("rel_err", "relative error"),
-    ("gpu_busy_pct", "GPU busy (%)"), ("Overhead / Kernel (us)", "Overhead / Kernel (us)"),
-    ("kernels_per_step", "kernels per step"),
-])
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("first_call_s", "first call (s)"),
+        ("wall_q1_ms", "wall q1 (ms)"),
+        ("kernel_ms", "kernel (ms)"),
+        ("bandwidth_measured_gbps", "bandwidth measured (GB/s)"),
+        ("rel_err", "relative error"),
+        ("gpu_busy_pct", "GPU busy (%)"),
+        ("Overhead / Kernel (us)", "Overhead / Kernel (us)"),
+        ("kernels_per_step", "kernels per step"),
+    ],
+)
 def test_header_carries_the_unit(name, text):
     assert tables.header(name) == text
 
 
 def test_frame_formats_for_display_and_keeps_raw_numbers():
-    rows = [{"executor": "eager", "first_call_s": 0.123456, "kernels_per_step": 32, "reason": None, "empty": None},
-            {"executor": "thunder", "first_call_s": None, "kernels_per_step": None, "reason": "needs CUDA", "empty": None}]
+    rows = [
+        {"executor": "eager", "first_call_s": 0.123456, "kernels_per_step": 32, "reason": None, "empty": None},
+        {"executor": "thunder", "first_call_s": None, "kernels_per_step": None, "reason": "needs CUDA", "empty": None},
+    ]
     table = display.frame(rows, ["executor", "kernels_per_step"], caption="Demo")
     assert list(table.columns) == ["executor", "kernels_per_step", "first_call_s", "reason"]  # raw names; empty dropped
     assert table.iloc[0]["first_call_s"] == 0.123456 and table.iloc[1]["kernels_per_step"] is None
@@ -51,24 +87,38 @@ def test_frame_formats_for_display_and_keeps_raw_numbers():
     assert ">0.123<" in page and ">32<" in page
     assert "nan" not in page.lower() and "None" not in page
     renamed = table.rename(columns={"reason": "why"})  # still a DataFrame to callers, still shown formatted
-    assert isinstance(renamed, display.Table) and ">why<" in renamed._repr_html_() and ">0.123<" in renamed._repr_html_()
+    assert (
+        isinstance(renamed, display.Table) and ">why<" in renamed._repr_html_() and ">0.123<" in renamed._repr_html_()
+    )
     only = display.frame(rows, ["executor"], only=True)
     assert list(only.columns) == ["executor"]
 
 
 # --- the seed and here, one table per metric -----------------------------------------------------------
 
+
 def _measured_row(name: str, label: str, wall, kernel=None, kernels=None, timeit=None) -> dict:
     overhead = wall - kernel if kernel is not None else None
-    return {"executor": name, "label": label, "wall_ms": wall, "cpu_overhead_ms": overhead, "kernel_ms": kernel,
-            "kernels_per_step": kernels, "overhead_per_kernel_us": overhead * 1e3 / kernels if kernels else None,
-            "timeit_ms": timeit, "status": "ok", "reason": None}
+    return {
+        "executor": name,
+        "label": label,
+        "wall_ms": wall,
+        "cpu_overhead_ms": overhead,
+        "kernel_ms": kernel,
+        "kernels_per_step": kernels,
+        "overhead_per_kernel_us": overhead * 1e3 / kernels if kernels else None,
+        "timeit_ms": timeit,
+        "status": "ok",
+        "reason": None,
+    }
 
 
 def test_seed_tables_one_per_metric_with_ratio():
-    rows = [_measured_row("eager", "torch-eager", 2.028, 0.5, 60, timeit=4.1),
-            _measured_row("torch.compile:reduce-overhead", "torch.compile+CUDA graphs", 0.3, 0.25, 20),
-            _measured_row("thunder", "Thunder-nvFuser", None)]
+    rows = [
+        _measured_row("eager", "torch-eager", 2.028, 0.5, 60, timeit=4.1),
+        _measured_row("torch.compile:reduce-overhead", "torch.compile+CUDA graphs", 0.3, 0.25, 20),
+        _measured_row("thunder", "Thunder-nvFuser", None),
+    ]
     built = {t["title"].split(":")[0]: t for t in executor_timing.seed_tables(rows)}
     assert len(built) == len(executor_timing.SEED_METRICS)
     wall = built["Wall time per step"]
@@ -101,21 +151,32 @@ def test_seed_tables_left_out_without_a_number_measured_here():
 
 # --- 03's findings -------------------------------------------------------------------------------------------
 
+
 def test_trace_counter_findings_name_regions_per_configuration():
-    configs = [{"executor": "thunder", "status": "ok", "bound_symbols": 52,
-                "composition": {"nvFusion regions": 7, "TorchCompile regions": 0, "unfused ops": 4, "bookkeeping": 40}},
-               {"executor": "thunder:cudagraphs", "status": "unavailable"}]
+    configs = [
+        {
+            "executor": "thunder",
+            "status": "ok",
+            "bound_symbols": 52,
+            "composition": {"nvFusion regions": 7, "TorchCompile regions": 0, "unfused ops": 4, "bookkeeping": 40},
+        },
+        {"executor": "thunder:cudagraphs", "status": "unavailable"},
+    ]
     text, seed = thunder_traces.findings(configs, reference.SEED_TRACE_COUNTER)
     assert "thunder: 7 fusion regions (7 nvFusion), 4 unfused ops, 52 top-level symbols" in text
     assert "Not traced here: thunder:cudagraphs." in text
     assert seed == "The seed's thunder trace had 9 fusion regions (7 nvFusion, 2 TorchCompile) in 57 top-level symbols."
-    assert thunder_traces.findings(configs[1:], {"nvFusion0": 1})[0] == "No Thunder configuration produced a trace here."
+    assert (
+        thunder_traces.findings(configs[1:], {"nvFusion0": 1})[0] == "No Thunder configuration produced a trace here."
+    )
 
 
 # --- HTML: shared plotly.js, figures, the run's pages -------------------------------------------------
 
+
 def _figure() -> dict:
     import plotly.graph_objects as go
+
     return json.loads(go.Figure(go.Bar(x=["a", "b"], y=[1, 2], name="</script>")).to_json())
 
 
@@ -128,7 +189,9 @@ def test_figure_html_draws_into_its_div_and_escapes_script_ends():
 def test_notebook_html_uses_the_shared_plotly_js(tmp_path):
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("fig.show()")
-    cell.outputs = [nbformat.v4.new_output("display_data", data={html_assets.PLOTLY_MIME: _figure(), "text/plain": "Figure"})]
+    cell.outputs = [
+        nbformat.v4.new_output("display_data", data={html_assets.PLOTLY_MIME: _figure(), "text/plain": "Figure"})
+    ]
     nb.cells = [nbformat.v4.new_markdown_cell("# Demo"), cell]
     nbformat.write(nb, tmp_path / "01_demo.ipynb")
     page = notebook_run.to_html(tmp_path / "01_demo.ipynb").read_text()
@@ -137,7 +200,10 @@ def test_notebook_html_uses_the_shared_plotly_js(tmp_path):
     assert len(page) < 100_000  # neither plotly.js nor the lab stylesheet inside
     shared = (tmp_path / html_assets.PLOTLY_JS).read_text()
     assert shared == html_assets.packed_plotly_js() and len(shared) < 0.45 * html_assets.plotly_js_path().stat().st_size
-    assert ".jp-Notebook" in (tmp_path / "notebook.css").read_text() and "a.anchor-link" in (tmp_path / "notebook.css").read_text()
+    assert (
+        ".jp-Notebook" in (tmp_path / "notebook.css").read_text()
+        and "a.anchor-link" in (tmp_path / "notebook.css").read_text()
+    )
     assert html_assets.PLOTLY_MIME in nbformat.read(tmp_path / "01_demo.ipynb", as_version=4).cells[1].outputs[0].data
 
 
@@ -148,32 +214,61 @@ def _fake_run(tmp_path: Path) -> tuple[Path, dict]:
     run = tmp_path / "run"
     run.mkdir()
     p = P.validate({"preset": "tiny", "device": "cpu"})
-    results.save(run, "01_model_setup", p, {}, results.key_table("Outputs against eager", [{"executor": "eager", "rel_err": 1.5e-5}]),
-                 findings=["One step moves at least 0.263 MB."])
+    results.save(
+        run,
+        "01_model_setup",
+        p,
+        {},
+        results.key_table("Outputs against eager", [{"executor": "eager", "rel_err": 1.5e-5}]),
+        findings=["One step moves at least 0.263 MB."],
+    )
     rows = [_measured_row("eager", "torch-eager", 2.028, 0.5, 60), _measured_row("thunder", "Thunder-nvFuser", None)]
     gpu = replace(p, device="cuda", preset="seed")  # the seed's step on a GPU: shown beside the seed
-    results.save(run, "02_executor_timing", gpu, {}, results.key_table("Executor timing", rows, ["label", "wall_ms"]),
-                 rows=rows, measured={}, findings=["Fastest to slowest by median wall time: torch-eager (2.028 ms)."])
+    results.save(
+        run,
+        "02_executor_timing",
+        gpu,
+        {},
+        results.key_table("Executor timing", rows, ["label", "wall_ms"]),
+        rows=rows,
+        measured={},
+        findings=["Fastest to slowest by median wall time: torch-eager (2.028 ms)."],
+    )
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("fig.show()")
     cell.outputs = [nbformat.v4.new_output("display_data", data={html_assets.PLOTLY_MIME: _figure()})]
     nb.cells = [cell]
     nbformat.write(nb, run / "02_executor_timing.ipynb")
-    outcomes = [notebook_run.Outcome("01_model_setup", "ok", 12.34), notebook_run.Outcome("02_executor_timing", "ok", 56.7,
-                                                                                         files={"ipynb": "02_executor_timing.ipynb"}),
-                notebook_run.Outcome("03_trace_counters", "failed", 3.0, {"cell": 4, "ename": "RuntimeError", "evalue": "deliberate"})]
-    meta = {"run_id": "fake", "started": "now", "seconds": 72.0, "command": "runner.py", "device": "cpu",
-            "environment": {"cpu": "Test CPU", "gpu": None, "packages": {"torch": "2.9.1"}}}
+    outcomes = [
+        notebook_run.Outcome("01_model_setup", "ok", 12.34),
+        notebook_run.Outcome("02_executor_timing", "ok", 56.7, files={"ipynb": "02_executor_timing.ipynb"}),
+        notebook_run.Outcome(
+            "03_trace_counters", "failed", 3.0, {"cell": 4, "ename": "RuntimeError", "evalue": "deliberate"}
+        ),
+    ]
+    meta = {
+        "run_id": "fake",
+        "started": "now",
+        "seconds": 72.0,
+        "command": "runner.py",
+        "device": "cpu",
+        "environment": {"cpu": "Test CPU", "gpu": None, "packages": {"torch": "2.9.1"}},
+    }
     return run, report.summarize(run, meta, outcomes)
 
 
 def test_report_write_index_and_standalone_report(tmp_path):
     run, summary = _fake_run(tmp_path)
-    assert [n["findings"] for n in summary["notebooks"]] == [["One step moves at least 0.263 MB."],
-                                                            ["Fastest to slowest by median wall time: torch-eager (2.028 ms)."], []]
+    assert [n["findings"] for n in summary["notebooks"]] == [
+        ["One step moves at least 0.263 MB."],
+        ["Fastest to slowest by median wall time: torch-eager (2.028 ms)."],
+        [],
+    ]
     report.write(run, summary)
     index, standalone = (run / "index.html").read_text(), (run / "report.html").read_text()
-    assert (run / html_assets.PLOTLY_JS).is_file() and json.loads((run / "summary.json").read_text())["notebooks"][0]["findings"]
+    assert (run / html_assets.PLOTLY_JS).is_file() and json.loads((run / "summary.json").read_text())["notebooks"][0][
+        "findings"
+    ]
     for page in (index, standalone):
         assert page.index("Findings") < page.index("One step moves at least") < page.index("<h2>Notebooks")
         assert 'id="headline"' in page and "deliberate" in page and "cell 4" in page
@@ -182,7 +277,9 @@ def test_report_write_index_and_standalone_report(tmp_path):
         assert ">1.50e-5<" in body and "None" not in body and "nan" not in body.lower()
         assert "seed DGX H100 (ms)" in page and ">2.00<" in page  # the wall table: here / seed
     assert '<script src="plotly.packed.js">' in index and "fig-02-0" not in index
-    assert "<script src=" not in standalone and html_assets.packed_plotly_js() in standalone and "fig-02-0" in standalone
+    assert (
+        "<script src=" not in standalone and html_assets.packed_plotly_js() in standalone and "fig-02-0" in standalone
+    )
 
 
 def test_headline_figure_splits_host_and_kernel_time():
@@ -201,6 +298,7 @@ def test_headline_figure_splits_host_and_kernel_time():
 
 # --- offline rendering in headless Chromium -----------------------------------------------------------
 
+
 def open_offline(page: Path, profile: Path) -> str:
     """The DOM of ``page`` after headless Chromium ran its scripts with the network disabled."""
     return chromium_dom(page.as_uri(), profile, budget_ms=15000, offline=True)
@@ -216,8 +314,12 @@ def test_fake_run_pages_draw_offline(tmp_path):
 
 def _charts(notebook: Path) -> int:
     """How many plotly figures an executed notebook holds."""
-    return sum(1 for c in nbformat.read(notebook, as_version=4).cells for o in c.get("outputs", [])
-               if html_assets.PLOTLY_MIME in o.get("data", {}))
+    return sum(
+        1
+        for c in nbformat.read(notebook, as_version=4).cells
+        for o in c.get("outputs", [])
+        if html_assets.PLOTLY_MIME in o.get("data", {})
+    )
 
 
 def test_run_pages_draw_offline_and_fit_the_size_budget(tiny_run: Path, tmp_path):
@@ -239,27 +341,46 @@ def test_run_pages_draw_offline_and_fit_the_size_budget(tiny_run: Path, tmp_path
 
 # --- statuses, what each notebook ran with, writes that fail ------------------------------------------
 
+
 def test_index_tells_failed_interrupted_and_not_run_apart_and_shows_what_each_notebook_ran_with(tmp_path):
     from latency_lab import parameters as P
+
     run = tmp_path / "run"
     run.mkdir()
     p = P.validate({"preset": "tiny", "device": "cpu"})
     results.save(run, "01_model_setup", p, {}, results.key_table("t", [{"x": 1}]))
-    results.save(run, "05_host_overhead", P.validate({"preset": "tiny", "device": "cpu", "repeats": 4}), {},
-                 results.key_table("t", [{"x": 1}]))
-    outcomes = [notebook_run.Outcome("01_model_setup", "ok", 1.0), notebook_run.Outcome("05_host_overhead", "ok", 2.0),
-                notebook_run.Outcome("02_executor_timing", "failed", 3.0,
-                                     {"cell": 4, "ename": "RuntimeError", "evalue": "x"}),
-                notebook_run.Outcome("03_trace_counters", "interrupted", 98.2,
-                                     {"cell": 5, "ename": "Interrupted", "evalue": "SIGINT"}),
-                notebook_run.Outcome("04_op_microbenchmarks", "not run")]
-    meta = {"run_id": "r", "started": "now", "seconds": 104.0, "command": "runner.py", "interrupted": "SIGINT",
-            "parameters": {"given": {}, "resolved": {**p.to_dict(), "repeats": 20}}}
+    results.save(
+        run,
+        "05_host_overhead",
+        P.validate({"preset": "tiny", "device": "cpu", "repeats": 4}),
+        {},
+        results.key_table("t", [{"x": 1}]),
+    )
+    outcomes = [
+        notebook_run.Outcome("01_model_setup", "ok", 1.0),
+        notebook_run.Outcome("05_host_overhead", "ok", 2.0),
+        notebook_run.Outcome("02_executor_timing", "failed", 3.0, {"cell": 4, "ename": "RuntimeError", "evalue": "x"}),
+        notebook_run.Outcome(
+            "03_trace_counters", "interrupted", 98.2, {"cell": 5, "ename": "Interrupted", "evalue": "SIGINT"}
+        ),
+        notebook_run.Outcome("04_op_microbenchmarks", "not run"),
+    ]
+    meta = {
+        "run_id": "r",
+        "started": "now",
+        "seconds": 104.0,
+        "command": "runner.py",
+        "interrupted": "SIGINT",
+        "parameters": {"given": {}, "resolved": {**p.to_dict(), "repeats": 20}},
+    }
     summary = report.summarize(run, meta, outcomes)
     assert [n["seconds"] for n in summary["notebooks"]] == [1.0, 2.0, 3.0, 98.2, 0.0]
     page = report.index_html(summary, run)
-    for status, why in (("failed", "the notebook failed"), ("interrupted", "the run was interrupted in this notebook"),
-                        ("not-run", "not run: the run stopped before it")):
+    for status, why in (
+        ("failed", "the notebook failed"),
+        ("interrupted", "the run was interrupted in this notebook"),
+        ("not-run", "not run: the run stopped before it"),
+    ):
         assert f'<div class="finding {status}">' in page and f"no findings saved ({why})" in page
     assert "cell 5: Interrupted: SIGINT" in page and ">98.2<" in page
     assert report.ran_with(summary, summary["notebooks"][1]) == {"repeats": (4, 20)}

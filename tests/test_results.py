@@ -5,7 +5,8 @@ import math
 
 import pytest
 
-from latency_lab import notebook_run, parameters as P, report, results
+from latency_lab import notebook_run, report, results
+from latency_lab import parameters as P
 
 
 def test_save_and_load_roundtrip_json_safe(tmp_path):
@@ -51,14 +52,22 @@ def test_write_atomic_keeps_the_old_file_when_a_write_fails(tmp_path):
     assert path.read_text() == '{"old": 1}' and sorted(p.name for p in tmp_path.iterdir()) == ["summary.json"]
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ("5", "a results file is a JSON object, this holds a int"),
-    ('{"notebook": "x"', "not a readable JSON file (truncated?)"),
-    ('{"notebook": "x", "created": 1, "params": [], "environment": {}, "key_table": {}}',
-     "wrong shape: params, key_table"),
-    ('{"notebook": "x", "created": 1, "params": {}, "environment": {}, '
-     '"key_table": {"columns": ["a"], "rows": [[1, 2]]}}', "wrong shape: key_table"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("5", "a results file is a JSON object, this holds a int"),
+        ('{"notebook": "x"', "not a readable JSON file (truncated?)"),
+        (
+            '{"notebook": "x", "created": 1, "params": [], "environment": {}, "key_table": {}}',
+            "wrong shape: params, key_table",
+        ),
+        (
+            '{"notebook": "x", "created": 1, "params": {}, "environment": {}, '
+            '"key_table": {"columns": ["a"], "rows": [[1, 2]]}}',
+            "wrong shape: key_table",
+        ),
+    ],
+)
 def test_load_names_what_is_wrong(tmp_path, text, fragment):
     path = tmp_path / "x.results.json"
     path.write_text(text)

@@ -16,16 +16,18 @@ from pathlib import Path
 import nbformat
 import psutil
 import pytest
-
-from latency_lab import registry as E, notebook_run, results, run_folder
-import tasks
 from conftest import CPU_ONLY, ROOT, cpu_environment, run_runner  # noqa: E402
+
+import tasks
+from latency_lab import notebook_run, results, run_folder
+from latency_lab import registry as E
 
 NOTEBOOKS = list(notebook_run.discover())
 
 
 def test_declared_parameters_are_schema_names():
     from latency_lab.parameters import SCHEMA
+
     for name, path in notebook_run.discover().items():
         declared = notebook_run.declared_parameters(path)
         assert set(declared) <= set(SCHEMA), f"{name}: {set(declared) - set(SCHEMA)}"
@@ -110,43 +112,46 @@ def test_index_links_resolve(tiny_run: Path):
     assert "all notebooks ok" in page and "Executor timing" in page
 
 
-@pytest.mark.parametrize("args, fragment", [
-    (["-p", "executors=eager,tvm"], "invalid parameter executors="),
-    (["-p", "layers=0"], "invalid parameter layers=0: allowed an integer >= 1"),
-    (["--notebooks", "09"], "invalid --notebooks entry '09'"),
-    (["-p", "dtype=int3"], "invalid parameter dtype='int3'"),
-    (["-p", "cache_mode=paged"], "allowed seed, static, none"),
-    (["-p", "nonsense=1"], "invalid parameter nonsense=1"),
-    (["-p", "layers"], "NAME=VALUE"),
-    (["--preset", "huge"], "allowed seed, tiny"),
-    (["--preset", "tiny", "-p", "preset=seed"], "--preset tiny and -p preset=seed disagree"),
-    (["-p", "repeats=3"], "an even integer >= 2"),
-    (["-p", "seed=4294967296"], "an integer 0..4294967295"),
-    (["--run-id", "../escape"], "invalid --run-id '../escape'"),
-    (["--run-id", "a/b"], "invalid --run-id 'a/b'"),
-    (["--run-id", ".hidden"], "invalid --run-id '.hidden'"),
-    (["--run-id", "latest"], "invalid --run-id 'latest'"),
-    (["--timeout", "0"], "invalid --timeout 0"),
-    (["--timeout", "-5"], "invalid --timeout -5"),
-    (["--notebooks", ""], "invalid --notebooks ''"),
-    (["--notebooks", ","], "invalid --notebooks ','"),
-    (["--compile-cache", "warm"], "argument --compile-cache: invalid choice: 'warm'"),
-    (["--run-id", "LATEST"], "invalid --run-id 'LATEST'"),
-    (["--run-id", "a" * 240], "at most 100 letters"),
-    (["--run-id", "a" * 300], "invalid --run-id 'aaaaaaaa"),
-    (["-p", "seed=" + "1+" * 5000 + "1"], "invalid parameter seed='1+1+1+"),
-    (["-p", "seed=" + "1+" * 400 + "1"], "invalid parameter seed='1+1+1+"),
-    (["-p", "depths=" + "[" * 400 + "]" * 400], "invalid parameter depths="),
-    (["-p", "layers=" + "9" * 100_000], "a value of at most 1,000 characters"),
-    (["-p", "x" * 100_000 + "=1"], "invalid parameter xxxxxxx"),
-    (["-p", "layers=1", "-p", "layers=2"], "one -p layers: it is given twice (first 1)"),
-    (["-p", "layers=1", "-p", "layers=1"], "given twice"),
-    (["-p", "sizes=['99999999999999x']"], "on this machine"),
-    (["-p", "batch_size=10**9"], "invalid parameter batch_size='10**9'"),
-    (["-p", "batch_size=1000000000"], "GiB of RAM"),
-    (["-p", "seq_len=99999999"], "an integer up to"),
-    (["-p", "output_dir=/tmp/x"], "the runner sets it; use --output-dir"),
-])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["-p", "executors=eager,tvm"], "invalid parameter executors="),
+        (["-p", "layers=0"], "invalid parameter layers=0: allowed an integer >= 1"),
+        (["--notebooks", "09"], "invalid --notebooks entry '09'"),
+        (["-p", "dtype=int3"], "invalid parameter dtype='int3'"),
+        (["-p", "cache_mode=paged"], "allowed seed, static, none"),
+        (["-p", "nonsense=1"], "invalid parameter nonsense=1"),
+        (["-p", "layers"], "NAME=VALUE"),
+        (["--preset", "huge"], "allowed seed, tiny"),
+        (["--preset", "tiny", "-p", "preset=seed"], "--preset tiny and -p preset=seed disagree"),
+        (["-p", "repeats=3"], "an even integer >= 2"),
+        (["-p", "seed=4294967296"], "an integer 0..4294967295"),
+        (["--run-id", "../escape"], "invalid --run-id '../escape'"),
+        (["--run-id", "a/b"], "invalid --run-id 'a/b'"),
+        (["--run-id", ".hidden"], "invalid --run-id '.hidden'"),
+        (["--run-id", "latest"], "invalid --run-id 'latest'"),
+        (["--timeout", "0"], "invalid --timeout 0"),
+        (["--timeout", "-5"], "invalid --timeout -5"),
+        (["--notebooks", ""], "invalid --notebooks ''"),
+        (["--notebooks", ","], "invalid --notebooks ','"),
+        (["--compile-cache", "warm"], "argument --compile-cache: invalid choice: 'warm'"),
+        (["--run-id", "LATEST"], "invalid --run-id 'LATEST'"),
+        (["--run-id", "a" * 240], "at most 100 letters"),
+        (["--run-id", "a" * 300], "invalid --run-id 'aaaaaaaa"),
+        (["-p", "seed=" + "1+" * 5000 + "1"], "invalid parameter seed='1+1+1+"),
+        (["-p", "seed=" + "1+" * 400 + "1"], "invalid parameter seed='1+1+1+"),
+        (["-p", "depths=" + "[" * 400 + "]" * 400], "invalid parameter depths="),
+        (["-p", "layers=" + "9" * 100_000], "a value of at most 1,000 characters"),
+        (["-p", "x" * 100_000 + "=1"], "invalid parameter xxxxxxx"),
+        (["-p", "layers=1", "-p", "layers=2"], "one -p layers: it is given twice (first 1)"),
+        (["-p", "layers=1", "-p", "layers=1"], "given twice"),
+        (["-p", "sizes=['99999999999999x']"], "on this machine"),
+        (["-p", "batch_size=10**9"], "invalid parameter batch_size='10**9'"),
+        (["-p", "batch_size=1000000000"], "GiB of RAM"),
+        (["-p", "seq_len=99999999"], "an integer up to"),
+        (["-p", "output_dir=/tmp/x"], "the runner sets it; use --output-dir"),
+    ],
+)
 def test_bad_input_rejected_before_any_notebook(tmp_path, args, fragment):
     earlier = tmp_path / "earlier"
     earlier.mkdir()
@@ -170,7 +175,9 @@ def test_unknown_parameter_lists_only_what_can_be_set(tmp_path):
 def _fake_run(run: Path, interrupted: str | None = None) -> Path:
     """A run folder as the runner leaves it (results, environment, summary, pages) for 01_x and
     02_y; 02_y cut by ``interrupted`` when given."""
-    from latency_lab import parameters as P, report
+    from latency_lab import parameters as P
+    from latency_lab import report
+
     run.mkdir(parents=True)
     p = P.validate(preset="tiny", device="cpu")
     env = {"cpu": "test CPU", "packages": {"torch": "2.9.1"}}
@@ -182,8 +189,15 @@ def _fake_run(run: Path, interrupted: str | None = None) -> Path:
             continue
         results.save(run, name, p, env, results.key_table("t", [{"executor": "eager", "x": 1.0, "status": "ok"}]))
         outcomes.append(notebook_run.Outcome(name, "ok", 1.0))
-    meta = {"run_id": run.name, "started": "now", "seconds": 3.0, "command": "runner.py", "environment": env,
-            "parameters": {"given": {}, "resolved": p.to_dict()}, "interrupted": interrupted}
+    meta = {
+        "run_id": run.name,
+        "started": "now",
+        "seconds": 3.0,
+        "command": "runner.py",
+        "environment": env,
+        "parameters": {"given": {}, "resolved": p.to_dict()},
+        "interrupted": interrupted,
+    }
     report.write(run, report.summarize(run, meta, outcomes))
     return run
 
@@ -193,6 +207,7 @@ def test_output_dir_inside_a_run_folder_is_refused(tmp_path, inside):
     """``--output-dir outputs/latest`` (or any run folder, or a published copy) would nest a run
     inside another: a setup error, nothing written."""
     from latency_lab import report
+
     run = _fake_run(tmp_path / "r")
     (tmp_path / "latest").symlink_to("r")
     report.publish(run, tmp_path / "published")
@@ -223,10 +238,13 @@ def test_empty_output_dir_is_rejected(tmp_path):
     assert proc.returncode == 2 and "invalid --output-dir ''" in proc.stderr
 
 
-@pytest.mark.parametrize("make, fragment", [
-    (lambda d: (d / "file").write_text("x") and d / "file", "is a file"),
-    (lambda d: (d / "file").write_text("x") and d / "file" / "sub", "is a file"),
-])
+@pytest.mark.parametrize(
+    "make, fragment",
+    [
+        (lambda d: (d / "file").write_text("x") and d / "file", "is a file"),
+        (lambda d: (d / "file").write_text("x") and d / "file" / "sub", "is a file"),
+    ],
+)
 def test_unusable_output_dir_is_a_one_line_setup_error(tmp_path, make, fragment):
     target = make(tmp_path)
     proc = run_runner("--output-dir", str(target), timeout=120)
@@ -262,20 +280,30 @@ def _notebook(path: Path, code: str) -> None:
 def test_failing_notebook_is_marked_and_others_survive(tmp_path):
     nbdir, out = tmp_path / "nbs", tmp_path / "out"
     nbdir.mkdir()
-    _notebook(nbdir / "01_ok.ipynb", "from latency_lab import parameters as P, results\n"
-              "p = P.validate(preset=preset)\n"
-              "results.save(output_dir, '01_ok', p, {}, results.key_table('ok', [{'x': 1}]))")
+    _notebook(
+        nbdir / "01_ok.ipynb",
+        "from latency_lab import parameters as P, results\n"
+        "p = P.validate(preset=preset)\n"
+        "results.save(output_dir, '01_ok', p, {}, results.key_table('ok', [{'x': 1}]))",
+    )
     _notebook(nbdir / "02_fails.ipynb", "raise RuntimeError('deliberate failure')")
-    _notebook(nbdir / "03_after.ipynb", "from latency_lab import parameters as P, results\n"
-              "results.save(output_dir, '03_after', P.validate(), {}, results.key_table('after', [{'y': 2}]))")
-    proc = run_runner("--notebook-dir", str(nbdir), "--output-dir", str(out), "--run-id", "r", "--preset", "tiny", timeout=600)
+    _notebook(
+        nbdir / "03_after.ipynb",
+        "from latency_lab import parameters as P, results\n"
+        "results.save(output_dir, '03_after', P.validate(), {}, results.key_table('after', [{'y': 2}]))",
+    )
+    proc = run_runner(
+        "--notebook-dir", str(nbdir), "--output-dir", str(out), "--run-id", "r", "--preset", "tiny", timeout=600
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "FAILED: 02_fails" in proc.stdout
     summary = json.loads((out / "r" / "summary.json").read_text())
     status = {n["name"]: n for n in summary["notebooks"]}
     assert status["01_ok"]["status"] == "ok" and status["03_after"]["status"] == "ok"
     assert status["02_fails"]["status"] == "failed"
-    assert status["02_fails"]["error"]["ename"] == "RuntimeError" and "deliberate" in status["02_fails"]["error"]["evalue"]
+    assert (
+        status["02_fails"]["error"]["ename"] == "RuntimeError" and "deliberate" in status["02_fails"]["error"]["evalue"]
+    )
     for f in ("01_ok.results.json", "03_after.results.json", "02_fails.ipynb", "02_fails.html", "index.html"):
         assert (out / "r" / f).is_file(), f
     page = (out / "r" / "index.html").read_text()
@@ -303,6 +331,7 @@ def test_html_export_failure_is_an_outcome_not_a_crash(tmp_path, monkeypatch):
 
     def broken(executed):
         raise RuntimeError("exporter broke")
+
     monkeypatch.setattr(notebook_run, "to_html", broken)
     with notebook_run.kernel_environment(CPU_ONLY):
         outcome = notebook_run.execute(tmp_path / "01_ok.ipynb", run_dir, {}, notebook_run.kernel_name(), 120, False)
@@ -316,7 +345,9 @@ def test_dead_kernel_and_timeout_name_their_cell(tmp_path):
     nbdir.mkdir()
     _notebook(nbdir / "01_dies.ipynb", "import os\nos._exit(1)")
     _notebook(nbdir / "02_hangs.ipynb", "import time\ntime.sleep(60)")
-    proc = run_runner("--notebook-dir", str(nbdir), "--output-dir", str(out), "--run-id", "r", "--timeout", "5", timeout=300)
+    proc = run_runner(
+        "--notebook-dir", str(nbdir), "--output-dir", str(out), "--run-id", "r", "--timeout", "5", timeout=300
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     status = {n["name"]: n for n in json.loads((out / "r" / "summary.json").read_text())["notebooks"]}
     for name in ("01_dies", "02_hangs"):  # cells: parameters, papermill's injected parameters, the culprit
@@ -333,10 +364,14 @@ def test_full_disk_loses_nothing_and_leaves_no_temporaries(tmp_path, disk):
     the runner and its kernels: files are whole or absent (never a 0-byte summary), no temporary
     file is left, the cache folder is gone, and one line says what could not be written."""
     import resource
+
     nbdir, out, temp = tmp_path / "nbs", tmp_path / "out", tmp_path / "temp"
     nbdir.mkdir(), out.mkdir(), temp.mkdir()
-    _notebook(nbdir / "01_ok.ipynb", "from latency_lab import parameters as P, results\n"
-              "results.save(output_dir, '01_ok', P.validate(preset=preset), {}, results.key_table('ok', [{'x': 1}]))")
+    _notebook(
+        nbdir / "01_ok.ipynb",
+        "from latency_lab import parameters as P, results\n"
+        "results.save(output_dir, '01_ok', P.validate(preset=preset), {}, results.key_table('ok', [{'x': 1}]))",
+    )
     limit = None
     if disk.startswith("tmpfs"):
         mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(out)], capture_output=True)
@@ -345,10 +380,26 @@ def test_full_disk_loses_nothing_and_leaves_no_temporaries(tmp_path, disk):
     else:
         limit = {"fsize-300k": 300_000, "fsize-2k": 2_000}[disk]
     try:
-        proc = subprocess.run([sys.executable, str(ROOT / "runner.py"), "--notebook-dir", str(nbdir), "--output-dir",
-                               str(out), "--run-id", "r", "--preset", "tiny"], cwd=ROOT, capture_output=True, text=True,
-                              timeout=300, env=cpu_environment(TMPDIR=str(temp)),
-                              preexec_fn=limit and (lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))))
+        proc = subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "runner.py"),
+                "--notebook-dir",
+                str(nbdir),
+                "--output-dir",
+                str(out),
+                "--run-id",
+                "r",
+                "--preset",
+                "tiny",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=cpu_environment(TMPDIR=str(temp)),
+            preexec_fn=limit and (lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))),
+        )
         assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
         assert "runner.py: error: could not write " in proc.stderr and "report.html" in proc.stderr, proc.stderr
         files = {f.name: f for f in (out / "r").iterdir()}
@@ -369,12 +420,15 @@ def test_full_disk_loses_nothing_and_leaves_no_temporaries(tmp_path, disk):
 
 # --- publish -------------------------------------------------------------------------------------------
 
+
 def test_publish_says_what_it_publishes_and_needs_incomplete_for_an_interrupted_run(tmp_path):
     run = _fake_run(tmp_path / "cut", interrupted="SIGINT")
     proc = run_runner("publish", str(run), str(tmp_path / "pub"), timeout=120)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
-    assert "is incomplete (interrupted (SIGINT); 02_y interrupted); to publish it as it is, add --incomplete" \
+    assert (
+        "is incomplete (interrupted (SIGINT); 02_y interrupted); to publish it as it is, add --incomplete"
         in proc.stderr
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cut"]
     proc = run_runner("publish", str(run), str(tmp_path / "pub"), "--incomplete", timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -385,12 +439,15 @@ def test_publish_says_what_it_publishes_and_needs_incomplete_for_an_interrupted_
     assert "interrupted (SIGINT)" in (tmp_path / "pub" / "index.html").read_text()
 
 
-@pytest.mark.parametrize("damage, fragment", [
-    ("no summary", "is not a run folder: summary.json: No such file"),
-    ("truncated summary", "summary.json is not readable JSON (truncated?)"),
-    ("summary of the wrong shape", "summary.json is not a run summary"),
-    ("no environment.json", None),
-])
+@pytest.mark.parametrize(
+    "damage, fragment",
+    [
+        ("no summary", "is not a run folder: summary.json: No such file"),
+        ("truncated summary", "summary.json is not readable JSON (truncated?)"),
+        ("summary of the wrong shape", "summary.json is not a run summary"),
+        ("no environment.json", None),
+    ],
+)
 def test_publish_of_a_damaged_run_is_an_error_or_says_what_it_did(tmp_path, damage, fragment):
     run = _fake_run(tmp_path / "r")
     summary = run / "summary.json"
@@ -412,9 +469,14 @@ def test_publish_of_a_damaged_run_is_an_error_or_says_what_it_did(tmp_path, dama
         assert json.loads((tmp_path / "pub" / "environment.json").read_text())["cpu"] == "test CPU"
 
 
-@pytest.mark.parametrize("dest, fragment", [
-    ("latest", "'latest' is the name of the runner's link"), ("r/inside", "would lie inside the run folder"),
-    ("r", "exists; publish into a new folder")])
+@pytest.mark.parametrize(
+    "dest, fragment",
+    [
+        ("latest", "'latest' is the name of the runner's link"),
+        ("r/inside", "would lie inside the run folder"),
+        ("r", "exists; publish into a new folder"),
+    ],
+)
 def test_publish_refuses_destinations_that_would_break_runs(tmp_path, dest, fragment):
     run = _fake_run(tmp_path / "r")
     before = sorted(str(p) for p in tmp_path.rglob("*"))
@@ -427,28 +489,47 @@ def test_publish_is_all_or_nothing(tmp_path):
     """A publish that fails part-way (a file-size limit: plotly.js does not fit) leaves no
     destination and no temporary folder; the same command then succeeds."""
     import resource
+
     run = _fake_run(tmp_path / "r")
     cmd = [sys.executable, str(ROOT / "runner.py"), "publish", str(run), str(tmp_path / "pub")]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (500_000, 500_000)))
+    proc = subprocess.run(
+        cmd,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (500_000, 500_000)),
+    )
     assert proc.returncode == 2 and "File too large" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
     assert subprocess.run(cmd, cwd=ROOT, capture_output=True, timeout=120).returncode == 0
-    assert {p.name for p in (tmp_path / "pub").iterdir()} == {"01_x.results.json", "02_y.results.json", "summary.json",
-                                                              "environment.json", "index.html", "plotly.packed.js"}
+    assert {p.name for p in (tmp_path / "pub").iterdir()} == {
+        "01_x.results.json",
+        "02_y.results.json",
+        "summary.json",
+        "environment.json",
+        "index.html",
+        "plotly.packed.js",
+    }
 
 
 # --- signals: Ctrl-C, SIGTERM, a closed terminal's SIGHUP, to runner.py and to tasks.py -------------------
+
 
 def _interruptible(tmp_path: Path) -> tuple[Path, Path]:
     """Notebooks 01 (quick, writes results), 02 (writes its kernel's pid to the file returned, then
     sleeps) and 03; and that pid file."""
     nbdir, pid_file = tmp_path / "nbs", tmp_path / "kernel.pid"
     nbdir.mkdir()
-    _notebook(nbdir / "01_quick.ipynb", "from latency_lab import parameters as P, results\n"
-              "results.save(output_dir, '01_quick', P.validate(preset=preset), {}, results.key_table('q', [{'x': 1}]))")
-    _notebook(nbdir / "02_slow.ipynb", f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
-              "time.sleep(300)")
+    _notebook(
+        nbdir / "01_quick.ipynb",
+        "from latency_lab import parameters as P, results\n"
+        "results.save(output_dir, '01_quick', P.validate(preset=preset), {}, results.key_table('q', [{'x': 1}]))",
+    )
+    _notebook(
+        nbdir / "02_slow.ipynb",
+        f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(300)",
+    )
     _notebook(nbdir / "03_never.ipynb", "x = 3")
     (tmp_path / "temp").mkdir()  # the runner's temp folder: its compile cache and kernel connection files
     return nbdir, pid_file
@@ -457,8 +538,15 @@ def _interruptible(tmp_path: Path) -> tuple[Path, Path]:
 def _start(tmp_path: Path, nbdir: Path, *prefix: str, **popen) -> subprocess.Popen:
     """``runner.py`` (or ``prefix``, e.g. tasks.py run) on ``nbdir`` into ``tmp_path/out/r``, with
     ``tmp_path/temp`` as its temp folder."""
-    cmd = [*(prefix or (sys.executable, str(ROOT / "runner.py"))), "--notebook-dir", str(nbdir),
-           "--output-dir", str(tmp_path / "out"), "--run-id", "r"]
+    cmd = [
+        *(prefix or (sys.executable, str(ROOT / "runner.py"))),
+        "--notebook-dir",
+        str(nbdir),
+        "--output-dir",
+        str(tmp_path / "out"),
+        "--run-id",
+        "r",
+    ]
     popen = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **popen}
     return subprocess.Popen(cmd, cwd=ROOT, env=cpu_environment(TMPDIR=str(tmp_path / "temp")), **popen)
 
@@ -477,8 +565,11 @@ def _assert_marked(tmp_path: Path, signum: int) -> dict:
     run = tmp_path / "out" / "r"
     summary = json.loads((run / "summary.json").read_text())
     assert summary["interrupted"] == signal.Signals(signum).name and not summary["ok"]
-    assert [(n["name"], n["status"]) for n in summary["notebooks"]] == \
-        [("01_quick", "ok"), ("02_slow", "interrupted"), ("03_never", "not run")]
+    assert [(n["name"], n["status"]) for n in summary["notebooks"]] == [
+        ("01_quick", "ok"),
+        ("02_slow", "interrupted"),
+        ("03_never", "not run"),
+    ]
     cut = summary["notebooks"][1]
     assert cut["seconds"] > 0.5 and cut["files"] == {"ipynb": "02_slow.ipynb", "html": "02_slow.html"}, cut
     assert cut["error"]["ename"] == "Interrupted" and cut["error"]["cell_index"] == 2
@@ -511,9 +602,17 @@ def test_interrupt_stops_kills_the_kernel_and_marks_the_run(tmp_path, signum):
     assert _assert_marked(tmp_path, signum)["notebooks"][1]["seconds"] >= 1
 
 
-@pytest.mark.parametrize("signum, when", [(signal.SIGINT, "before"), (signal.SIGTERM, "before"),
-                                          (signal.SIGHUP, "before"), (signal.SIGINT, 0), (signal.SIGTERM, 0.005),
-                                          (signal.SIGHUP, 0.05)])
+@pytest.mark.parametrize(
+    "signum, when",
+    [
+        (signal.SIGINT, "before"),
+        (signal.SIGTERM, "before"),
+        (signal.SIGHUP, "before"),
+        (signal.SIGINT, 0),
+        (signal.SIGTERM, 0.005),
+        (signal.SIGHUP, 0.05),
+    ],
+)
 def test_signal_during_start_up_writes_nothing_or_marks_the_run(tmp_path, signum, when):
     """A signal before the run folder exists ends the runner quietly with nothing written; one as
     the folder appears (``when`` seconds after) finishes the run as interrupted, all notebooks not
@@ -547,6 +646,7 @@ def test_stop_raises_until_held_and_keeps_the_first_signal():
     swallowed is raised again by the next signal; held, a signal is only recorded, and ``arm``
     raises it; the exit status is the first signal's."""
     from latency_lab import interrupts
+
     previous = signal.getsignal(signal.SIGINT)
     with interrupts.Stop().installed() as stop:
         try:
@@ -634,8 +734,16 @@ def test_ctrl_c_in_a_terminal_stops_tasks_py_run_cleanly(tmp_path):
 
     nbdir, pid_file = _interruptible(tmp_path)
     master, slave = os.openpty()
-    proc = _start(tmp_path, nbdir, *_tasks("run"), stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
-                  preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))  # the terminal becomes tasks.py's
+    proc = _start(
+        tmp_path,
+        nbdir,
+        *_tasks("run"),
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+        preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),
+    )  # the terminal becomes tasks.py's
     os.close(slave)
     shown = bytearray()
 
@@ -645,6 +753,7 @@ def test_ctrl_c_in_a_terminal_stops_tasks_py_run_cleanly(tmp_path):
                 shown.extend(chunk)
         except OSError:  # the terminal closed
             pass
+
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
@@ -686,9 +795,22 @@ def test_tasks_py_passes_each_signal_on_once_and_waits(tmp_path, signum, to_grou
     gets the signal once whether it was sent to tasks.py's group or to tasks.py alone; tasks.py
     waits for it to end and exits with its status."""
     record = tmp_path / "record"
-    proc = subprocess.Popen([sys.executable, "-c", "import sys, tasks; sys.exit(tasks.run_task(sys.argv[1:]))",
-                             sys.executable, "-c", CHILD, str(record)], cwd=ROOT, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, tasks; sys.exit(tasks.run_task(sys.argv[1:]))",
+            sys.executable,
+            "-c",
+            CHILD,
+            str(record),
+        ],
+        cwd=ROOT,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     _wait_for(record, proc, 60)
     time.sleep(0.3)
     os.killpg(proc.pid, signum) if to_group else proc.send_signal(signum)
@@ -700,14 +822,34 @@ def test_tasks_py_test_and_lab_end_with_their_task(tmp_path):
     """SIGTERM to ``tasks.py test`` and ``tasks.py lab``: pytest and JupyterLab get it, tasks.py
     exits once they have, with their status; neither runs on as an orphan."""
     test = tmp_path / "test_sleeps.py"
-    test.write_text(f"import os, time\n\ndef test_sleeps():\n"
-                    f"    open({str(tmp_path / 'pid')!r}, 'w').write(str(os.getpid()))\n    time.sleep(120)\n")
+    test.write_text(
+        f"import os, time\n\ndef test_sleeps():\n"
+        f"    open({str(tmp_path / 'pid')!r}, 'w').write(str(os.getpid()))\n    time.sleep(120)\n"
+    )
     lab_port = free_port()
-    for args, started in ((("test", str(test), "-p", "no:cacheprovider"), tmp_path / "pid"),
-                          (("lab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={lab_port}",
-                            "--ServerApp.token=", f"--ServerApp.runtime_dir={tmp_path / 'rt'}"), None)):
-        proc = subprocess.Popen(_tasks(*args), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env=cpu_environment(), start_new_session=True)
+    for args, started in (
+        (("test", str(test), "-p", "no:cacheprovider"), tmp_path / "pid"),
+        (
+            (
+                "lab",
+                "--no-browser",
+                "--ServerApp.ip=127.0.0.1",
+                f"--ServerApp.port={lab_port}",
+                "--ServerApp.token=",
+                f"--ServerApp.runtime_dir={tmp_path / 'rt'}",
+            ),
+            None,
+        ),
+    ):
+        proc = subprocess.Popen(
+            _tasks(*args),
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=cpu_environment(),
+            start_new_session=True,
+        )
         if started:
             _wait_for(started, proc)
         else:
@@ -726,6 +868,7 @@ def test_tasks_py_test_and_lab_end_with_their_task(tmp_path):
 
 def free_port() -> int:
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -733,6 +876,7 @@ def free_port() -> int:
 
 def port_open(port: int) -> bool:
     import socket
+
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
@@ -756,12 +900,27 @@ def test_runner_names_notebooks_that_ignore_a_parameter_and_records_what_each_ra
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
         params = nbformat.v4.new_code_cell('preset = "seed"\noutput_dir = ""' + extra)
         params.metadata["tags"] = ["parameters"]
-        nb.cells = [params, nbformat.v4.new_code_cell(
-            "from latency_lab import parameters as P, results\n"
-            f"p = P.from_namespace(globals())\nresults.save(output_dir, {name!r}, p, {{}}, results.key_table('t', [{{'x': 1}}]))")]
+        nb.cells = [
+            params,
+            nbformat.v4.new_code_cell(
+                "from latency_lab import parameters as P, results\n"
+                f"p = P.from_namespace(globals())\nresults.save(output_dir, {name!r}, p, {{}}, results.key_table('t', [{{'x': 1}}]))"
+            ),
+        ]
         nbformat.write(nb, nbdir / f"{name}.ipynb")
-    proc = run_runner("--notebook-dir", str(nbdir), "--output-dir", str(out), "--run-id", "r", "--preset", "tiny",
-                      "-p", "layers=2", timeout=300)
+    proc = run_runner(
+        "--notebook-dir",
+        str(nbdir),
+        "--output-dir",
+        str(out),
+        "--run-id",
+        "r",
+        "--preset",
+        "tiny",
+        "-p",
+        "layers=2",
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "note: -p layers is not a parameter of 02_without" in proc.stdout
     ran = {n["name"]: n["params"] for n in json.loads((out / "r" / "summary.json").read_text())["notebooks"]}

@@ -16,28 +16,41 @@ import psutil
 import pytest
 
 import runner
-from latency_lab import notebook_run, scheduler as S
+from latency_lab import notebook_run
+from latency_lab import scheduler as S
 from latency_lab.notebook_run import Outcome
 
-README_H200 = {"00_explorer": 33, "01_model_setup": 16, "02_executor_timing": 180, "03_trace_counters": 109,
-               "04_op_microbenchmarks": 45, "05_host_overhead": 130, "06_scaling": 207}  # seconds, README's H200 run
+README_H200 = {
+    "00_explorer": 33,
+    "01_model_setup": 16,
+    "02_executor_timing": 180,
+    "03_trace_counters": 109,
+    "04_op_microbenchmarks": 45,
+    "05_host_overhead": 130,
+    "06_scaling": 207,
+}  # seconds, README's H200 run
 
 
-@pytest.mark.parametrize("spec, count, gpus", [("all", 4, [0, 1, 2, 3]), (" all ", 0, []), ("2,0", 4, [2, 0]),
-                                               ("0", 1, [0]), ("1, 3", 4, [1, 3])])
+@pytest.mark.parametrize(
+    "spec, count, gpus",
+    [("all", 4, [0, 1, 2, 3]), (" all ", 0, []), ("2,0", 4, [2, 0]), ("0", 1, [0]), ("1, 3", 4, [1, 3])],
+)
 def test_gpus_values(spec, count, gpus):
     assert S.parse_gpus(spec, count) == gpus
 
 
-@pytest.mark.parametrize("spec, count, fragment", [
-    ("9", 1, "no GPU 9 here; allowed all or a comma list of distinct GPU indices 0..0"),
-    ("x", 4, "invalid --gpus 'x': allowed all or a comma list of distinct GPU indices 0..3"),
-    ("0,0", 4, "0 given twice"),
-    ("", 4, "invalid --gpus ''"),
-    ("1,,2", 4, "invalid --gpus '1,,2'"),
-    ("-1", 4, "invalid --gpus '-1'"),
-    ("0", 0, "allowed all (this machine has no CUDA GPU)"),
-])
+@pytest.mark.parametrize(
+    "spec, count, fragment",
+    [
+        ("9", 1, "no GPU 9 here; allowed all or a comma list of distinct GPU indices 0..0"),
+        ("x", 4, "invalid --gpus 'x': allowed all or a comma list of distinct GPU indices 0..3"),
+        ("0,0", 4, "0 given twice"),
+        ("", 4, "invalid --gpus ''"),
+        ("1,,2", 4, "invalid --gpus '1,,2'"),
+        ("-1", 4, "invalid --gpus '-1'"),
+        ("0", 0, "allowed all (this machine has no CUDA GPU)"),
+    ],
+)
 def test_bad_gpus_values_name_the_allowed_ones(spec, count, fragment):
     with pytest.raises(ValueError, match="invalid --gpus") as e:
         S.parse_gpus(spec, count)
@@ -90,11 +103,19 @@ def test_start_order_longest_chain_first_with_the_dependencies_before():
     names = list(README_H200)
     assert S.start_order(names, {}) == ["02_executor_timing", *[n for n in names if n != "02_executor_timing"]]
     # 02 + 03 (289 s) is the longest chain, then 06, 05, ...
-    assert S.start_order(names, README_H200) == ["02_executor_timing", "06_scaling", "05_host_overhead",
-                                                 "03_trace_counters", "04_op_microbenchmarks", "00_explorer",
-                                                 "01_model_setup"]
-    assert S.start_order(["03_trace_counters", "04_op_microbenchmarks"], {}) == ["03_trace_counters",
-                                                                               "04_op_microbenchmarks"]
+    assert S.start_order(names, README_H200) == [
+        "02_executor_timing",
+        "06_scaling",
+        "05_host_overhead",
+        "03_trace_counters",
+        "04_op_microbenchmarks",
+        "00_explorer",
+        "01_model_setup",
+    ]
+    assert S.start_order(["03_trace_counters", "04_op_microbenchmarks"], {}) == [
+        "03_trace_counters",
+        "04_op_microbenchmarks",
+    ]
     with pytest.raises(ValueError, match="cycle"):
         S.start_order(["a", "b"], {}, runs_after={"a": ("b",), "b": ("a",)})
 
@@ -102,8 +123,16 @@ def test_start_order_longest_chain_first_with_the_dependencies_before():
 def test_previous_seconds_reads_the_latest_run(tmp_path):
     assert S.previous_seconds(tmp_path) == {}
     (tmp_path / "r").mkdir()
-    (tmp_path / "r" / "summary.json").write_text(json.dumps({"notebooks": [
-        {"name": "01_a", "status": "ok", "seconds": 12.5}, {"name": "02_b", "status": "failed", "seconds": 1.0}]}))
+    (tmp_path / "r" / "summary.json").write_text(
+        json.dumps(
+            {
+                "notebooks": [
+                    {"name": "01_a", "status": "ok", "seconds": 12.5},
+                    {"name": "02_b", "status": "failed", "seconds": 1.0},
+                ]
+            }
+        )
+    )
     (tmp_path / "latest").symlink_to("r")
     assert S.previous_seconds(tmp_path) == {"01_a": 12.5}
 
@@ -138,8 +167,13 @@ def test_run_keeps_every_slot_busy_honours_runs_after_and_orders_the_outcomes(ca
     names = ["01_a", "02_executor_timing", "03_trace_counters", "04_fails", "05_e"]
     log, outcomes = [], []
     polls = {"02_executor_timing": 6}
-    S.run(names, SLOTS, lambda n, s: Fake(n, s, log, polls.get(n, 2), "failed" if n == "04_fails" else "ok"),
-          outcomes, poll_s=0)
+    S.run(
+        names,
+        SLOTS,
+        lambda n, s: Fake(n, s, log, polls.get(n, 2), "failed" if n == "04_fails" else "ok"),
+        outcomes,
+        poll_s=0,
+    )
     running, most = set(), 0
     for event, name, _ in log:
         running = running | {name} if event == "start" else running - {name}
@@ -171,20 +205,27 @@ def test_an_interrupt_kills_the_running_ones_and_marks_them():
 
     def start(name, slot):
         return (Interrupting if name == "03_c" else Fake)(name, slot, log, polls=10**9)
+
     with pytest.raises(KeyboardInterrupt):
         S.run(names, [*SLOTS, S.Slot("2", (2,))], start, outcomes, poll_s=0)
     assert sorted(n for e, n, _ in log if e == "kill") == ["01_a", "02_b", "03_c"]
-    assert [(o.name, o.status) for o in S.in_order(names, outcomes)] == \
-        [("01_a", "interrupted"), ("02_b", "interrupted"), ("03_c", "interrupted"), ("04_d", "not run")]
+    assert [(o.name, o.status) for o in S.in_order(names, outcomes)] == [
+        ("01_a", "interrupted"),
+        ("02_b", "interrupted"),
+        ("03_c", "interrupted"),
+        ("04_d", "not run"),
+    ]
 
 
 # --- real workers and kernels -----------------------------------------------------------------------------
 
-RECORD = ("import os, time, types\nfrom latency_lab import results\nstarted = time.time()\n{body}\n"
-          "results.save(output_dir, {name!r}, types.SimpleNamespace(to_dict=dict), {{}},"
-          " results.key_table('t', [{{'x': 1}}]),"
-          " seen={{'gpu': os.environ.get('CUDA_VISIBLE_DEVICES'), 'cpus': sorted(os.sched_getaffinity(0)),"
-          " 'tmp': os.environ.get('TMPDIR'), 'pid': os.getpid(), 'started': started, 'ended': time.time()}})")
+RECORD = (
+    "import os, time, types\nfrom latency_lab import results\nstarted = time.time()\n{body}\n"
+    "results.save(output_dir, {name!r}, types.SimpleNamespace(to_dict=dict), {{}},"
+    " results.key_table('t', [{{'x': 1}}]),"
+    " seen={{'gpu': os.environ.get('CUDA_VISIBLE_DEVICES'), 'cpus': sorted(os.sched_getaffinity(0)),"
+    " 'tmp': os.environ.get('TMPDIR'), 'pid': os.getpid(), 'started': started, 'ended': time.time()}})"
+)
 
 
 def notebook(folder: Path, name: str, body: str = "", record: bool = True) -> None:
@@ -216,8 +257,9 @@ def test_runner_gpus_runs_notebooks_side_by_side_each_on_its_gpu_and_cores(tmp_p
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "90,91")  # ids no machine has: the kernels see no GPU
     real = S.plan
     monkeypatch.setattr(S, "plan", lambda spec, device: real(spec, "cuda", count=2, cpus=cores))
-    code = runner.main(["--notebook-dir", str(nbdir), "--output-dir", str(out), "--run-id", "r", "--device", "cpu",
-                        "--gpus", "all"])
+    code = runner.main(
+        ["--notebook-dir", str(nbdir), "--output-dir", str(out), "--run-id", "r", "--device", "cpu", "--gpus", "all"]
+    )
     printed = capsys.readouterr().out
     assert code == 1, printed
     assert "GPUs 90, 91 side by side" in printed and "04_fails failed in" in printed
@@ -255,6 +297,7 @@ def test_interrupt_kills_every_worker_and_kernel(tmp_path):
 
     def stop(signum, frame):
         raise Stop
+
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     ready = [tmp_path / "01_slow", tmp_path / "02_slow"]
     sender = threading.Thread(target=lambda: (_wait_for(ready), os.kill(os.getpid(), signal.SIGTERM)), daemon=True)
@@ -263,15 +306,24 @@ def test_interrupt_kills_every_worker_and_kernel(tmp_path):
     try:
         sender.start()
         with pytest.raises(Stop):
-            S.run_side_by_side(notebooks, {n: {"output_dir": str(run_dir)} for n in notebooks},
-                               [S.Slot("90", (cores[0],)), S.Slot("91", (cores[1],))], run_dir,
-                               notebook_run.kernel_name(), 120, outcomes)
+            S.run_side_by_side(
+                notebooks,
+                {n: {"output_dir": str(run_dir)} for n in notebooks},
+                [S.Slot("90", (cores[0],)), S.Slot("91", (cores[1],))],
+                run_dir,
+                notebook_run.kernel_name(),
+                120,
+                outcomes,
+            )
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert not any(alive(int(p.read_text())) for p in ready)  # the kernels
     assert not [p for p in psutil.Process().children(recursive=True) if p.pid not in before and alive(p.pid)]
-    assert [(o.name, o.status) for o in S.in_order(list(notebooks), outcomes)] == \
-        [("01_slow", "interrupted"), ("02_slow", "interrupted"), ("03_never", "not run")]
+    assert [(o.name, o.status) for o in S.in_order(list(notebooks), outcomes)] == [
+        ("01_slow", "interrupted"),
+        ("02_slow", "interrupted"),
+        ("03_never", "not run"),
+    ]
 
 
 def alive(pid: int) -> bool:
@@ -290,28 +342,48 @@ def _wait_for(paths: list[Path], seconds: float = 120) -> None:
 def test_gpus_on_a_cpu_changes_nothing_and_the_summary_says_cpu(tmp_path, monkeypatch, capsys):
     notebook(tmp_path / "nbs", "01_only")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    code = runner.main(["--notebook-dir", str(tmp_path / "nbs"), "--output-dir", str(tmp_path / "out"), "--run-id", "r",
-                        "--device", "cpu", "--gpus", "all"])
+    code = runner.main(
+        [
+            "--notebook-dir",
+            str(tmp_path / "nbs"),
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--run-id",
+            "r",
+            "--device",
+            "cpu",
+            "--gpus",
+            "all",
+        ]
+    )
     assert code == 0 and "· device cpu ·" in capsys.readouterr().out
     [entry] = json.loads((tmp_path / "out" / "r" / "summary.json").read_text())["notebooks"]
     assert (entry["status"], entry["gpu"], entry["cpus"]) == ("ok", "cpu", None)
     assert json.loads((tmp_path / "out" / "r" / "01_only.results.json").read_text())["seen"]["gpu"] == ""
 
 
-@pytest.mark.parametrize("gpus, fragment", [("x", "invalid --gpus 'x'"), ("0,0", "0 given twice"),
-                                            ("9", "no GPU 9 here; allowed all or a comma list of distinct GPU indices 0..0"),
-                                            ("0,1", "no GPU 1 here")])
+@pytest.mark.parametrize(
+    "gpus, fragment",
+    [
+        ("x", "invalid --gpus 'x'"),
+        ("0,0", "0 given twice"),
+        ("9", "no GPU 9 here; allowed all or a comma list of distinct GPU indices 0..0"),
+        ("0,1", "no GPU 1 here"),
+    ],
+)
 def test_bad_gpus_are_setup_errors_and_write_nothing(tmp_path, monkeypatch, capsys, gpus, fragment):
     monkeypatch.setattr(S, "gpu_count", lambda: 1)
-    code = runner.main(["--preset", "tiny", "--device", "cpu", "--notebooks", "01", "--output-dir", str(tmp_path),
-                        "--gpus", gpus])
+    code = runner.main(
+        ["--preset", "tiny", "--device", "cpu", "--notebooks", "01", "--output-dir", str(tmp_path), "--gpus", gpus]
+    )
     err = capsys.readouterr().err
     assert code == 2 and fragment in err and err.count("\n") == 1
     assert list(tmp_path.iterdir()) == []
 
 
 def test_compare_says_where_each_notebook_ran(tmp_path):
-    from latency_lab import compare as C, results
+    from latency_lab import compare as C
+    from latency_lab import results
     from latency_lab.parameters import Params
 
     for run, gpu in (("a", "0"), ("b", "2")):

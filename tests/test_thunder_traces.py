@@ -7,11 +7,12 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from conftest import run_runner
 
-from latency_lab import parameters as P, results, thunder_traces
+from latency_lab import parameters as P
+from latency_lab import results, thunder_traces
 from latency_lab.harness import Prepared
 from latency_lab.registry import REGISTRY, THUNDER_NAMES
-from conftest import run_runner
 
 pytest.importorskip("thunder")
 
@@ -55,7 +56,8 @@ def check_consistent(row: dict) -> None:
     assert list(counter.values()) == sorted(counter.values(), reverse=True)
     top = [g for g in row["regions"] if g["inside"] is None]
     assert sum(counter[g["region"]] for g in top) == sum(
-        v for k, v in row["composition"].items() if k.endswith(" regions"))
+        v for k, v in row["composition"].items() if k.endswith(" regions")
+    )
     for op, entry in row["unfused"].items():
         assert counter[op] == entry["count"]
     assert sum(e["count"] for e in row["unfused"].values()) == row["composition"].get("unfused ops", 0)
@@ -84,14 +86,18 @@ def test_torchcompile_config_fuses_seed_ops_into_one_region(torchcompile_row):
     row = torchcompile_row
     assert row["status"] == "ok", row["reason"]
     assert [(g["region"], g["kind"], g["executor"]) for g in row["regions"]] == [
-        ("TorchCompile0", "TorchCompile", "torchcompile")]
+        ("TorchCompile0", "TorchCompile", "torchcompile")
+    ]
     ops = row["regions"][0]["ops"]
     for op in ("linear", "embedding", "matmul", "silu"):
         assert ops.get(op) == 1, ops
     assert "linear" not in row["unfused"] and row["composition"]["TorchCompile regions"] == 1
     assert row["counter"]["TorchCompile0"] == 1
     check_consistent(row)
-    assert thunder_traces.placement([row])[0] == {"op": "linear", "thunder:torchcompile": "1 in TorchCompile; 0 outside"}
+    assert thunder_traces.placement([row])[0] == {
+        "op": "linear",
+        "thunder:torchcompile": "1 in TorchCompile; 0 outside",
+    }
     assert thunder_traces.region_table([row])[0]["ops"].startswith(next(iter(ops)))
 
 
@@ -120,17 +126,28 @@ def test_first_call_phases_split_the_measured_first_call(torch_row):
 
 def test_first_call_finding_adds_up_and_leaves_out_what_it_cannot_split():
     def row(name, total, i, t, r, status="ok"):
-        return {"executor": name, "status": status, "first_call_s": total, "reason": None if status == "ok" else "no GPU",
-                "first_call_phases": {"interpret_s": i, "transform_s": t, "first_run_s": r}}
-    rows = [row("thunder:torch", 2.0, 1.0, 0.2, 0.5), row("thunderfx", 6.0, 3.0, 0.5, 0.1),
-            row("thunder:torchcompile", 3.0, 1.0, None, None), row("thunder", None, None, None, None, "unavailable")]
+        return {
+            "executor": name,
+            "status": status,
+            "first_call_s": total,
+            "reason": None if status == "ok" else "no GPU",
+            "first_call_phases": {"interpret_s": i, "transform_s": t, "first_run_s": r},
+        }
+
+    rows = [
+        row("thunder:torch", 2.0, 1.0, 0.2, 0.5),
+        row("thunderfx", 6.0, 3.0, 0.5, 0.1),
+        row("thunder:torchcompile", 3.0, 1.0, None, None),
+        row("thunder", None, None, None, None, "unavailable"),
+    ]
     table = {t["executor"]: t for t in thunder_traces.first_call_table(rows)}
     assert table["thunder"]["status"] == "unavailable" and table["thunder"]["reason"] == "no GPU"  # a row, not left out
     assert table["thunder:torchcompile"]["other_s"] is None and table["thunder:torchcompile"]["interpret_pct"] is None
     assert thunder_traces.first_call_finding(rows) == (
         "First call by thunder's own timestamps: thunder:torch 2.00 s (interpreting 1.00 s, transforms 0.200 s, "
         "first run 0.500 s, other 0.300 s); thunderfx 6.00 s (interpreting 3.00 s, transforms 0.500 s, "
-        "first run 0.100 s, other 2.40 s). Interpreting the model's Python is 50.0% of a thunder.jit configuration's first call.")
+        "first run 0.100 s, other 2.40 s). Interpreting the model's Python is 50.0% of a thunder.jit configuration's first call."
+    )
     assert thunder_traces.first_call_finding(rows[2:]) is None
 
 
@@ -147,7 +164,10 @@ def _timing_results(folder, params, rows):
 
 def test_from_run_reads_the_rows_02_took_in_the_same_run_only(tmp_path, monkeypatch):
     params = P.validate(preset="tiny", device="cpu", executors="thunder:torch,thunderfx", output_dir=str(tmp_path))
-    rows = {"thunder:torch": {"executor": "thunder:torch", "status": "ok"}, "thunderfx": {"executor": "thunderfx", "status": "failed"}}
+    rows = {
+        "thunder:torch": {"executor": "thunder:torch", "status": "ok"},
+        "thunderfx": {"executor": "thunderfx", "status": "failed"},
+    }
     _timing_results(tmp_path, params, rows)
     names = ["thunderfx", "thunder:torch"]
     monkeypatch.delenv(results.RUN_DIR, raising=False)
@@ -164,11 +184,20 @@ def test_from_run_reads_the_rows_02_took_in_the_same_run_only(tmp_path, monkeypa
 
 
 def test_taken_rows_move_each_trace_out_of_measured():
-    prepared = {"eager": Prepared(REGISTRY["eager"], "ok"), "thunder:torch": Prepared(REGISTRY["thunder:torch"], "ok"),
-                "thunder": Prepared(REGISTRY["thunder"], "unavailable", reason="needs a CUDA device")}
-    measured = {"eager": {"trace": None, "wall": 1}, "thunder:torch": {"trace": {"executor": "thunder:torch", "status": "ok"}}}
+    prepared = {
+        "eager": Prepared(REGISTRY["eager"], "ok"),
+        "thunder:torch": Prepared(REGISTRY["thunder:torch"], "ok"),
+        "thunder": Prepared(REGISTRY["thunder"], "unavailable", reason="needs a CUDA device"),
+    }
+    measured = {
+        "eager": {"trace": None, "wall": 1},
+        "thunder:torch": {"trace": {"executor": "thunder:torch", "status": "ok"}},
+    }
     rows = thunder_traces.taken_rows(prepared, measured)
-    assert rows["thunder:torch"] == {"executor": "thunder:torch", "status": "ok"} and "trace" not in measured["thunder:torch"]
+    assert (
+        rows["thunder:torch"] == {"executor": "thunder:torch", "status": "ok"}
+        and "trace" not in measured["thunder:torch"]
+    )
     assert rows["thunder"]["status"] == "unavailable" and "eager" not in rows and measured["eager"] == {"wall": 1}
 
 
@@ -210,19 +239,23 @@ def test_nested_regions_are_classified_by_executor():
 
     nvfuser, torch_ex = SimpleNamespace(name="nvfuser"), SimpleNamespace(name="torch")
     nv = _bsym("nvFusion0", nvfuser, (_bsym("mul"), _bsym("mul"), _bsym("convert_element_type")), fusion=True)
-    graph = _bsym("CUDAGraph1", CUDAGraphTransform(),
-                  (nv, _bsym("linear", torch_ex), _bsym("python_del")), fusion=True)
+    graph = _bsym("CUDAGraph1", CUDAGraphTransform(), (nv, _bsym("linear", torch_ex), _bsym("python_del")), fusion=True)
     odd = _bsym("Region7", SimpleNamespace(name="torchcompile_cat"), (_bsym("cat"),), fusion=True)
-    trace = SimpleNamespace(bound_symbols=[_bsym("unpack_trivial"), graph, odd, _bsym("embedding", torch_ex),
-                                           _bsym("python_return")])
+    trace = SimpleNamespace(
+        bound_symbols=[_bsym("unpack_trivial"), graph, odd, _bsym("embedding", torch_ex), _bsym("python_return")]
+    )
     found = {g["region"]: g for g in thunder_traces.regions(trace.bound_symbols)}
     assert found["CUDAGraph1"]["kind"] == "CUDAGraph" and found["CUDAGraph1"]["executor"] == "CUDAGraphTransform"
     assert found["CUDAGraph1"]["ops"] == {"linear": 1} and found["CUDAGraph1"]["contains"] == ["nvFusion0"]
     assert found["nvFusion0"]["inside"] == "CUDAGraph1" and found["nvFusion0"]["kind"] == "nvFusion"
     assert found["nvFusion0"]["ops"] == {"mul": 2, "convert_element_type": 1}
     assert found["Region7"]["kind"] == "TorchCompile"
-    assert thunder_traces.composition(trace) == {"bookkeeping": 2, "CUDAGraph regions": 1, "TorchCompile regions": 1,
-                                         "unfused ops": 1}
+    assert thunder_traces.composition(trace) == {
+        "bookkeeping": 2,
+        "CUDAGraph regions": 1,
+        "TorchCompile regions": 1,
+        "unfused ops": 1,
+    }
     assert thunder_traces.unfused(trace) == {"embedding": {"count": 1, "executors": ["torch"]}}
 
 
@@ -247,12 +280,26 @@ def test_tiny_run_results_file(tiny_run):
     assert any(f.startswith("First call by thunder's own timestamps: ") for f in data["findings"])
     assert data["traces_from"] == "notebook 02's builds in this run"  # 02 ran first in that run
     timing = results.load(tiny_run / "02_executor_timing.results.json")
-    assert sorted(timing["thunder_rows"]) == sorted(wanted) and not any("trace" in m for m in timing["measured"].values())
+    assert sorted(timing["thunder_rows"]) == sorted(wanted) and not any(
+        "trace" in m for m in timing["measured"].values()
+    )
 
 
 def test_trace_counters_alone_build_their_own(tmp_path):
-    proc = run_runner("--preset", "tiny", "--device", "cpu", "--notebooks", "03", "-p", "executors=thunder:torch",
-                      "--output-dir", str(tmp_path), "--run-id", "alone")
+    proc = run_runner(
+        "--preset",
+        "tiny",
+        "--device",
+        "cpu",
+        "--notebooks",
+        "03",
+        "-p",
+        "executors=thunder:torch",
+        "--output-dir",
+        str(tmp_path),
+        "--run-id",
+        "alone",
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     data = results.load(tmp_path / "alone" / "03_trace_counters.results.json")
     assert data["traces_from"] == "built here" and data["configurations"][0]["status"] == "ok"

@@ -43,6 +43,7 @@ class FakeGPU:
 
             def elapsed_time(self, end):
                 return end.t - self.t
+
         monkeypatch.setattr(timing.torch.cuda, "Event", Event)
         monkeypatch.setattr(timing.torch.cuda, "synchronize", self.synchronize)
         monkeypatch.setattr(timing.time, "perf_counter", self.perf_counter)
@@ -75,6 +76,7 @@ def test_event_timer_on_cpu_measures_real_time_with_host_equal_to_wall():
     def step(**kw):
         calls.append(1)
         time.sleep(0.002)
+
     r = timing.event_timer(step, {}, "cpu", warmup=2, iters=3, repeats=4)
     assert len(calls) == 2 + 3 * 4 and r["method"] == "perf_counter" and len(r["blocks"]) == 4
     assert 1.9 < r["wall"].median < 20 and r["host"].median == r["wall"].median
@@ -86,16 +88,26 @@ def test_profile_kernels_on_cpu_says_why():
 
 def _event(key, kind="cuda", count=1, us=10.0, annotation=False):
     from torch.autograd import DeviceType
-    return SimpleNamespace(key=key, device_type=DeviceType.CUDA if kind == "cuda" else DeviceType.CPU, count=count,
-                           self_device_time_total=us, is_user_annotation=annotation)
+
+    return SimpleNamespace(
+        key=key,
+        device_type=DeviceType.CUDA if kind == "cuda" else DeviceType.CPU,
+        count=count,
+        self_device_time_total=us,
+        is_user_annotation=annotation,
+    )
 
 
 def test_kernel_summary_counts_kernels_only():
-    events = [_event("ampere_bf16_gemm", count=2, us=20.0), _event("triton_poi_fused_add_0", us=3.0),
-              _event("Memcpy HtoD (Pageable -> Device)", us=5.0), _event("Memset (Device)", us=1.0),
-              _event("Torch-Compiled Region: 0/0", us=30.0, annotation=True),
-              _event("CompiledFunction", us=30.0),  # an annotation on a torch without the flag
-              _event("aten::mm", kind="cpu", us=0.0)]
+    events = [
+        _event("ampere_bf16_gemm", count=2, us=20.0),
+        _event("triton_poi_fused_add_0", us=3.0),
+        _event("Memcpy HtoD (Pageable -> Device)", us=5.0),
+        _event("Memset (Device)", us=1.0),
+        _event("Torch-Compiled Region: 0/0", us=30.0, annotation=True),
+        _event("CompiledFunction", us=30.0),  # an annotation on a torch without the flag
+        _event("aten::mm", kind="cpu", us=0.0),
+    ]
     s = timing.kernel_summary(events, steps=1)
     assert s["kernels_per_step"] == 3 and s["kernel_ms"] == pytest.approx(0.023)
     assert s["copies_per_step"] == 2 and s["copy_ms"] == pytest.approx(0.006)
@@ -114,6 +126,7 @@ def test_use_device_selects_cuda_n_and_leaves_cpu_alone(monkeypatch):
 
 # --- the vocabulary ---------------------------------------------------------------------------------
 
+
 def test_stat_median_quartiles_noise_and_flat_names():
     s = metrics.Stat.of([1.0, 2.0, 3.0, 4.0, 100.0])
     assert (s.median, s.q1, s.q3, s.iqr, s.n, s.max) == (3.0, 2.0, 4.0, 2.0, 5, 100.0) and s.noisy
@@ -124,10 +137,18 @@ def test_stat_median_quartiles_noise_and_flat_names():
         metrics.Stat.of([])
 
 
-@pytest.mark.parametrize("name, shown", [("wall_q1_ms", "wall q1 (ms)"), ("gpu_busy_pct", "GPU busy (%)"),
-                                         ("kernels_per_step", "kernels per step"), ("first_call_s", "first call (s)"),
-                                         ("allocated_mib", "allocated (MiB)"), ("label", "label"),
-                                         ("host_saved_us", "host saved (µs)")])
+@pytest.mark.parametrize(
+    "name, shown",
+    [
+        ("wall_q1_ms", "wall q1 (ms)"),
+        ("gpu_busy_pct", "GPU busy (%)"),
+        ("kernels_per_step", "kernels per step"),
+        ("first_call_s", "first call (s)"),
+        ("allocated_mib", "allocated (MiB)"),
+        ("label", "label"),
+        ("host_saved_us", "host saved (µs)"),
+    ],
+)
 def test_headers_come_from_names(name, shown):
     assert metrics.header(name) == shown
 
@@ -140,6 +161,7 @@ def test_what_counts_as_a_metric_and_its_spread():
 
 # --- notebook 02's rows -------------------------------------------------------------------------------
 
+
 def _prepared(name, status="ok"):
     return harness.Prepared(registry.REGISTRY[name], status, fn=lambda **kw: None, first_call_s=1.0)
 
@@ -151,14 +173,24 @@ def _rounds(walls: dict, hosts: dict | None = None, reference_ms=None):
 
 
 def test_row_host_bound_is_about_the_gpu_not_a_second_host_number():
-    timed = _rounds({"eager": [2.0] * 4, "torch.compile:reduce-overhead": [0.23] * 4},
-                    {"eager": [1.99] * 4, "torch.compile:reduce-overhead": [0.05] * 4})
-    eager = executor_timing.row(_prepared("eager"), {"kernels": {"kernel_ms": 0.28, "kernels_per_step": 64}}, timed, 0.15)
-    graphs = executor_timing.row(_prepared("torch.compile:reduce-overhead"),
-                                 {"kernels": {"kernel_ms": 0.21, "kernels_per_step": 25}}, timed, 0.15)
+    timed = _rounds(
+        {"eager": [2.0] * 4, "torch.compile:reduce-overhead": [0.23] * 4},
+        {"eager": [1.99] * 4, "torch.compile:reduce-overhead": [0.05] * 4},
+    )
+    eager = executor_timing.row(
+        _prepared("eager"), {"kernels": {"kernel_ms": 0.28, "kernels_per_step": 64}}, timed, 0.15
+    )
+    graphs = executor_timing.row(
+        _prepared("torch.compile:reduce-overhead"),
+        {"kernels": {"kernel_ms": 0.21, "kernels_per_step": 25}},
+        timed,
+        0.15,
+    )
     assert eager["host_bound"] is True and eager["gpu_busy_pct"] == pytest.approx(14.0)
     assert graphs["host_bound"] is False and graphs["gpu_busy_pct"] == pytest.approx(100 * 0.21 / 0.23)
-    assert eager["cpu_overhead_ms"] == pytest.approx(1.72) and eager["overhead_per_kernel_us"] == pytest.approx(1720 / 64)
+    assert eager["cpu_overhead_ms"] == pytest.approx(1.72) and eager["overhead_per_kernel_us"] == pytest.approx(
+        1720 / 64
+    )
     assert eager["floor_ratio_x"] == pytest.approx(2.0 / 0.15) and eager["host_ms"] <= eager["wall_ms"]
     cpu = executor_timing.row(_prepared("eager"), {"kernels": {"reason": "no device kernels on CPU"}}, timed, None)
     assert cpu["host_bound"] is None and cpu["kernels_per_step"] is None and "no device kernels" in cpu["notes"]
@@ -174,13 +206,19 @@ def test_row_flags_disagreeing_passes():
 
 def test_ranking_separates_only_what_the_within_round_ratio_separates():
     # thunder:torch / eager per round: 1.05, 0.95, 1.02, 0.97 (a tie); torch.compile is half of eager in every round
-    walls = {"eager": [1.0, 2.0, 1.0, 2.0], "thunder:torch": [1.05, 1.9, 1.02, 1.94], "torch.compile": [0.5, 1.0, 0.5, 1.0]}
+    walls = {
+        "eager": [1.0, 2.0, 1.0, 2.0],
+        "thunder:torch": [1.05, 1.9, 1.02, 1.94],
+        "torch.compile": [0.5, 1.0, 0.5, 1.0],
+    }
     timed = _rounds(walls)
     table = [executor_timing.row(_prepared(n), {}, timed, None) for n in walls]
     text = executor_timing.ranking_text(table, timed)
     assert text.startswith("Fastest to slowest by median wall time: torch.compile (0.750 ms) < ")
     assert "eager (1.50 ms) ~ thunder:torch" in text or "thunder:torch (1.48 ms) ~ eager" in text
-    assert executor_timing.tied(timed, "eager", "thunder:torch") and not executor_timing.tied(timed, "torch.compile", "eager")
+    assert executor_timing.tied(timed, "eager", "thunder:torch") and not executor_timing.tied(
+        timed, "torch.compile", "eager"
+    )
 
 
 def test_seed_order_is_said_only_on_gpu_seed_runs():
@@ -201,7 +239,11 @@ def test_drift_text_reports_the_host_reference_range():
 
 def test_seed_tables_pair_each_metric_with_the_seed():
     timed = _rounds({"thunder": [1.69] * 4})
-    table = [executor_timing.row(_prepared("thunder"), {"kernels": {"kernel_ms": 0.218, "kernels_per_step": 36}}, timed, None)]
+    table = [
+        executor_timing.row(
+            _prepared("thunder"), {"kernels": {"kernel_ms": 0.218, "kernels_per_step": 36}}, timed, None
+        )
+    ]
     tables = {t["title"].split(":")[0]: t for t in executor_timing.seed_tables(table)}
     wall = tables["Wall time per step"]
     assert wall["columns"] == ["executor", "seed DGX H100 (ms)", "here (ms)", "here / seed"]
@@ -212,7 +254,12 @@ def test_seed_tables_pair_each_metric_with_the_seed():
 def test_reference_rows_carry_seed_numbers_and_sources():
     rows = executor_timing.reference_rows()
     nsight = [r for r in rows if "Nsight" in r["source"]]
-    assert {r["label"]: r["wall_ms"] for r in nsight} == \
-        {"Thunder-nvFuser": 1.281, "Thunder-torch": 1.232, "torch.compile": 0.455, "torch-eager": 1.014}
-    assert len(rows) == len(reference.SEED_NSIGHT_DGX_H100["rows"]) + len(reference.SEED_CUDA_TIMER_DGX_H100["rows"]) \
-        + len(reference.SEED_TIMEIT_L40S["rows"])
+    assert {r["label"]: r["wall_ms"] for r in nsight} == {
+        "Thunder-nvFuser": 1.281,
+        "Thunder-torch": 1.232,
+        "torch.compile": 0.455,
+        "torch-eager": 1.014,
+    }
+    assert len(rows) == len(reference.SEED_NSIGHT_DGX_H100["rows"]) + len(
+        reference.SEED_CUDA_TIMER_DGX_H100["rows"]
+    ) + len(reference.SEED_TIMEIT_L40S["rows"])
