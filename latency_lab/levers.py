@@ -197,13 +197,17 @@ def counterfactual(
     return rows
 
 
+def _landing(row: dict) -> str:
+    return f"; largest in-place change: {row['largest_change']}" if row["largest_change"] else ""
+
+
 def ranking_text(rows: list[dict], timed: Rounds) -> str:
     order = ranked(rows)
     if not order:
         return "No lever ran beside the baseline here, so none is ranked."
     parts = [
         f"{r['executor']} {number(r['host_saved_us'])} µs (IQR {number(r['host_saved_q1_us'])} to "
-        f"{number(r['host_saved_q3_us'])}{'; largest in-place change: ' + r['largest_change'] if r['largest_change'] else ''})"
+        f"{number(r['host_saved_q3_us'])}{_landing(r)})"
         for r in order
     ]
     base = next((r for r in rows if r["executor"] == BASELINE), {})
@@ -238,7 +242,8 @@ def combination_text(combo: list[dict], depth_of: dict[str, int], floor_of: dict
             continue
         ref, base = here.get(REFERENCE) or {}, here.get(BASELINE) or {}
         text = (
-            f"At {depth} layer{'s' if depth > 1 else ''}: {combined['executor']} {number(combined['wall_ms'])} ms wall, "
+            f"At {depth} layer{'s' if depth > 1 else ''}: {combined['executor']} "
+            f"{number(combined['wall_ms'])} ms wall, "
             f"x{number(combined['vs_baseline_x'])} of Thunder-nvFuser's ({number(base.get('wall_ms'))} ms)"
         )
         if ref.get("wall_ms"):
@@ -259,7 +264,8 @@ def counterfactual_text(model: list[dict], rows: list[dict]) -> str | None:
     best = next(iter(ranked(rows)), None)
     parts = [f"{m['model']}: {number(m['wall_ms'])} ms wall" for m in model[1:]]
     text = (
-        f"Counterfactual (model, not measured): Thunder-nvFuser's nvFusion regions cost {number(model[0]['us_per_kernel'])} µs "
+        "Counterfactual (model, not measured): Thunder-nvFuser's nvFusion regions cost "
+        f"{number(model[0]['us_per_kernel'])} µs "
         f"of host time per kernel in place; at " + "; ".join(parts)
     )
     if ref:

@@ -244,7 +244,8 @@ def greedy_decode(fn, decode: DecodeSetup, tokens: int) -> list[torch.Tensor]:
     Returns the generated token ids, one (batch, 1) tensor per step."""
     if tokens > decode.max_cache_len - decode.prompt_len:
         raise ValueError(
-            f"greedy_decode: {tokens} tokens exceed the cache's {decode.max_cache_len - decode.prompt_len} free positions"
+            f"greedy_decode: {tokens} tokens exceed the cache's "
+            f"{decode.max_cache_len - decode.prompt_len} free positions"
         )
     kw = dict(decode.kwargs)
     ids, position, generated = kw.pop("input_ids"), kw.pop("cache_position"), []

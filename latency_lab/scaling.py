@@ -2,8 +2,9 @@
 
 Three sweeps, declared as data (``sweeps``): depth (``depths`` layers at ``seq_len`` tokens), prompt
 length (``prompt_lengths`` tokens at ``layers`` layers) and the decode step (one token against a
-``StaticCache`` pre-filled with ``seq_len`` prompt tokens, at ``layers`` layers). Every (point, executor) is built and measured right after its first call (``sweep.build``;
-the point the depth and prompt sweeps share is built once), then all of them are timed in the same
+``StaticCache`` pre-filled with ``seq_len`` prompt tokens, at ``layers`` layers). Every (point,
+executor) is built and measured right after its first call (``sweep.build``; the point the depth and
+prompt sweeps share is built once), then all of them are timed in the same
 interleaved rounds with the host reference, each decode build's greedy loop as a probe after its block
 (``probes``). From the rows: time against depth as least-squares lines with the slope's standard
 error, the first call against depth over cold compiles only, prefill against prompt length, decode,

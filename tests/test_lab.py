@@ -383,7 +383,8 @@ def test_explorer_stop_and_reload_in_jupyterlab(tmp_path):
         set_widget_number(page, "calls / block", 100_000)
         click_widget_button(page, "Run")
         page.wait(
-            f"{WIDGET_TEXTS}.some(t => t.includes('eager: wall and steady-state host time') && t.includes('block 1/2'))",
+            f"{WIDGET_TEXTS}.some(t => t.includes('eager: wall and steady-state host time')"
+            " && t.includes('block 1/2'))",
             120,
             "run 2 in its wall-time blocks",
             log,

@@ -904,7 +904,8 @@ def test_runner_names_notebooks_that_ignore_a_parameter_and_records_what_each_ra
             params,
             nbformat.v4.new_code_cell(
                 "from latency_lab import parameters as P, results\n"
-                f"p = P.from_namespace(globals())\nresults.save(output_dir, {name!r}, p, {{}}, results.key_table('t', [{{'x': 1}}]))"
+                "p = P.from_namespace(globals())\n"
+                f"results.save(output_dir, {name!r}, p, {{}}, results.key_table('t', [{{'x': 1}}]))"
             ),
         ]
         nbformat.write(nb, nbdir / f"{name}.ipynb")

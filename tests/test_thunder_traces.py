@@ -146,7 +146,8 @@ def test_first_call_finding_adds_up_and_leaves_out_what_it_cannot_split():
     assert thunder_traces.first_call_finding(rows) == (
         "First call by thunder's own timestamps: thunder:torch 2.00 s (interpreting 1.00 s, transforms 0.200 s, "
         "first run 0.500 s, other 0.300 s); thunderfx 6.00 s (interpreting 3.00 s, transforms 0.500 s, "
-        "first run 0.100 s, other 2.40 s). Interpreting the model's Python is 50.0% of a thunder.jit configuration's first call."
+        "first run 0.100 s, other 2.40 s). Interpreting the model's Python is 50.0% of a thunder.jit "
+        "configuration's first call."
     )
     assert thunder_traces.first_call_finding(rows[2:]) is None
 
