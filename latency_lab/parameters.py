@@ -14,6 +14,7 @@ import reprlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from . import results
 from .registry import REGISTRY
 
 PRESETS = ("seed", "tiny")
@@ -63,21 +64,21 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # test checks it), and the runner injects every parameter a notebook declares with the package's value,
 # so an edited parameters cell (JupyterLab's autosave) never changes a batch run.
 NOTEBOOK_DEFAULTS: dict[str, dict[str, object]] = {
-    "00_explorer": {"executors": "eager,torch.compile"},
+    results.EXPLORER: {"executors": "eager,torch.compile"},
     # the seed's executors and the CUDA-graph variants: the full registry is one executors=all away
-    "02_executor_timing": {
+    results.EXECUTOR_TIMING: {
         "executors": "eager,torch.compile,torch.compile:reduce-overhead,thunder,thunder:torch,"
         "thunder:torchcompile,thunder:cudagraphs"
     },
-    "03_trace_counters": {"executors": "thunder,thunder:torch,thunder:torchcompile,thunder:cudagraphs"},  # 02's
-    "04_op_microbenchmarks": {"executors": "eager,torch.compile,thunder,thunder:torch,thunder:torchcompile"},
+    results.TRACE_COUNTERS: {"executors": "thunder,thunder:torch,thunder:torchcompile,thunder:cudagraphs"},  # 02's
+    results.OP_MICROBENCHMARKS: {"executors": "eager,torch.compile,thunder,thunder:torch,thunder:torchcompile"},
     # each CUDA-graph variant beside its baseline; rounds kept small: 05 takes steps apart, 02 times them
-    "05_host_overhead": {
+    results.HOST_OVERHEAD: {
         "executors": "eager,torch.compile,torch.compile:reduce-overhead,thunder,thunder:cudagraphs",
         "repeats": 4,
     },
-    "06_scaling": {"executors": "eager,torch.compile,torch.compile:reduce-overhead,thunder", "repeats": 6},
-    "07_levers": {
+    results.SCALING: {"executors": "eager,torch.compile,torch.compile:reduce-overhead,thunder", "repeats": 6},
+    results.LEVERS: {
         "executors": "thunder,thunder:nv-linear,thunder:nv-embedding,thunder:nv-skip-cache,"
         "thunder:cache-same-input,thunder:cache-symbolic,thunder:torchcompile,thunder:cudagraphs,"
         "torch.compile",

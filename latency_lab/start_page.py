@@ -10,21 +10,25 @@ import json
 import sys
 from pathlib import Path
 
+from . import results
 from .notebook_run import NOTEBOOK_DIR, discover
 from .parameters import REPO_ROOT
 
 QUESTIONS = {
-    "00_explorer": "How fast is a setting you pick (executors, preset, dtype, device, layers, tokens, threads)? "
+    results.EXPLORER: "How fast is a setting you pick (executors, preset, dtype, device, layers, tokens, threads)? "
     "Runs side by side; from any row its Thunder trace, profiler timeline and top ops; "
     "one click sets them beside the H200 reference.",
-    "01_model_setup": "What does one step have to do (parameters, bytes, the memory-bandwidth floor), in which "
+    results.MODEL_SETUP: "What does one step have to do (parameters, bytes, the memory-bandwidth floor), in which "
     "environment, and which executors can run here?",
-    "02_executor_timing": "How do the executors compare on the seed's step, measured with the seed's own methods?",
-    "03_trace_counters": "What is in Thunder's final trace (fusion regions, ops outside them), and where does its "
+    results.EXECUTOR_TIMING: "How do the executors compare on the seed's step, measured with the seed's own methods?",
+    results.TRACE_COUNTERS: "What is in Thunder's final trace (fusion regions, ops outside them), and where does its "
     "first call go?",
-    "04_op_microbenchmarks": "What does each executor pay per call for one op (the seed's add, and more), over sizes?",
-    "05_host_overhead": "Where does the host time of one step go, and how much do CUDA graphs remove?",
-    "06_scaling": "How do wall, host and kernel time grow with depth, prompt length and token-by-token decoding?",
+    results.OP_MICROBENCHMARKS: "What does each executor pay per call for one op (the seed's add, and more), "
+    "over sizes?",
+    results.HOST_OVERHEAD: "Where does the host time of one step go, and how much do CUDA graphs remove?",
+    results.SCALING: "How do wall, host and kernel time grow with depth, prompt length and token-by-token decoding?",
+    results.LEVERS: "What does each remedy the seed proposes save Thunder-nvFuser, where does the saving land, and "
+    "would the best together reach torch.compile?",
 }
 LATEST = REPO_ROOT / "outputs" / "latest"
 REFERENCE = REPO_ROOT / "outputs" / "reference-h200"
