@@ -193,7 +193,8 @@ def test_runner_injects_the_package_values_not_the_cells(tmp_path):
     data = json.loads((out / "r" / "05_host_overhead.results.json").read_text())
     ran = data["params"]
     assert (ran["layers"], ran["repeats"], ran["threads"], ran["preset"]) == (1, 4, 2, "tiny")
-    assert ran["executors"] == list(P.validate(device="cpu").executors)  # the schema's 'all', not the cell's eager
+    default = P.validate(executors=P.NOTEBOOK_DEFAULTS["05_host_overhead"]["executors"], device="cpu").executors
+    assert ran["executors"] == list(default)  # 05's package default, not the cell's eager
     assert data["key_table"]["rows"] == [[2]] and data["environment"]["threads"] == 2
     summary = json.loads((out / "r" / "summary.json").read_text())
     assert summary["notebook_changes"] == {}  # outside a git checkout there is nothing to compare with
