@@ -186,7 +186,7 @@ def kind_label(kind: str) -> str:
     }.get(kind, f"{kind} regions")
 
 
-def closure_rows(broken: dict[str, dict]) -> list[dict]:
+def parts_rows(broken: dict[str, dict]) -> list[dict]:
     """Per configuration: the in-place parts of one call (phases around the computation, and the
     computation's statements by kind), the corrected instrumented call, the plain step's host time
     of the same rounds, and the remainder (plain - instrumented, % of plain; median over rounds)."""
@@ -304,7 +304,7 @@ def _spread(s: Stat | dict) -> str:
     return f"IQR {_us(q1)}-{_us(q3)}"
 
 
-def closure_text(broken: dict[str, dict]) -> list[str]:
+def parts_text(broken: dict[str, dict]) -> list[str]:
     """Per instrumented configuration: its largest in-place parts and whether they close on the step."""
     out = []
     for n, b in broken.items():
@@ -398,14 +398,14 @@ def graphs_text(graphs: list[dict], timed: Rounds, device: str) -> str:
 
 def findings(broken, timelines, regions, graphs, timed: Rounds, device: str) -> list[str]:
     return [
-        *closure_text(broken),
+        *parts_text(broken),
         startup_text(broken, timelines, device),
         per_kernel_text(broken, regions, device),
         graphs_text(graphs, timed, device),
     ]
 
 
-def closure_figure(rows: list[dict]):
+def parts_figure(rows: list[dict]):
     """Stacked bars: each configuration's in-place host time per step, by part, and the remainder."""
     import plotly.express as px
 

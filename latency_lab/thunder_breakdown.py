@@ -12,7 +12,7 @@ same rounds: the remainder tests the instrumentation, not a sum that holds by de
 Alone (``record_calls``, ``measure_calls``): every call the computation makes is recorded with its
 inputs and run by itself from an idle GPU, the way NVIDIA/Fuser issues 3469 and 3507 measured host
 latency per fusion; nvFuser regions also as ``FusionDefinition.execute`` alone. These numbers are
-compared with the in-place ones, never summed into the closure; one profile of them gives each
+compared with the in-place ones, never summed into the in-place parts; one profile of them gives each
 region's kernels.
 
 Works for ``thunder.jit``-like callables (``thunder.jit``, ``thunder.compile``), whose
@@ -281,7 +281,7 @@ def insitu_probe(p, kwargs: dict, calls: int) -> tuple[InSitu | None, str | None
 
 def summarize(insitu: InSitu, blocks: list[dict], host_ms: list[float]) -> dict:
     """The in-place breakdown over the rounds: per phase and per statement a statistic over the
-    blocks, per kind (regions, ops, bookkeeping, glue) the sum, and the closure: the plain step's
+    blocks, per kind (regions, ops, bookkeeping, glue) the sum, and how the parts close on the step: the plain step's
     host time (same rounds) against the corrected instrumented call, round by round."""
     if not blocks:
         return {"reason": "no instrumented block ran"}

@@ -222,8 +222,8 @@ def test_hypotheses_read_their_numbers_and_grade_both_ways():
     assert "holds for thunder" in host_overhead.startup_text(_broken(startup=250.0), {}, "cuda")
     assert "lower for thunder" in host_overhead.startup_text(_broken(startup=90.0), {}, "cuda")
     assert "no Thunder configuration" in host_overhead.startup_text({}, {}, "cuda")
-    assert "The in-place parts close" in host_overhead.closure_text(_broken(remainder=3.0))[0]
-    assert "do not close" in host_overhead.closure_text(_broken(remainder=25.0))[0]
+    assert "The in-place parts close" in host_overhead.parts_text(_broken(remainder=3.0))[0]
+    assert "do not close" in host_overhead.parts_text(_broken(remainder=25.0))[0]
 
 
 def _graph_rounds(with_ms, without_ms):
