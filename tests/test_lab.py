@@ -494,6 +494,7 @@ def test_tasks_lab_writes_the_start_page_and_opens_lab_there(monkeypatch):
         return subprocess.CompletedProcess(cmd, 0)
 
     monkeypatch.setattr(tasks.subprocess, "run", run)
+    monkeypatch.setattr(tasks, "run_task", lambda cmd, env=None: run(cmd, env=env).returncode)  # the foreground job
     assert tasks.main(["lab", "--no-browser"]) == 0
     filtered, (page, _), (lab, options) = calls
     assert filtered == "filter" and page[1:] == ["-m", "latency_lab.start_page", str(ROOT / tasks.START_PAGE)]
