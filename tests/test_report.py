@@ -156,19 +156,23 @@ def test_stylesheet_rules_are_scoped_to_latency_lab():
     assert len(selectors) > 20 and all(".latency-lab" in s for s in selectors), selectors
 
 
-def test_numbers_align_right_in_a_browser_and_inside_jupyterlab(tmp_path):
-    """Headless Chromium computes the alignment: text left, numbers right, also under JupyterLab's own
-    rule that right-aligns every cell (``.jp-RenderedHTMLCommon td``)."""
+def test_numbers_align_right_in_a_notebook_page(tmp_path):
+    """Headless Chromium computes the alignment in a notebook's HTML (nbconvert, the lab's stylesheet,
+    whose rule right-aligns every cell of an output): text left, numbers right."""
     table = display.frame([{"executor": "eager", "wall_ms": 1.5, "kernels_per_step": None}])._repr_html_()
-    page = tmp_path / "table.html"
-    page.write_text(
-        "<html><head><style>.jp-RenderedHTMLCommon td,.jp-RenderedHTMLCommon th{text-align:right}</style></head>"
-        f'<body><div class="jp-RenderedHTMLCommon">{table}</div><script>document.body.dataset.align = '
-        "[...document.querySelectorAll('th, td')].map(c => getComputedStyle(c).textAlign).join(' ');</script>"
-        "</body></html>"
+    probe = (
+        "<script>window.addEventListener('load', () => { document.body.dataset.align = [...document"
+        ".querySelectorAll('table.latency-lab :is(th, td)')].map(c => getComputedStyle(c).textAlign).join(' '); });"
+        "</script>"
     )
-    dom = chromium_dom(page.as_uri(), tmp_path / "profile", budget_ms=2000, offline=True)
-    assert 'data-align="left right left right"' in dom, dom[-500:]
+    cell = nbformat.v4.new_code_cell("table")
+    cell.outputs = [nbformat.v4.new_output("display_data", data={"text/html": html}) for html in (table, probe)]
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [cell]
+    nbformat.write(nb, tmp_path / "01_table.ipynb")
+    page = notebook_run.to_html(tmp_path / "01_table.ipynb")
+    dom = chromium_dom(page.as_uri(), tmp_path / "profile", budget_ms=3000, offline=True)
+    assert 'data-align="left right left right"' in dom, re.findall(r"<body[^>]*>", dom)
 
 
 def test_pages_share_the_one_stylesheet(tmp_path):
