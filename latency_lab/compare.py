@@ -16,7 +16,6 @@ The report is printed and written as ``compare-<A>-vs-<B>.html`` and ``.json`` i
 from __future__ import annotations
 
 import argparse
-import html
 import json
 import sys
 from pathlib import Path
@@ -283,21 +282,9 @@ def compare(a: dict, b: dict) -> dict:
     }
 
 
-def fmt(v) -> str:
-    """A cell as ``tables.number`` prints it (3 significant figures, blanks for missing values);
-    a list as its items in brackets."""
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(fmt(x) for x in v) + "]"
-    return tables.number(v)
-
-
 def fmt_range(v) -> str:
     """A q1-q3 spread as ``q1-q3``; blank where none was measured."""
     return f"{tables.number(v[0])}-{tables.number(v[1])}" if v else ""
-
-
-def verdict(entry: dict) -> str:
-    return {True: "yes", False: "no", None: ""}[entry["beyond_spread"]]
 
 
 TABLE = (
@@ -309,12 +296,15 @@ TABLE = (
     ("B", "b"),
     ("B q1-q3", "b_q1_q3"),
     ("B / A", "ratio"),
-)
+    ("beyond spread", "beyond_spread"),
+)  # (header, key of a comparison row)
 RANGES = ("a_q1_q3", "b_q1_q3")
 
 
 def cell(entry: dict, key: str) -> str:
-    return fmt_range(entry[key]) if key in RANGES else fmt(entry[key])
+    """A comparison row's cell as text: numbers as ``tables.number`` prints them (``beyond_spread``:
+    yes, no or blank), spreads as ``q1-q3``."""
+    return fmt_range(entry[key]) if key in RANGES else tables.number(entry[key])
 
 
 def tally(report: dict) -> str:
@@ -352,59 +342,63 @@ def text(report: dict) -> str:
     ):
         lines.append(f"{title}:" + ("" if items else " none"))
         lines += [
-            f"  {d['name']}: {fmt(d['a'])} -> {fmt(d['b'])}"
+            f"  {d['name']}: {tables.number(d['a'])} -> {tables.number(d['b'])}"
             + (f"  ({', '.join(d['notebooks'])})" if "notebooks" in d else "")
             for d in items
         ]
     if report["skipped"]:
         lines.append("skipped: " + "; ".join(report["skipped"]))
-    header = [h for h, _ in TABLE] + ["beyond spread"]
-    body = [[cell(e, k) for _, k in TABLE] + [verdict(e)] for e in report["rows"]]
+    header = [h for h, _ in TABLE]
+    body = [[cell(e, k) for _, k in TABLE] for e in report["rows"]]
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
     for r in [header, *body]:
         lines.append("  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
     return "\n".join([*lines, tally(report)])
 
 
+def entries_table(entries: list[dict], with_notebook: bool = False, style: bool = False):
+    """Comparison rows as one table (``tables.html_table``): row, metric, A and B with their
+    spreads, B / A and whether the difference is beyond the spread (those rows marked ``beyond``);
+    ``with_notebook``: the notebook first; ``style``: with the stylesheet (outside the pages)."""
+    shown = TABLE if with_notebook else TABLE[1:]
+    rows = [[tables.Cell(cell(e, k), "num") if k in RANGES else e[k] for _, k in shown] for e in entries]
+    beyond = ["beyond" if e["beyond_spread"] else "" for e in entries]
+    return tables.html_table(rows, [h for h, _ in shown], row_classes=beyond, style=style)
+
+
+def _differences_table(items: list[dict]):
+    """What differs between the runs (name, A, B and, for parameters, the notebooks); None for nothing."""
+    if not items:
+        return None
+    notebooks = "notebooks" in items[0]
+    rows = [
+        [d["name"], tables.number(d["a"]), tables.number(d["b"]), *([", ".join(d["notebooks"])] if notebooks else [])]
+        for d in items
+    ]
+    return tables.html_table(rows, ["name", "A", "B", *(["notebooks"] if notebooks else [])])
+
+
 def to_html(report: dict) -> str:
-    """A self-contained page: differences at the top, skipped items, one table per notebook."""
-    e = html.escape
-
-    def diff_list(items):
-        if not items:
-            return "<p>none</p>"
-        return (
-            "<table><tr><th>name</th><th>A</th><th>B</th></tr>"
-            + "".join(
-                f"<tr><td>{e(d['name'])}</td><td>{e(fmt(d['a']))}</td><td>{e(fmt(d['b']))}</td></tr>" for d in items
-            )
-            + "</table>"
+    """A self-contained page (``templates/compare.html.j2``): differences at the top, skipped items,
+    one table per notebook."""
+    return str(
+        tables.render(
+            "compare.html.j2",
+            title=f"latency-lab compare: {report['a']['name']} (A) vs {report['b']['name']} (B)",
+            a=report["a"]["path"],
+            b=report["b"]["path"],
+            tally=tally(report),
+            differences=[
+                ("Ran on", _differences_table(report["ran_on"])),
+                ("Parameters that differ", _differences_table(report["parameters"])),
+                ("Environment that differs", _differences_table(report["environment"])),
+            ],
+            skipped=report["skipped"],
+            notebooks=[
+                (nb, entries_table([r for r in report["rows"] if r["notebook"] == nb])) for nb in report["notebooks"]
+            ],
         )
-
-    tables = []
-    for nb in report["notebooks"]:
-        rows = [r for r in report["rows"] if r["notebook"] == nb]
-        head = "".join(f"<th>{e(h)}</th>" for h, _ in TABLE[1:]) + "<th>beyond spread</th>"
-        body = "".join(
-            f"<tr class='{'beyond' if r['beyond_spread'] else ''}'>"
-            + "".join(f"<td>{e(cell(r, k))}</td>" for _, k in TABLE[1:])
-            + f"<td>{verdict(r)}</td></tr>"
-            for r in rows
-        )
-        tables.append(f"<h2>{e(nb)}</h2><table><tr>{head}</tr>{body}</table>")
-    skipped = "".join(f"<li>{e(s)}</li>" for s in report["skipped"]) or "<li>nothing</li>"
-    title = f"latency-lab compare: {report['a']['name']} (A) vs {report['b']['name']} (B)"
-    return f"""<!DOCTYPE html><html><head><meta charset="utf-8"><title>{e(title)}</title>
-<style>body{{font-family:system-ui,sans-serif;margin:2em;max-width:110em}}table{{border-collapse:collapse;font-size:90%}}
-td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}th{{background:#f3f3f3}}tr.beyond td{{background:#fff3cd}}
-td:nth-child(-n+2){{text-align:left}}</style>
-</head><body><h1>{e(title)}</h1><p>A: <code>{e(report["a"]["path"])}</code><br>B: <code>{e(report["b"]["path"])}</code></p>
-<p>B / A is B's value over A's. "beyond spread": the two runs' q1-q3 ranges do not overlap (yes), overlap (no), or
-a run measured no spread for that number (blank). {e(tally(report))}</p>
-<h2>Ran on</h2>{diff_list(report["ran_on"])}
-<h2>Parameters that differ</h2>{diff_list(report["parameters"])}
-<h2>Environment that differs</h2>{diff_list(report["environment"])}
-<h2>Skipped</h2><ul>{skipped}</ul>{"".join(tables)}</body></html>"""
+    )
 
 
 def report_folder(report: dict, out: str | None) -> Path:

@@ -1,5 +1,5 @@
 """Notebook presentation: plotly charts kept as plotly JSON (JupyterLab draws them; the run's HTML
-pages share one plotly.js) and tables formatted as a paper prints them (``tables.number``)."""
+pages share one plotly.js) and tables shown as the pages show them (``tables.html_table``)."""
 
 from __future__ import annotations
 
@@ -27,9 +27,10 @@ def setup_notebook() -> None:
 
 
 class Table(pd.DataFrame):
-    """A DataFrame that keeps raw numbers and column names, and shows itself as a paper's table:
-    headers with units from the vocabulary (``first_call_s`` reads ``first call (s)``), numbers to 3
-    significant figures (``tables.number``), blanks for missing, no index."""
+    """A DataFrame that keeps raw numbers and column names, and shows itself as a paper's table
+    (``tables.html_table``, the pages' table): headers with units from the vocabulary
+    (``first_call_s`` reads ``first call (s)``), numbers to 3 significant figures, right-aligned,
+    blanks for missing, no index."""
 
     _metadata = ["caption"]
 
@@ -37,25 +38,9 @@ class Table(pd.DataFrame):
     def _constructor(self):
         return Table
 
-    def styled(self):
-        """The table as a pandas ``Styler``, formatted for display."""
-        plain = pd.DataFrame(self).set_axis([tables.header(str(c)) for c in self.columns], axis=1)
-        numeric = [
-            h for h, c in zip(plain.columns, self.columns) if any(tables.is_number(v) and v == v for v in self[c])
-        ]
-        styler = plain.style.format(tables.number).hide(axis="index")
-        styler = styler.set_table_styles(
-            [
-                {"selector": "td, th", "props": "text-align: left; vertical-align: top;"},
-                {"selector": "caption", "props": "text-align: left; font-weight: bold;"},
-            ]
-        )
-        styler = styler.set_properties(subset=numeric, **{"text-align": "right", "white-space": "nowrap"})
-        caption = getattr(self, "caption", None)
-        return styler.set_caption(caption) if caption else styler
-
     def _repr_html_(self):
-        return self.styled().to_html()
+        rows = [[None if pd.api.types.is_scalar(v) and pd.isna(v) else v for v in row] for row in self.values.tolist()]
+        return str(tables.html_table(rows, list(self.columns), getattr(self, "caption", None), style=True))
 
 
 def frame(rows: list[dict], columns: list[str] | None = None, caption: str | None = None, only: bool = False) -> Table:

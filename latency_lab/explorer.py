@@ -536,12 +536,9 @@ def figure(runs: list[dict]):
 
 
 def table_html(rows: list[dict], columns: list[str] = COLUMNS) -> str:
-    """Rows as an HTML table, cells as ``tables.number`` prints them."""
-    head = "".join(f"<th>{html.escape(tables.header(c))}</th>" for c in columns)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(tables.number(r.get(c)))}</td>" for c in columns) + "</tr>" for r in rows
-    )
-    return f"<table class='latency-lab'><tr>{head}</tr>{body}</table>"
+    """Rows as the suite's HTML table (``tables.html_table``), with its stylesheet: widgets show it
+    outside the pages."""
+    return str(tables.html_table(rows, columns, style=True))
 
 
 def details_html(run: dict, executor: str, notebook_dir: Path | None = None) -> str:
@@ -627,20 +624,13 @@ def beside_reference(runs: list[dict], environment: dict, reference: Path = REFE
 
 
 def comparison_html(report: dict, page: Path | None = None) -> str:
-    """The comparison's rows as one table (the full page, when written, is linked)."""
-    head = "".join(f"<th>{html.escape(h)}</th>" for h, _ in compare.TABLE) + "<th>beyond spread</th>"
-    body = "".join(
-        "<tr>"
-        + "".join(f"<td>{html.escape(compare.fmt(e[k]))}</td>" for _, k in compare.TABLE)
-        + f"<td>{compare.verdict(e)}</td></tr>"
-        for e in report["rows"]
-    )
+    """The comparison's rows as one table (``compare.entries_table``; the full page, when written, is linked)."""
     differ = ", ".join(sorted({d["name"] for d in report["parameters"]})) or "none"
     link = f" Full report: <code>{html.escape(str(page))}</code>." if page else ""
+    table = compare.entries_table(report["rows"], with_notebook=True, style=True)
     return (
         f"<p><b>A: {html.escape(report['a']['name'])} (its 02 executor timing) · B: this session's runs.</b> "
-        f"Parameters that differ: {html.escape(differ)}. {html.escape(compare.tally(report))}{link}</p>"
-        f"<table class='latency-lab'><tr>{head}</tr>{body}</table>"
+        f"Parameters that differ: {html.escape(differ)}. {html.escape(compare.tally(report))}{link}</p>{table}"
     )
 
 

@@ -5,7 +5,6 @@ file to send. Built from the notebooks' results files and executed notebooks, ne
 
 from __future__ import annotations
 
-import html
 import json
 import os
 import shutil
@@ -302,37 +301,21 @@ def notebook_figures(run_dir: Path, files: dict) -> list[dict]:
     ]
 
 
-# --- HTML ---------------------------------------------------------------------------------------------
+# --- HTML (templates/index.html.j2, tables.html_table) -----------------------------------------------
 
 
-def _table(table: dict, caption: str | None = None) -> str:
-    """A key table as a paper prints it; numbers right-aligned, text left."""
-    head = "".join(f"<th>{html.escape(tables.header(str(c)))}</th>" for c in table["columns"])
-    body = "".join(
-        "<tr>"
-        + "".join(
-            f'<td class="{"num" if tables.is_number(v) else "text"}">{html.escape(tables.number(v))}</td>' for v in row
-        )
-        + "</tr>"
-        for row in table["rows"]
-    )
-    return f"<table><caption>{html.escape(caption or table['title'])}</caption><tr>{head}</tr>{body}</table>"
+def _links(n: dict):
+    """Links to a notebook's files, as ``Markup``."""
+    from markupsafe import Markup
 
-
-def _chart(figure: dict, div_id: str) -> str:
-    return f'<div class="chart">{html_assets.figure_html(figure, div_id)}</div>'
+    return Markup(" · ").join(Markup('<a href="{}">{}</a>').format(f, kind) for kind, f in n["files"].items())
 
 
 def _error(n: dict) -> str:
     from .notebook_run import error_line
 
     failed = f"failed rows: {', '.join(n['failed_rows'])}" if n.get("failed_rows") else ""
-    text = "\n".join(filter(None, (error_line(n["error"]), failed)))
-    return f'<pre class="error">{html.escape(text)}</pre>' if text else ""
-
-
-def _links(n: dict) -> str:
-    return " · ".join(f'<a href="{html.escape(f)}">{kind}</a>' for kind, f in n["files"].items())
+    return "\n".join(filter(None, (error_line(n["error"]), failed)))
 
 
 NO_FINDINGS = {
@@ -344,26 +327,7 @@ NO_FINDINGS = {
 
 def _status(n: dict) -> str:
     """The notebook's status as a CSS class (``not run`` -> ``not-run``)."""
-    return html.escape(n["status"].replace(" ", "-"))
-
-
-def _findings(summary: dict) -> str:
-    parts = []
-    for n in summary["notebooks"]:
-        items = "".join(f"<li>{html.escape(s)}</li>" for s in n.get("findings") or [])
-        if not items:
-            why = NO_FINDINGS.get(n["status"])
-            items = f'<li class="none">no findings saved{f" ({why})" if why else ""}</li>'
-        parts.append(
-            f'<div class="finding {_status(n)}"><h3>{html.escape(n["name"])} '
-            f'<span class="status">{html.escape(n["status"])}</span> '
-            f"<small>{tables.number(n['seconds'])} s</small></h3><ul>{items}</ul>{_error(n)}</div>"
-        )
-    return "".join(parts)
-
-
-def _value(v) -> str:
-    return ", ".join(tables.number(x) for x in v) if isinstance(v, (list, tuple)) else tables.number(v)
+    return n["status"].replace(" ", "-")
 
 
 def _resolved(summary: dict) -> dict:
@@ -378,42 +342,47 @@ def ran_with(summary: dict, n: dict) -> dict[str, tuple]:
     return {k: (v, run.get(k)) for k, v in (n.get("params") or {}).items() if k != "output_dir" and v != run.get(k)}
 
 
-def _parameters_table(summary: dict) -> str:
+def _parameters_table(summary: dict):
     """The parameters some notebook ran with (its results' ``params``) at another value than the
-    run's resolved one: per parameter the run's value and, where it differs, each notebook's."""
+    run's resolved one: per parameter the run's value and, where it differs, each notebook's; None
+    when every notebook ran with the run's."""
     run = _resolved(summary)
     differing = {n["name"]: ran_with(summary, n) for n in summary["notebooks"] if n.get("params")}
     names = list(dict.fromkeys(k for d in differing.values() for k in d))
     if not names:
-        return '<p class="note">Every notebook that saved its parameters ran with the run\'s.</p>'
-    head = "".join(f"<th>{html.escape(nb[:2])}</th>" for nb in differing)
-    body = "".join(
-        f"<tr><td>{html.escape(k)}</td><td>{html.escape(_value(run.get(k)))}</td>"
-        + "".join(
-            f'<td class="differs">{html.escape(_value(d[k][0]))}</td>' if k in d else "<td></td>"
-            for d in differing.values()
-        )
-        + "</tr>"
+        return None
+    rows = [
+        [k, tables.number(run.get(k))]
+        + [tables.Cell(tables.number(d[k][0]), "differs") if k in d else None for d in differing.values()]
         for k in names
-    )
-    return (
-        f'<table class="params"><caption>Parameters a notebook ran with at another value than the run\'s '
-        f"(blank: the run's)</caption><tr><th>parameter</th><th>run</th>{head}</tr>{body}</table>"
+    ]
+    return tables.html_table(
+        rows,
+        ["parameter", "run", *(nb[:2] for nb in differing)],
+        "Parameters a notebook ran with at another value than the run's (blank: the run's)",
+        css="params",
     )
 
 
-def _status_table(summary: dict) -> str:
-    rows = "".join(
-        f'<tr class="{_status(n)}"><td>{html.escape(n["name"])}</td>'
-        f'<td class="status">{html.escape(n["status"])}</td><td class="num">{tables.number(n["seconds"])}</td>'
-        f"<td>{html.escape(scheduler.ran_on(n.get('gpu'), n.get('cpus')))}</td><td>{_links(n)}</td></tr>"
+def _status_table(summary: dict):
+    """Per notebook its status, time, where it ran and its files; the run's time last."""
+    rows = [
+        [
+            n["name"],
+            tables.Cell(n["status"], "status"),
+            n["seconds"],
+            scheduler.ran_on(n.get("gpu"), n.get("cpus")),
+            _links(n),
+        ]
         for n in summary["notebooks"]
+    ]
+    rows.append(["run", None, summary.get("seconds"), None, None])
+    return tables.html_table(
+        rows,
+        ["notebook", "status", "time_s", "ran_on", "files"],
+        row_classes=[_status(n) for n in summary["notebooks"]] + [""],
+        css="notebooks",
     )
-    total = (
-        f'<tr><td>run</td><td></td><td class="num">{tables.number(summary.get("seconds"))}</td><td></td><td></td></tr>'
-    )
-    head = "".join(f"<th>{h}</th>" for h in ("notebook", "status", "time (s)", "ran on", "files"))
-    return f'<table class="notebooks"><tr>{head}</tr>{rows}{total}</table>'
 
 
 def _environment_line(summary: dict) -> str:
@@ -429,24 +398,38 @@ def _environment_line(summary: dict) -> str:
         else ""
     )
     cache = f" · compile caches: {env['compile_cache']}{left}" if env.get("compile_cache") else ""
-    return f"{html.escape(device_label(env))} · {html.escape(stack)}{html.escape(cache)}"
+    return f"{device_label(env)} · {stack}{cache}"
 
 
-STYLE = """body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em auto;max-width:78em;padding:0 1.5em;color:#222;line-height:1.4}
-h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
-h3{margin:.8em 0 .3em;font-size:1.05em}.meta{color:#555;margin-top:0}
-table{border-collapse:collapse;font-size:88%;margin:.6em 0 1.2em;font-variant-numeric:tabular-nums}
-caption{text-align:left;font-weight:600;padding:.3em 0}td,th{border-bottom:1px solid #e3e3e3;padding:3px 9px;text-align:left;vertical-align:top}
-td.num{text-align:right}
-th{background:#f4f4f4;border-bottom:2px solid #bbb}
-.finding{border-left:5px solid #c22;padding:.1em 0 .1em 1em;margin:.8em 0}.finding.ok{border-color:#2a2}
-.finding.interrupted{border-color:#e4872d}.finding.not-run{border-color:#bbb}
-.interrupted .status{color:#e4872d}.not-run .status{color:#888}td.differs{background:#fff3cd;font-weight:600}
-.finding ul{margin:.2em 0;padding-left:1.2em}.finding li{margin:.25em 0}li.none{color:#888}
-.status{font-weight:600;font-size:90%;color:#c22}.ok .status,tr.ok .status{color:#2a2}
-pre.error{background:#fee;padding:.5em;white-space:pre-wrap}details{margin:.5em 0}summary{cursor:pointer;color:#345}
-p.error{background:#fee;padding:.5em}
-.note{color:#666;font-size:90%}.chart{margin:1em 0}"""
+def _chart(figure: dict, div_id: str):
+    from markupsafe import Markup
+
+    return Markup(html_assets.figure_html(figure, div_id))
+
+
+def _notebook(summary: dict, n: dict, timing: dict | None, charts_from: Path | None) -> dict:
+    """What the page shows of notebook ``n``: its findings and, in its section, the parameters it
+    ran with unlike the run, its key table, the seed tables (02 on the seed's step) and, from
+    ``charts_from`` (the run folder, for report.html), its charts."""
+    shown = [tables.html_table(n["key_table"])] if n["key_table"] else []
+    if n["name"] == TIMING_NOTEBOOK and timing and _seed_step(timing):
+        shown += [tables.html_table(t) for t in executor_timing.seed_tables(timing.get("rows", []))]
+    figures = notebook_figures(charts_from, n["files"]) if charts_from else []
+    return {
+        "name": n["name"],
+        "status": n["status"],
+        "css": _status(n),
+        "seconds": tables.number(n["seconds"]),
+        "findings": n.get("findings") or [],
+        "no_findings": NO_FINDINGS.get(n["status"]),
+        "error": _error(n),
+        "links": _links(n),
+        "ran_with": ", ".join(
+            f"{k} {tables.number(v)} (run: {tables.number(r)})" for k, (v, r) in ran_with(summary, n).items()
+        ),
+        "tables": shown,
+        "charts": [_chart(f, "fig-" + n["name"][:2] + f"-{i}") for i, f in enumerate(figures)],
+    }
 
 
 def index_html(summary: dict, run_dir: Path | None = None, standalone: bool = False, published: bool = False) -> str:
@@ -454,63 +437,30 @@ def index_html(summary: dict, run_dir: Path | None = None, standalone: bool = Fa
     time per notebook, the key and seed tables, parameters and environment. ``standalone``: plotly.js
     inlined and the notebooks' charts included (``report.html``); else the shared ``plotly.packed.js``.
     ``published``: a copy made by ``publish``, which holds no report.html and no notebooks."""
+    from markupsafe import Markup
+
     run_dir = Path(run_dir) if run_dir else None
     timing = _timing(run_dir, summary) if run_dir else None
-    charts, details = [], []
-    if timing:
-        charts.append(_chart(headline_figure(timing, device_label(summary.get("environment"))), "headline"))
-    for n in summary["notebooks"]:
-        differs = ", ".join(f"{k} {_value(v)} (run: {_value(r)})" for k, (v, r) in ran_with(summary, n).items())
-        section = [_error(n)]
-        if differs:
-            section.append(f'<p class="note">Ran with, unlike the run: {html.escape(differs)}</p>')
-        if n["key_table"]:
-            section.append(_table(n["key_table"]))
-        if n["name"] == TIMING_NOTEBOOK and timing and _seed_step(timing):
-            section += [_table(t) for t in executor_timing.seed_tables(timing.get("rows", []))]
-        if standalone and run_dir:
-            figures = notebook_figures(run_dir, n["files"])
-            section += [_chart(f, "fig-" + n["name"][:2] + f"-{i}") for i, f in enumerate(figures)]
-        details.append(
-            f'<section class="{_status(n)}"><h3>{html.escape(n["name"])} '
-            f'<span class="status">{html.escape(n["status"])}</span> '
-            f"<small>{tables.number(n['seconds'])} s · {_links(n)}</small></h3>{''.join(section)}</section>"
-        )
+    headline = _chart(headline_figure(timing, device_label(summary.get("environment"))), "headline") if timing else None
     plotly = html_assets.inline_plotly_js() if standalone else f'<script src="{html_assets.PLOTLY_JS}"></script>'
-    note = (
-        '<p class="note">One file: plotly.js and the notebooks\' charts are inside it; the links point into the run folder.</p>'
-        if standalone
-        else '<p class="note">A published copy of the run: its results files, summary and environment; '
-        "the executed notebooks and their charts stayed in the run folder.</p>"
-        if published
-        else '<p class="note"><a href="report.html">report.html</a>: this page and the notebooks\' charts in one file, to send.</p>'
+    page = tables.render(
+        "index.html.j2",
+        title=f"latency-lab run {summary.get('run_id', run_dir.name if run_dir else '')}",
+        ok=summary.get("ok"),
+        stopped=summary.get("stopped"),
+        interrupted=summary.get("interrupted"),
+        environment_line=_environment_line(summary),
+        started=str(summary.get("started")),
+        seconds=tables.number(summary.get("seconds")),
+        command=summary.get("command", ""),
+        kind="standalone" if standalone else "published" if published else "index",
+        notebook_changes=summary.get("notebook_changes") or {},
+        plotly=Markup(plotly),
+        headline=headline,
+        notebooks=[_notebook(summary, n, timing, run_dir if standalone else None) for n in summary["notebooks"]],
+        status_table=_status_table(summary),
+        parameters_table=_parameters_table(summary),
+        parameters_json=json.dumps(summary.get("parameters"), indent=1),
+        environment_json=json.dumps(summary.get("environment"), indent=1),
     )
-    headline = (
-        "".join(charts)
-        or '<p class="note">No headline chart: the timing notebook (02) did not run or wrote no results.</p>'
-    )
-    changed = summary.get("notebook_changes") or {}
-    if changed:
-        note += (
-            '<p class="error"><b>Not the committed notebooks</b> (edited files ran): '
-            + "; ".join(f"{html.escape(n)}: {html.escape(c)}" for n, c in changed.items())
-            + "</p>"
-        )
-    params = html.escape(json.dumps(summary.get("parameters"), indent=1))
-    env = html.escape(json.dumps(summary.get("environment"), indent=1))
-    title = f"latency-lab run {summary.get('run_id', run_dir.name if run_dir else '')}"
-    state = "all notebooks ok" if summary.get("ok") else "<b>some notebooks failed</b>"
-    if summary.get("stopped"):
-        state = f"<b>the run stopped: {html.escape(str(summary['stopped']))}</b>"
-    if summary.get("interrupted"):
-        state = f"<b>interrupted ({html.escape(str(summary['interrupted']))})</b>"
-    return f"""<!DOCTYPE html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<style>{STYLE}</style>{plotly}</head><body>
-<h1>{html.escape(title)}</h1>
-<p class="meta">{state} · {_environment_line(summary)} · started {html.escape(str(summary.get("started")))} ·
-{tables.number(summary.get("seconds"))} s · <code>{html.escape(summary.get("command", ""))}</code></p>{note}
-<h2>Findings</h2>{headline}{_findings(summary)}
-<h2>Notebooks</h2>{_status_table(summary)}{"".join(details)}
-<h2>Parameters</h2>{_parameters_table(summary)}
-<details><summary>as given and as resolved</summary><pre>{params}</pre></details>
-<h2>Environment</h2><details><summary>versions and hardware</summary><pre>{env}</pre></details></body></html>"""
+    return str(page)

@@ -249,7 +249,7 @@ def test_cli_prints_and_writes_the_report_into_run_b(runs):
     assert proc.returncode == 0, proc.stderr
     assert "parameters that differ:" in proc.stdout and "cache_mode: seed -> none" in proc.stdout
     assert "packages.torch: 2.9.1 -> 2.11.0" in proc.stdout
-    line = next(l for l in proc.stdout.splitlines() if l.startswith("02_executor_timing") and "wall_ms" in l)
+    line = next(t for t in proc.stdout.splitlines() if t.startswith("02_executor_timing") and "wall_ms" in t)
     assert line.split()[-2:] == ["2.00", "yes"]
     assert (
         "7 numbers compared, 5 with a spread in both runs; 4 differ by more than that spread (4 higher in B, 0 lower)"
@@ -258,7 +258,8 @@ def test_cli_prints_and_writes_the_report_into_run_b(runs):
     page, data = runs / "b" / "compare-a-vs-b.html", runs / "b" / "compare-a-vs-b.json"
     assert json.loads(data.read_text())["notebooks"] == ["02_executor_timing", "04_op_microbenchmarks"]
     html = page.read_text()
-    assert "Parameters that differ" in html and "cache_mode" in html and "class='beyond'" in html
+    assert "Parameters that differ" in html and "cache_mode" in html
+    assert '<tr class="beyond"><td>eager</td><td>wall_ms</td>' in html  # a row beyond spread, marked
 
 
 @pytest.mark.parametrize(

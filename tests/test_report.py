@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import replace
 from pathlib import Path
+from xml.etree import ElementTree
 
 import nbformat
 import pytest
@@ -51,6 +53,8 @@ MAX_RUN_MB = 10
         (math.nan, ""),
         (math.inf, ""),
         ("thunder", "thunder"),
+        ([1, 0.455, None], "[1, 0.455, ]"),
+        ((16, "x"), "[16, x]"),
     ],
 )
 def test_number_prints_three_significant_figures_and_blanks(value, text):
@@ -92,6 +96,103 @@ def test_frame_formats_for_display_and_keeps_raw_numbers():
     )
     only = display.frame(rows, ["executor"], only=True)
     assert list(only.columns) == ["executor"]
+
+
+# --- the one HTML table and the one stylesheet -----------------------------------------------------
+
+
+def _cells(table: str) -> tuple[list, list]:
+    """A rendered table parsed: its header cells and body rows, each cell as (text, class)."""
+    root = ElementTree.fromstring(table[table.index("<table") :])  # the renderer writes well-formed markup
+    cell = lambda e: ("".join(e.itertext()), e.get("class") or "")  # noqa: E731
+    return [cell(th) for th in root.iter("th")], [[cell(td) for td in tr.iter("td")] for tr in root.find("tbody")]
+
+
+def test_html_table_escapes_aligns_numbers_right_and_leaves_blanks():
+    rows = [
+        {"executor": "<script>alert(1)</script>", "wall_ms": 1.23456, "kernels_per_step": 60, "note": "a & b"},
+        {"executor": "thunder", "wall_ms": math.nan, "kernels_per_step": None, "note": 2.0},
+    ]
+    page = str(tables.html_table(rows, caption="<i>Demo</i>"))
+    assert "<script>" not in page and "&lt;script&gt;" in page and "<caption>&lt;i&gt;Demo&lt;/i&gt;</caption>" in page
+    head, body = _cells(page)
+    assert head == [("executor", ""), ("wall (ms)", "num"), ("kernels per step", "num"), ("note", "")]  # mixed: text
+    assert body == [
+        [("<script>alert(1)</script>", ""), ("1.23", "num"), ("60", "num"), ("a & b", "")],
+        [("thunder", ""), ("", ""), ("", ""), ("2.00", "num")],  # NaN and None: blank, not aligned
+    ]
+    assert "nan" not in page.lower() and "None" not in page and page.startswith('<table class="latency-lab">')
+
+
+def test_html_table_takes_key_tables_lists_markup_and_cell_classes():
+    from markupsafe import Markup
+
+    key = results.key_table("Timing", [{"executor": "eager", "first_call_s": 0.5}])
+    assert _cells(tables.html_table(key)) == (
+        [("executor", ""), ("first call (s)", "num")],
+        [[("eager", ""), ("0.500", "num")]],
+    )
+    assert "<caption>Other</caption>" in tables.html_table(key, caption="Other")
+    rows = [[Markup('<a href="x.html">x</a>'), tables.Cell("1.0-2.0", "num"), tables.Cell("<b>", "differs")]]
+    page = tables.html_table(rows, ["link", "range", "value"], row_classes=["ok"], css="params")
+    assert '<td><a href="x.html">x</a></td>' in page and '<td class="differs">&lt;b&gt;</td>' in page
+    assert page.startswith('<table class="latency-lab params">') and '<tr class="ok">' in page
+    assert _cells(page)[0][1] == ("range", "num")  # a column of text aligned as numbers
+    with pytest.raises(ValueError, match="need their columns"):
+        tables.html_table([[1, 2]])
+    with pytest.raises(ValueError, match="do not match the 2 columns"):
+        tables.html_table([[1, 2, 3]], ["a", "b"])
+    styled = tables.html_table(key, style=True)  # outside the pages: the stylesheet comes along
+    assert styled.startswith("<style>") and STYLESHEET in styled
+
+
+STYLESHEET = (Path(tables.__file__).parent / "templates" / "style.css").read_text().strip()
+
+
+def test_stylesheet_rules_are_scoped_to_latency_lab():
+    """Notebook and explorer tables carry the stylesheet into JupyterLab: no rule may restyle the lab."""
+    rules = re.sub(r"/\*.*?\*/", "", STYLESHEET, flags=re.S)
+    selectors = [s.strip() for block in re.findall(r"([^{}]+)\{", rules) for s in block.split(",")]
+    assert len(selectors) > 20 and all(".latency-lab" in s for s in selectors), selectors
+
+
+def test_numbers_align_right_in_a_notebook_page(tmp_path):
+    """Headless Chromium computes the alignment in a notebook's HTML (nbconvert, the lab's stylesheet,
+    whose rule right-aligns every cell of an output): text left, numbers right."""
+    table = display.frame([{"executor": "eager", "wall_ms": 1.5, "kernels_per_step": None}])._repr_html_()
+    probe = (
+        "<script>window.addEventListener('load', () => { document.body.dataset.align = [...document"
+        ".querySelectorAll('table.latency-lab :is(th, td)')].map(c => getComputedStyle(c).textAlign).join(' '); });"
+        "</script>"
+    )
+    cell = nbformat.v4.new_code_cell("table")
+    cell.outputs = [nbformat.v4.new_output("display_data", data={"text/html": html}) for html in (table, probe)]
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [cell]
+    nbformat.write(nb, tmp_path / "01_table.ipynb")
+    page = notebook_run.to_html(tmp_path / "01_table.ipynb")
+    dom = chromium_dom(page.as_uri(), tmp_path / "profile", budget_ms=3000, offline=True)
+    assert 'data-align="left right left right"' in dom, re.findall(r"<body[^>]*>", dom)
+
+
+def test_pages_share_the_one_stylesheet(tmp_path):
+    """index.html, report.html, a published index.html and a compare page carry style.css, and no
+    other style; every table on them is the renderer's."""
+    from latency_lab import compare
+
+    run, summary = _fake_run(tmp_path)
+    report.write(run, summary)
+    report.publish(run, tmp_path / "pub", allow_incomplete=True)
+    assert compare.main([str(run), str(run), "--out", str(tmp_path / "cmp")]) == 0
+    pages = [run / "index.html", run / "report.html", tmp_path / "pub" / "index.html"]
+    pages += list((tmp_path / "cmp").glob("compare-*.html"))
+    assert len(pages) == 4
+    for path in pages:
+        page = path.read_text()
+        assert page.count("<style") == 1 and f"<style>{STYLESHEET}</style>" in page, path.name
+        assert '<body class="latency-lab">' in page and ' style="' not in page, path.name
+        assert page.count("<table") == page.count('<table class="latency-lab') > 0, path.name
+    assert not hasattr(report, "STYLE")
 
 
 # --- the seed and here, one table per metric -----------------------------------------------------------
