@@ -319,6 +319,16 @@ def chromium_page(profile: Path):
 WIDGET_BUTTON = "[...document.querySelectorAll('.jupyter-widgets button')].find(b => b.textContent.trim() == 'Run')"
 PANEL = "[...window.jupyterapp.shell.widgets('main')].find(w => w.sessionContext && w.content)"  # the notebook's panel
 KERNEL_IDLE = f"(() => {{ const k = {PANEL}?.sessionContext?.session?.kernel; return !!k && k.status == 'idle'; }})()"
+RUN_OUTCOME = f"""(() => {{
+    const panel = {PANEL};
+    const cells = panel.content.widgets.filter(c => c.model.type == 'code');
+    const errors = cells.flatMap(c => [...Array(c.model.outputs.length).keys()]
+        .map(i => c.model.outputs.get(i).toJSON()).filter(o => o.output_type == 'error')
+        .map(o => o.ename + ': ' + o.evalue));
+    if (errors.length) return errors.join('\\n');
+    const idle = panel.sessionContext.session?.kernel?.status == 'idle';
+    return idle && cells.every(c => c.model.executionCount) ? 'done' : null;
+}})()"""  # 'done', the error outputs' lines, or null while Run All goes on
 CELLS_STARTED = (
     "[...document.querySelectorAll('.jp-Notebook .jp-InputPrompt')].some(e => /\\[(\\*|\\d+)\\]/.test(e.textContent))"
 )
@@ -416,7 +426,7 @@ def test_explorer_stop_and_reload_in_jupyterlab(tmp_path):
 
 
 def test_edited_parameters_cell_changes_neither_the_batch_run_nor_git(tmp_path):
-    """A user opens 01 in JupyterLab, edits its parameters cell and runs it; autosave writes the edit
+    """A user opens 01 in JupyterLab, edits its parameters cell and runs it; autosave or Ctrl+S writes the edit
     and the outputs to the tracked file. The next runner.py run uses the package's parameters (and
     records that the file is not the committed one); git stores the edit without the outputs."""
     from test_notebook_files import make_repo
@@ -435,8 +445,11 @@ def test_edited_parameters_cell_changes_neither_the_batch_run_nor_git(tmp_path):
             cell.model.sharedModel.setSource(cell.model.sharedModel.getSource() + {json.dumps(chr(10) + edited)});
         }})()""")
         run_all_cells(page, log)
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:  # autosave: the edit and the outputs reach the file
+        outcome = page.wait(RUN_OUTCOME, 480, "end of Run All (every code cell numbered, kernel idle)", log)
+        assert outcome == "done", f"Run All stopped on an error in the Lab:\n{outcome}"
+        page.js(f"{PANEL}.context.save()")  # as Ctrl+S would (autosave may have saved a part of the run)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # the edit and the outputs reach the tracked file
             on_disk = nbformat.read(path, as_version=4)
             if edited in "".join(c.source for c in on_disk.cells) and all(
                 c.execution_count for c in on_disk.cells if c.cell_type == "code"
@@ -444,7 +457,8 @@ def test_edited_parameters_cell_changes_neither_the_batch_run_nor_git(tmp_path):
                 break
             time.sleep(2)
         else:
-            pytest.fail(f"autosave did not write the run into {path}:\n{log.read_text()[-2000:]}")
+            shown = (page.js("document.body.innerText") or "")[-1500:]
+            pytest.fail(f"saving did not write the run into {path}; page:\n{shown}\n{log.read_text()[-2000:]}")
     assert sum(len(c.outputs) for c in on_disk.cells if c.cell_type == "code") > 0
     proc = run_runner(
         "--notebook-dir",
