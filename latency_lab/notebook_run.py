@@ -99,6 +99,8 @@ def execute(path: Path, run_dir: Path, parameters: dict, kernel: str, timeout: i
         # The kernel is stopped at once when the notebook ends: a graceful shutdown of a kernel still busy
         # in a timed-out cell makes it print a zmq traceback as it answers on a closed socket. It keeps no
         # IPython history: nobody reads a headless run's back, and on a full disk it prints a traceback.
+        # Its log shows errors only: the kernel listens on localhost, and its warning that TCP is not
+        # encrypted would otherwise interleave every notebook's progress line.
         papermill.execute_notebook(
             str(path),
             str(executed),
@@ -109,7 +111,7 @@ def execute(path: Path, run_dir: Path, parameters: dict, kernel: str, timeout: i
             execution_timeout=timeout,
             store_widget_state=False,
             shutdown_kernel="immediate",
-            extra_arguments=["--HistoryManager.enabled=False"],
+            extra_arguments=["--HistoryManager.enabled=False", "--IPKernelApp.log_level=ERROR"],
         )
         outcome.status = "ok"
     except PapermillExecutionError as e:

@@ -297,6 +297,7 @@ def test_failing_notebook_is_marked_and_others_survive(tmp_path):
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "FAILED: 02_fails" in proc.stdout
+    assert "IPKernelApp" not in proc.stderr, proc.stderr  # no kernel log between the progress lines
     summary = json.loads((out / "r" / "summary.json").read_text())
     status = {n["name"]: n for n in summary["notebooks"]}
     assert status["01_ok"]["status"] == "ok" and status["03_after"]["status"] == "ok"
