@@ -170,6 +170,15 @@ def spread(row: dict, metric: str) -> tuple[float, float] | None:
     return None
 
 
+def interval(row: dict, metric: str) -> tuple[float, float] | None:
+    """The interval a second run is promised to land in for ``metric`` of ``row`` (its ``_lo``/``_hi``
+    columns: ``host_state``); None where the notebook printed none (counts, kernel time, first calls)."""
+    names = metrics.interval_names(metric)
+    if names and all(_number(row.get(n)) for n in names):
+        return row[names[0]], row[names[1]]
+    return None
+
+
 def host_moved(run: dict) -> tuple[float | None, float | None]:
     """How far a run's host moved (the largest host-reference range over its notebooks, as a
     fraction) and its host reference's level (ms, the median of the timing notebook's, else any)."""
@@ -223,14 +232,23 @@ def compare_notebook(name: str, a: dict, b: dict, host: float | None = None) -> 
         for m in metrics:
             va, vb = ra.get(m), rb.get(m)
             if _number(va) or _number(vb):
-                out.append(_entry(name, key, m, va, vb, spread(ra, m), spread(rb, m), host))
+                out.append(
+                    _entry(name, key, m, va, vb, spread(ra, m), spread(rb, m), host, interval(ra, m), interval(rb, m))
+                )
     return out, skipped
 
 
-def _entry(notebook, key, metric, a, b, spread_a, spread_b, host: float | None = None) -> dict:
+def _entry(notebook, key, metric, a, b, spread_a, spread_b, host=None, interval_a=None, interval_b=None) -> dict:
+    """One number of both runs. With both runs' intervals: ``reproduced`` when B lies inside A's
+    interval or A inside B's, else ``changed`` (the host states are already out of both: the
+    intervals are fast-state ones). Without: beyond spread when the q1-q3 ranges do not overlap and,
+    for a host-bound time, the ratio exceeds how far the hosts moved."""
     both = _number(a) and _number(b)
-    beyond = None
-    if both and spread_a and spread_b:
+    beyond, verdict = None, None
+    if both and interval_a and interval_b:
+        inside = interval_a[0] <= b <= interval_a[1] or interval_b[0] <= a <= interval_b[1]
+        beyond, verdict = not inside, "reproduced" if inside else "changed"
+    elif both and spread_a and spread_b:
         beyond = spread_a[1] < spread_b[0] or spread_b[1] < spread_a[0]
         if beyond and host is not None and a and not metric.startswith(HOST_FREE):
             beyond = abs(b / a - 1) > host
@@ -243,7 +261,10 @@ def _entry(notebook, key, metric, a, b, spread_a, spread_b, host: float | None =
         "ratio": b / a if both and a else None,
         "a_q1_q3": spread_a,
         "b_q1_q3": spread_b,
+        "a_interval": interval_a,
+        "b_interval": interval_b,
         "beyond_spread": beyond,
+        "verdict": verdict,
     }
 
 
@@ -292,13 +313,15 @@ TABLE = (
     ("row", "row"),
     ("metric", "metric"),
     ("A", "a"),
+    ("A interval", "a_interval"),
     ("A q1-q3", "a_q1_q3"),
     ("B", "b"),
     ("B q1-q3", "b_q1_q3"),
     ("B / A", "ratio"),
+    ("verdict", "verdict"),
     ("beyond spread", "beyond_spread"),
 )  # (header, key of a comparison row)
-RANGES = ("a_q1_q3", "b_q1_q3")
+RANGES = ("a_interval", "a_q1_q3", "b_q1_q3")
 
 
 def cell(entry: dict, key: str) -> str:
@@ -315,19 +338,27 @@ def tally(report: dict) -> str:
     higher = sum(e["b"] > e["a"] for e in beyond)
     spread = sum(e["beyond_spread"] is not None for e in numbers)
     changed = len(report["rows"]) - len(numbers)
+    judged = [e for e in numbers if e.get("verdict")]
+    reproduced = sum(e["verdict"] == "reproduced" for e in judged)
+    verdicts = (
+        f" Of the {len(judged)} numbers with an interval (host-side times and ratios), {reproduced} reproduced "
+        f"(B inside A's interval, or A inside B's) and {len(judged) - reproduced} changed."
+        if judged
+        else ""
+    )
     hosts = report.get("hosts_apart")
     apart = (
         ""
         if hosts is None
         else (
-            f" The two hosts were up to {hosts:.0%} apart (host reference); a host-bound time "
-            "counts as beyond spread only when it moved further."
+            f" The two hosts' references were up to {hosts:.0%} apart; a host-bound time without an "
+            "interval counts as beyond spread only when it moved further."
         )
     )
     return (
         f"{len(numbers)} numbers compared, {spread} with a spread in both runs; {len(beyond)} differ by more "
         f"than that spread ({higher} higher in B, {len(beyond) - higher} lower)"
-        f"{f'; {changed} rows changed status' if changed else ''}.{apart}"
+        f"{f'; {changed} rows changed status' if changed else ''}.{verdicts}{apart}"
     )
 
 

@@ -9,7 +9,7 @@ than half of its wall time (``HOST_BOUND_BUSY``). Ranks and ties come from ratio
 
 from __future__ import annotations
 
-from . import reference
+from . import harness, reference
 from .harness import Prepared, Rounds
 from .metrics import Stat
 from .tables import number
@@ -219,16 +219,6 @@ def host_bound_text(table: list[dict]) -> str | None:
     return text
 
 
-def drift_text(timed: Rounds) -> str:
-    drift, ref = timed.drift_pct(), timed.reference
-    if drift is None:
-        return "No host reference was timed."
-    return (
-        f"The host reference (a fixed Python loop, {number(ref.median)} ms) ranged over {number(drift)}% of its "
-        f"median across the {ref.n} rounds: host-bound rows move with it, kernel times do not."
-    )
-
-
 def cpu_text(params) -> str | None:
     """What a CPU run can and cannot answer."""
     if params.is_cuda:
@@ -247,7 +237,7 @@ def findings(table: list[dict], timed: Rounds, params) -> list[str]:
             ranking_text(table, timed),
             host_bound_text(table),
             seed_order_text(table, timed, params),
-            drift_text(timed),
+            harness.state_text(timed),
             cpu_text(params),
         )
         if t

@@ -5,9 +5,10 @@ again (``release``).
 
 The rounds are the suite's one way to compare wall and host times: every round gives every entry
 one block (warm-up calls, then ``iters`` back-to-back calls timed by CUDA events and ``perf_counter``
-at once), forward then reverse order, with a fixed pure-Python loop timed in the same round. A drift
-of the machine moves the reference and every entry together; ratios between entries are taken within
-rounds, so such a drift cancels out of them, and the reference's range says how far the host moved.
+at once), forward then reverse order, each block between two timings of a fixed pure-Python loop
+(the host reference). The host's speed state flips faster than a round lasts (``host_state``): a
+block counts as fast when both of its references are, headlines are medians over fast blocks (and
+ratios over rounds where both blocks were fast), each with the interval a second run lands in.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Callable
 
 import torch
 
-from . import timing
+from . import host_state, timing
 from .metrics import Stat
 from .model import compare_to_eager, logits_of
 from .registry import Executor
@@ -213,14 +214,25 @@ class Timed:
     host_ms: list[float] = field(default_factory=list)
     probes: dict[str, list] = field(default_factory=dict)
     error: str | None = None
+    reference_before_ms: list[float] = field(default_factory=list)  # the host reference right before each block
+    reference_after_ms: list[float] = field(default_factory=list)  # and right after it
+    fast: list[bool] = field(default_factory=list)  # per block: both references fast (set by ``rounds``)
+
+    def keep(self) -> list[bool] | None:
+        """Per block, whether the host was fast around it; None where no reference was timed."""
+        return self.fast if len(self.fast) == len(self.wall_ms) and self.fast else None
 
     @property
     def wall(self) -> Stat | None:
-        return Stat.of(self.wall_ms) if self.wall_ms else None
+        return Stat.headline(self.wall_ms, self.keep()) if self.wall_ms else None
 
     @property
     def host(self) -> Stat | None:
-        return Stat.of(self.host_ms) if self.host_ms else None
+        return Stat.headline(self.host_ms, self.keep()) if self.host_ms else None
+
+    def mark(self, cut: float | None) -> None:
+        """Flag each block fast or not against the rounds' ``cut``."""
+        self.fast = [host_state.fast(b, a, cut) for b, a in zip(self.reference_before_ms, self.reference_after_ms)]
 
     def passes(self) -> list[Stat | None]:
         """The wall's statistics per ABBA pass."""
@@ -249,6 +261,39 @@ class Rounds:
     def reference(self) -> Stat | None:
         return Stat.of(self.reference_ms) if self.reference_ms else None
 
+    def references(self) -> list[float]:
+        """Every host reference of the rounds: the two around each block."""
+        return [x for t in self.timed.values() for x in (*t.reference_before_ms, *t.reference_after_ms)]
+
+    @property
+    def cutoff_ms(self) -> float | None:
+        return host_state.cutoff(self.references())
+
+    def slow_share(self) -> float | None:
+        """The share of host references that read slow: how contended the host was."""
+        return host_state.slow_share(self.references(), self.cutoff_ms)
+
+    def fast_blocks(self) -> tuple[int, int]:
+        """Blocks that ran in the fast state, and all blocks."""
+        return sum(sum(t.fast) for t in self.timed.values()), sum(len(t.wall_ms) for t in self.timed.values())
+
+    def paired(self, a: str, b: str, metric: str, combine: Callable[[float, float], float]) -> Stat | None:
+        """``combine(a, b)`` round by round (both measured in the same round) over the rounds where both
+        blocks ran fast (all rounds when too few did), with its interval."""
+        if a not in self.timed or b not in self.timed:
+            return None
+        ta, tb = self.timed[a], self.timed[b]
+        xs, ys = getattr(ta, metric), getattr(tb, metric)
+        pairs = [
+            (combine(x, y), fa and fb)
+            for x, y, fa, fb in zip(xs, ys, ta.fast or [False] * len(xs), tb.fast or [False] * len(ys))
+        ]
+        pairs = [(v, k) for v, k in pairs if v is not None]
+        if not pairs:
+            return None
+        values, keep = zip(*pairs)
+        return Stat.headline(values, keep if ta.fast and tb.fast else None)
+
     def drift_pct(self) -> float | None:
         """How far the host moved during the rounds: the host reference's range (max - min) over its
         median, in %. A level change in a few rounds shows here even when the IQR stays small."""
@@ -256,11 +301,8 @@ class Rounds:
         return 100 * (ref.max - ref.min) / ref.median if ref and ref.median else None
 
     def ratio(self, a: str, b: str, metric: str = "wall_ms") -> Stat | None:
-        """``a`` over ``b`` round by round (both measured in the same round), as a statistic over the
-        rounds: a drift of the host moves both sides of each ratio alike."""
-        xs, ys = (getattr(self.timed[n], metric) if n in self.timed else [] for n in (a, b))
-        pairs = [x / y for x, y in zip(xs, ys) if y]
-        return Stat.of(pairs) if pairs else None
+        """``a`` over ``b`` round by round (``paired``): a drift of the host moves both sides alike."""
+        return self.paired(a, b, metric, lambda x, y: x / y if y else None)
 
     def record(self, name: str) -> dict:
         """The entry's results record: wall and host statistics, passes, every block, its error."""
@@ -277,6 +319,10 @@ class Rounds:
             "pass_ratio": t.pass_ratio(),
             "wall_ms": t.wall_ms,
             "host_ms": t.host_ms,
+            "reference_before_ms": t.reference_before_ms,
+            "reference_after_ms": t.reference_after_ms,
+            "fast": t.fast,
+            "fast_blocks": sum(t.fast),
             "error": t.error,
         }
 
@@ -287,6 +333,11 @@ class Rounds:
             "stat": ref and ref.to_dict(),
             "per_round_ms": self.reference_ms,
             "drift_pct": self.drift_pct(),
+            "cutoff_ms": self.cutoff_ms,
+            "slow_share": self.slow_share(),
+            "fast_blocks": self.fast_blocks()[0],
+            "blocks": self.fast_blocks()[1],
+            "method": host_state.METHOD,
         }
 
 
@@ -295,13 +346,15 @@ def rounds(
 ) -> Rounds:
     """Every entry in ``2 x repeats`` interleaved rounds after one discarded warm-up round. In each
     round every entry runs one block (``warmup`` calls, then ``iters`` timed calls; ``timing.block``)
-    and then its probes, in forward order on even rounds and reverse order on odd ones, and the host
-    reference is timed once. A failure ends that entry's blocks; a lost CUDA context ends everyone's."""
+    between two host references, and then its probes, in forward order on even rounds and reverse
+    order on odd ones. ``reference_ms`` per round is the median of that round's references. A
+    failure ends that entry's blocks; a lost CUDA context ends everyone's."""
     timed = {e.name: Timed(e.name, probes={k: [] for k in e.probes}) for e in entries}
     reference: list[float] = []
     total = 2 * repeats
     for r in range(-1, total):
         order = entries if r % 2 == 0 else entries[::-1]
+        round_refs: list[float] = []
         for e in order:
             t = timed[e.name]
             if t.error:
@@ -311,8 +364,10 @@ def rounds(
                     other.error = other.error or lost
                 break
             try:
+                before = timing.host_reference_ms()
                 timing.warm_up(e.fn, e.kwargs, warmup)
                 b = timing.block(e.fn, e.kwargs, device, iters)
+                after = timing.host_reference_ms()
                 probed = {k: probe() for k, probe in e.probes.items()}
             except Exception as err:  # one entry's failure is its row's reason
                 t.error = f"{'warm-up round' if r < 0 else f'round {r + 1}'}: {describe(err)}"
@@ -320,14 +375,20 @@ def rounds(
             if r >= 0:
                 t.wall_ms.append(b.wall_ms)
                 t.host_ms.append(b.host_ms)
+                t.reference_before_ms.append(before)
+                t.reference_after_ms.append(after)
+                round_refs += [before, after]
                 for k, v in probed.items():
                     t.probes[k].append(v)
-        ref = timing.host_reference_ms()
         if r >= 0:
-            reference.append(ref)
+            reference.append(Stat.of(round_refs or [timing.host_reference_ms()]).median)
         if r + 1 in (total // 4, total // 2, 3 * total // 4, total):
             progress(f"rounds: {r + 1} of {total} done")
-    return Rounds(timed, reference, timing.method_name(device), warmup, iters, total)
+    done = Rounds(timed, reference, timing.method_name(device), warmup, iters, total)
+    cut = done.cutoff_ms
+    for t in timed.values():
+        t.mark(cut)
+    return done
 
 
 def host_moved_note(rounds_: Rounds, difference: float) -> str:
@@ -338,7 +399,22 @@ def host_moved_note(rounds_: Rounds, difference: float) -> str:
         return ""
     return (
         f" (the host reference moved by {drift:.0f}% during these rounds, more than this difference; "
-        "the ratio is taken within rounds, where both sides move together)"
+        "the ratio is taken within rounds where both blocks ran fast)"
+    )
+
+
+def state_text(rounds_: Rounds) -> str:
+    """What the host did during the rounds and how the headlines deal with it."""
+    share, cut = rounds_.slow_share(), rounds_.cutoff_ms
+    if share is None:
+        return "No host reference was timed."
+    fast_n, blocks = rounds_.fast_blocks()
+    return (
+        f"The host read slow (its reference loop above {cut:.3g} ms, {host_state.FAST_FACTOR:g}x the 10th "
+        f"percentile) in {100 * share:.3g}% of {len(rounds_.references())} references; {fast_n} of {blocks} "
+        "blocks ran fast, and headlines are medians over those, each with the interval a second run is "
+        "promised to land in (bootstrap 95% of the median x sqrt(2), widened to its medians over four "
+        "time slices). Kernel times do not move with the host."
     )
 
 

@@ -119,7 +119,9 @@ def probes(prepared: dict[str, Prepared], kwargs: dict, calls: int) -> tuple[dic
 def breakdowns(insitu: dict, timed: Rounds) -> dict[str, dict]:
     """Per instrumented configuration, the in-place breakdown over the rounds (``summarize``)."""
     return {
-        n: thunder_breakdown.summarize(ins, timed.timed[n].probes.get("insitu") or [], timed.timed[n].host_ms)
+        n: thunder_breakdown.summarize(
+            ins, timed.timed[n].probes.get("insitu") or [], timed.timed[n].host_ms, timed.timed[n].keep()
+        )
         for n, ins in insitu.items()
         if n in timed.timed
     }
@@ -250,10 +252,11 @@ def region_rows(broken: dict[str, dict], measured: dict[str, dict]) -> list[dict
 
 def nvfusion_per_kernel(broken: dict[str, dict], regions: list[dict], name: str) -> Stat | None:
     """In-place host µs per kernel over all nvFusion regions of ``name``, per round (total nvFusion µs
-    over total nvFusion kernels), as a statistic over the rounds."""
+    over total nvFusion kernels), over the rounds where the host ran fast, with its interval."""
     kernels = sum(r["kernels"] or 0 for r in regions if r["executor"] == name and r["kind"] == "nvFusion")
     per_block = (broken.get(name) or {}).get("kinds_per_block", {}).get("nvFusion")
-    return Stat.of(us / kernels for us in per_block) if kernels and per_block else None
+    keep = (broken.get(name) or {}).get("fast")
+    return Stat.headline([us / kernels for us in per_block], keep) if kernels and per_block else None
 
 
 def grade(value: float, band: tuple[float, float]) -> str:

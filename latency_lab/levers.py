@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import harness, host_overhead, registry, sweep, thunder_breakdown
+from . import harness, host_overhead, host_state, registry, sweep, thunder_breakdown
 from .harness import Prepared, Rounds
 from .metrics import Stat
 from .tables import number
@@ -39,8 +39,9 @@ KEY_COLUMNS = [
     "wall_ms",
     "host_ms",
     "host_saved_us",
-    "host_saved_q1_us",
-    "host_saved_q3_us",
+    "host_saved_lo_us",
+    "host_saved_hi_us",
+    "saving",
     "status",
     "reason",
 ]
@@ -81,11 +82,24 @@ def nothing_to_move(trace: dict | None, ops: tuple[str, ...]) -> bool:
 
 
 def saved(timed: Rounds, name: str, baseline: str = BASELINE) -> Stat | None:
-    """Host µs per step the configuration saves against the baseline, round by round."""
-    if name not in timed.timed or baseline not in timed.timed:
-        return None
-    pairs = [(b - x) * 1e3 for x, b in zip(timed.timed[name].host_ms, timed.timed[baseline].host_ms)]
-    return Stat.of(pairs) if pairs else None
+    """Host µs per step the configuration saves against the baseline, round by round over the rounds
+    where both ran fast (``Rounds.paired``), with its interval."""
+    return timed.paired(baseline, name, "host_ms", lambda b, x: (b - x) * 1e3)
+
+
+def saving_verdict(timed: Rounds, name: str, baseline: str = BASELINE) -> tuple[str | None, float | None]:
+    """``saves``, ``costs`` or ``not separated`` (sign test over the same rounds as ``saved``, p <
+    0.05, and an interval that excludes zero), and the sign test's p."""
+    s = saved(timed, name, baseline)
+    if s is None:
+        return None, None
+    ta, tb = timed.timed[baseline], timed.timed[name]
+    both = [f and g for f, g in zip(ta.fast, tb.fast)] if s.fast_only else None
+    diffs = [(b - x) * 1e3 for i, (b, x) in enumerate(zip(ta.host_ms, tb.host_ms)) if both is None or both[i]]
+    p = host_state.sign_test(diffs)
+    if not host_state.separated(diffs, s.lo, s.hi):
+        return "not separated", p
+    return ("saves" if s.lo > 0 else "costs"), p
 
 
 def part_deltas(broken: dict[str, dict], name: str, baseline: str = BASELINE) -> dict[str, float]:
@@ -117,6 +131,7 @@ def row(p: Prepared, measured: dict, timed: Rounds, broken: dict[str, dict], flo
     kernels = measured.get("kernels") or {}
     nv, other, symbols = regions_of(measured.get("trace"))
     s = saved(timed, p.name) if p.name != BASELINE else None
+    verdict, p_value = saving_verdict(timed, p.name) if p.name != BASELINE else (None, None)
     deltas = part_deltas(broken, p.name) if p.name != BASELINE else {}
     largest = max(deltas.items(), key=lambda kv: abs(kv[1])) if deltas else None
     out = p.row(
@@ -131,6 +146,8 @@ def row(p: Prepared, measured: dict, timed: Rounds, broken: dict[str, dict], flo
         **(wall.flat("wall_ms") if wall else {"wall_ms": None}),
         **(host.flat("host_ms") if host else {"host_ms": None}),
         **(s.flat("host_saved_us") if s else {"host_saved_us": None}),
+        saving=verdict,
+        saving_p=p_value,
         largest_change=f"{largest[0]} {number(largest[1])} µs" if largest else None,
     )
     out["floor_ratio_x"] = out["wall_ms"] / floor_ms if out["wall_ms"] and floor_ms else None
@@ -154,8 +171,8 @@ def ranked(rows: list[dict]) -> list[dict]:
 
 
 def best_levers(rows: list[dict]) -> list[str]:
-    """The levers to combine: up to ``COMBINE_AT_MOST`` whose saving's lower quartile is above zero."""
-    return [r["executor"] for r in ranked(rows) if r["host_saved_q1_us"] > 0][:COMBINE_AT_MOST]
+    """The levers to combine: up to ``COMBINE_AT_MOST`` whose saving is separated from zero (``saves``)."""
+    return [r["executor"] for r in ranked(rows) if r.get("saving") == "saves"][:COMBINE_AT_MOST]
 
 
 def counterfactual(
@@ -206,8 +223,8 @@ def ranking_text(rows: list[dict], timed: Rounds) -> str:
     if not order:
         return "No lever ran beside the baseline here, so none is ranked."
     parts = [
-        f"{r['executor']} {number(r['host_saved_us'])} µs (IQR {number(r['host_saved_q1_us'])} to "
-        f"{number(r['host_saved_q3_us'])}{_landing(r)})"
+        f"{r['executor']} {number(r['host_saved_us'])} µs ({r['saving']}; interval {number(r['host_saved_lo_us'])} to "
+        f"{number(r['host_saved_hi_us'])}, sign test p {number(r['saving_p'])}{_landing(r)})"
         for r in order
     ]
     base = next((r for r in rows if r["executor"] == BASELINE), {})
@@ -215,7 +232,11 @@ def ranking_text(rows: list[dict], timed: Rounds) -> str:
         harness.host_moved_note(timed, order[0]["host_saved_us"] / 1e3 / base["host_ms"]) if base.get("host_ms") else ""
     )
     return (
-        "Host time saved per step against Thunder-nvFuser, within rounds, best first: " + "; ".join(parts) + "." + note
+        "Host time saved per step against Thunder-nvFuser, within the rounds where both ran fast, best first "
+        "(a lever saves only when a sign test over those rounds gives p < 0.05 and the interval excludes zero): "
+        + "; ".join(parts)
+        + "."
+        + note
     )
 
 
@@ -247,7 +268,8 @@ def combination_text(combo: list[dict], depth_of: dict[str, int], floor_of: dict
             f"x{number(combined['vs_baseline_x'])} of Thunder-nvFuser's ({number(base.get('wall_ms'))} ms)"
         )
         if ref.get("wall_ms"):
-            reaches = combined["vs_reference_q1_x"] is not None and combined["vs_reference_q1_x"] <= 1.0
+            low = combined.get("vs_reference_lo_x", combined["vs_reference_q1_x"])
+            reaches = low is not None and low <= 1.0
             text += f" and x{number(combined['vs_reference_x'])} of torch.compile's ({number(ref['wall_ms'])} ms): " + (
                 "it reaches torch.compile's wall" if reaches else "it does not reach torch.compile's wall"
             )
@@ -366,6 +388,8 @@ def combination_row(key: str, p: Prepared, timed: Rounds, depth_of: dict[str, in
     for other, field in ((BASELINE, "vs_baseline"), (REFERENCE, "vs_reference")):
         ratio = timed.ratio(key, f"{other} @ layers={depth}")
         out.update(
-            ratio.flat(f"{field}_x") if ratio and p.name != other else {f"{field}_x": None, f"{field}_q1_x": None}
+            ratio.flat(f"{field}_x")
+            if ratio and p.name != other
+            else {f"{field}_x": None, f"{field}_q1_x": None, f"{field}_lo_x": None}
         )
     return out

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 SCHEMA_VERSION = 2  # results files: 2 = this vocabulary; files without a version are the first layout
 
@@ -20,6 +20,8 @@ UNITS = {"ms": "ms", "us": "µs", "s": "s", "mib": "MiB", "mb": "MB", "gbps": "G
 COUNTS = ("per_step", "per_call", "count", "calls", "blocks", "rounds", "kernels", "n")
 # spread parts of a statistic: ``wall_ms`` -> ``wall_q1_ms``, ``wall_q3_ms``
 SPREAD_PARTS = ("q1", "q3")
+# the interval a second run is promised to land in: ``wall_ms`` -> ``wall_lo_ms``, ``wall_hi_ms``
+INTERVAL_PARTS = ("lo", "hi")
 # words a header spells out differently from its name
 WORDS = {
     "gpu": "GPU",
@@ -47,6 +49,9 @@ class Stat:
     mean: float
     std: float
     n: int
+    lo: float | None = None  # the interval a second run is promised to land in (host_state.interval)
+    hi: float | None = None
+    fast_only: bool | None = None  # the samples were the host's fast-state ones (host_state.select)
 
     @classmethod
     def of(cls, samples) -> Stat:
@@ -65,6 +70,16 @@ class Stat:
             len(xs),
         )
 
+    @classmethod
+    def headline(cls, samples, keep=None) -> Stat:
+        """The statistic of the samples (in time order) the host ran fast for (``keep``, one flag each;
+        all when None or too few), with the interval a second run is promised to land in."""
+        from . import host_state
+
+        xs, fast_only = host_state.select(samples, keep) if keep is not None else (list(samples), None)
+        lo, hi = host_state.interval(xs)
+        return replace(cls.of(xs), lo=lo, hi=hi, fast_only=fast_only)
+
     @property
     def iqr(self) -> float:
         return self.q3 - self.q1
@@ -80,8 +95,13 @@ class Stat:
 
     def scaled(self, factor: float) -> Stat:
         """The same statistic in another unit (``factor`` > 0), or per item (1 / items)."""
+        lo, hi = (None, None) if self.lo is None else sorted((self.lo * factor, self.hi * factor))
         return Stat(
-            *(v * factor for v in (self.median, self.q1, self.q3, self.min, self.max, self.mean, self.std)), self.n
+            *(v * factor for v in (self.median, self.q1, self.q3, self.min, self.max, self.mean, self.std)),
+            self.n,
+            lo,
+            hi,
+            self.fast_only,
         )
 
     def to_dict(self) -> dict:
@@ -91,7 +111,8 @@ class Stat:
         """``{name: median, name_q1: q1, name_q3: q3}`` with the unit suffix kept last: ``wall_ms`` ->
         ``wall_ms``, ``wall_q1_ms``, ``wall_q3_ms``."""
         base, unit = split_unit(name)
-        return {name: self.median, **{join(f"{base}_{part}", unit): getattr(self, part) for part in SPREAD_PARTS}}
+        parts = SPREAD_PARTS + (INTERVAL_PARTS if self.lo is not None else ())
+        return {name: self.median, **{join(f"{base}_{part}", unit): getattr(self, part) for part in parts}}
 
 
 def split_unit(name: str) -> tuple[str, str | None]:
@@ -112,10 +133,19 @@ def is_metric(name: str) -> bool:
 def spread_names(name: str) -> tuple[str, str] | None:
     """The q1/q3 column names of metric ``name``; None for a name that is itself a spread part."""
     base, unit = split_unit(name)
-    if unit is None or base.endswith(tuple(f"_{p}" for p in SPREAD_PARTS)):
+    if unit is None or base.endswith(tuple(f"_{p}" for p in SPREAD_PARTS + INTERVAL_PARTS)):
         return None
     q1, q3 = (join(f"{base}_{p}", unit) for p in SPREAD_PARTS)
     return q1, q3
+
+
+def interval_names(name: str) -> tuple[str, str] | None:
+    """The lo/hi column names of metric ``name``; None for a name that is itself a spread part."""
+    if spread_names(name) is None:
+        return None
+    base, unit = split_unit(name)
+    lo, hi = (join(f"{base}_{p}", unit) for p in INTERVAL_PARTS)
+    return lo, hi
 
 
 def header(name: str) -> str:

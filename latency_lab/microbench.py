@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from . import executor_timing, harness, registry, sweep, timing
+from . import harness, registry, sweep, timing
 from .harness import Rounds
 from .metrics import Stat
 from .model import compare_to_eager
@@ -416,7 +416,7 @@ def findings(table: list[dict], timed: Rounds, params: Params) -> list[str]:
             fastest_text(adds, params.is_cuda),
             overhead_text(adds, timed),
             kernels_text(adds),
-            executor_timing.drift_text(timed),
+            harness.state_text(timed),
             cpu_text(params),
             not_ok_text(table),
         )

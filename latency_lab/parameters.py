@@ -72,17 +72,18 @@ NOTEBOOK_DEFAULTS: dict[str, dict[str, object]] = {
     },
     results.TRACE_COUNTERS: {"executors": "thunder,thunder:torch,thunder:torchcompile,thunder:cudagraphs"},  # 02's
     results.OP_MICROBENCHMARKS: {"executors": "eager,torch.compile,thunder,thunder:torch,thunder:torchcompile"},
-    # each CUDA-graph variant beside its baseline; rounds kept small: 05 takes steps apart, 02 times them
+    # each CUDA-graph variant beside its baseline. 20 rounds: with the host slow 25-75% of the time,
+    # enough rounds run fast for a fast-state headline (host_state.MIN_FAST) and a sign test
     results.HOST_OVERHEAD: {
         "executors": "eager,torch.compile,torch.compile:reduce-overhead,thunder,thunder:cudagraphs",
-        "repeats": 4,
+        "repeats": 10,
     },
-    results.SCALING: {"executors": "eager,torch.compile,torch.compile:reduce-overhead,thunder", "repeats": 6},
+    results.SCALING: {"executors": "eager,torch.compile,torch.compile:reduce-overhead,thunder", "repeats": 10},
     results.LEVERS: {
         "executors": "thunder,thunder:nv-linear,thunder:nv-embedding,thunder:nv-skip-cache,"
         "thunder:cache-same-input,thunder:cache-symbolic,thunder:torchcompile,thunder:cudagraphs,"
         "torch.compile",
-        "repeats": 4,
+        "repeats": 10,
         "depths": [1],
     },
 }

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from . import executor_timing, harness, model, sweep, timing
+from . import harness, host_state, model, sweep, timing
 from .harness import Rounds
 from .metrics import Stat
 from .tables import number
@@ -184,19 +184,38 @@ def fit_line(xs, ys) -> dict:
     }
 
 
-def depth_fits(depth_rows: list[dict]) -> list[dict]:
+def blocks_of(timed: Rounds | None, rows: list[dict], metric: str) -> list | None:
+    """Per row ``(layers, blocks of metric, fast flags)`` from the rounds, for ``host_state.slope_interval``;
+    None when the rounds do not hold every row's blocks (kernel time has none)."""
+    if timed is None or metric == "kernel_ms" or any(r.get("key") not in timed.timed for r in rows):
+        return None
+    return [(r["layers"], getattr(timed.timed[r["key"]], metric), timed.timed[r["key"]].keep()) for r in rows]
+
+
+def with_interval(line: dict, blocks: list | None) -> dict:
+    """The fitted line with its slope's interval (``slope_lo``, ``slope_hi``) from the blocks, when given."""
+    if not blocks or len({x for x, *_ in blocks}) < 2:
+        return line
+    _, lo, hi = host_state.slope_interval([(1, blocks)])
+    return {**line, "slope_lo": lo, "slope_hi": hi, "blocks": blocks}
+
+
+def depth_fits(depth_rows: list[dict], timed: Rounds | None = None) -> list[dict]:
     """Per executor of the depth sweep and per metric (``METRICS``): fixed cost per call (at 0 layers)
-    and cost per layer, fitted over its ok points; a metric with fewer than two depths gets no fit,
-    and the executor's ``reason`` says why."""
+    and cost per layer, fitted over its ok points (with the slope's interval from the blocks in
+    ``timed``); a metric with fewer than two depths gets no fit, and the executor's ``reason`` says why."""
     fits = []
     for name in dict.fromkeys(r["executor"] for r in depth_rows):
         mine = [r for r in depth_rows if r["executor"] == name]
         ok = [r for r in mine if r["status"] == "ok"]
         fit = {"executor": name, "label": mine[0]["label"], "reason": None}
         for metric in METRICS:
-            points = [(r["layers"], r[metric]) for r in ok if r[metric] is not None]
+            used = [r for r in ok if r[metric] is not None]
+            points = [(r["layers"], r[metric]) for r in used]
             line = fit_line(*zip(*points)) if len({x for x, _ in points}) >= 2 else None
-            fit[metric] = line and {**line, "layers": [x for x, _ in points]}
+            fit[metric] = line and with_interval(
+                {**line, "layers": [x for x, _ in points]}, blocks_of(timed, used, metric)
+            )
         if not ok:
             fit["reason"] = next((r["reason"] for r in mine if r["reason"]), "no ok point")
         elif fit["wall_ms"] is None:
@@ -235,6 +254,8 @@ def fit_rows(fits: list[dict]) -> list[dict]:
                     "fixed_se_ms": line["intercept_se"],
                     "per_layer_ms": line["slope"] if line["slope"] >= 0 else None,
                     "per_layer_se_ms": line["slope_se"],
+                    "per_layer_lo_ms": line.get("slope_lo"),
+                    "per_layer_hi_ms": line.get("slope_hi"),
                     "rms_residual_ms": line["rms_residual"],
                     "depths": ", ".join(map(str, line["layers"])),
                     "flag": flag,
@@ -267,14 +288,30 @@ def _layers(n: int) -> str:
 
 
 def _line(line: dict, unit: str = "ms") -> str:
-    return (
-        f"{_pm(line['intercept'], line['intercept_se'], unit)} + {_pm(line['slope'], line['slope_se'], unit)} per layer"
-    )
+    """``fixed + per layer``: the slope with its interval from the blocks where measured, else ± SE."""
+    if line.get("slope_lo") is not None:
+        per_layer = (
+            f"{number(line['slope'])} {unit} (interval {number(line['slope_lo'])} to {number(line['slope_hi'])})"
+        )
+    else:
+        per_layer = _pm(line["slope"], line["slope_se"], unit)
+    return f"{_pm(line['intercept'], line['intercept_se'], unit)} + {per_layer} per layer"
 
 
 def slope_difference(fa: dict, fb: dict) -> dict:
-    """``a`` minus ``b`` per layer, its standard error (independent fits: the errors add in quadrature;
-    None without both) and whether it is resolved (more than twice its error)."""
+    """``a`` minus ``b`` per layer and whether it is resolved: with both lines' blocks, by the
+    difference's interval (``host_state.slope_interval``, resolved when it excludes zero); else by its
+    standard error (independent fits: the errors add in quadrature; resolved beyond twice it)."""
+    if fa.get("blocks") and fb.get("blocks"):
+        slope, lo, hi = host_state.slope_interval([(1, fa["blocks"]), (-1, fb["blocks"])])
+        return {
+            "slope": slope,
+            "se": None,
+            "lo": lo,
+            "hi": hi,
+            "intercept": fa["intercept"] - fb["intercept"],
+            "resolved": lo > 0 or hi < 0,
+        }
     slope = fa["slope"] - fb["slope"]
     se = (
         math.hypot(fa["slope_se"], fb["slope_se"])
@@ -294,6 +331,12 @@ def versus_text(a: str, fa: dict, b: str, fb: dict, depths: list[int]) -> str:
     whether the difference grows or shrinks with depth, said only when it exceeds twice its error."""
     d = slope_difference(fa, fb)
     at_first = d["intercept"] + d["slope"] * min(depths)
+    if "lo" in d:
+        text = f"{a} − {b}: {number(d['slope'])} ms per layer (interval {number(d['lo'])} to {number(d['hi'])})"
+        if not d["resolved"]:
+            return text + " (not resolved: the interval includes zero)."
+        trend = "grows" if d["slope"] * at_first > 0 else "shrinks"
+        return text + f": the difference {trend} with depth (the interval excludes zero)."
     text = f"{a} − {b}: {'+' if d['slope'] >= 0 else '−'}{_pm(abs(d['slope']), d['se'], 'ms')} per layer"
     if d["resolved"] is None:
         return text + " (not resolved: two depths give no standard error)."
@@ -498,7 +541,7 @@ def findings(table: list[dict], fits: list[dict], timed: Rounds, params) -> list
         prefill_text(of(table, "prompt"), timed),
         decode_text(of(table, "decode"), timed),
         first_call_text(depth_rows),
-        executor_timing.drift_text(timed),
+        harness.state_text(timed),
         not_ok_text(table),
     ]
     return [t for t in texts if t]
@@ -572,6 +615,8 @@ FIT_COLUMNS = [
     "fixed_se_ms",
     "per_layer_ms",
     "per_layer_se_ms",
+    "per_layer_lo_ms",
+    "per_layer_hi_ms",
     "rms_residual_ms",
     "depths",
     "flag",

@@ -279,14 +279,21 @@ def insitu_probe(p, kwargs: dict, calls: int) -> tuple[InSitu | None, str | None
         return None, f"cannot instrument the computation: {describe(e)}"
 
 
-def summarize(insitu: InSitu, blocks: list[dict], host_ms: list[float]) -> dict:
+def summarize(insitu: InSitu, blocks: list[dict], host_ms: list[float], fast: list[bool] | None = None) -> dict:
     """The in-place breakdown over the rounds: per phase and per statement a statistic over the
     blocks, per kind (regions, ops, bookkeeping, glue) the sum, and how the parts close on the step: the plain step's
-    host time (same rounds) against the corrected instrumented call, round by round."""
+    host time (same rounds) against the corrected instrumented call, round by round. ``fast`` (per
+    round: the host ran fast around the step's block, which the instrumented one follows) picks the
+    rounds the headlines are taken over (``Stat.headline``)."""
     if not blocks:
         return {"reason": "no instrumented block ran"}
-    phases = {k: Stat.of(b["phases_us"][k] for b in blocks) for k in PHASES}
-    statements = [Stat.of(b["statements_us"][s.index] for b in blocks) for s in insitu.statements]
+    keep = fast[: len(blocks)] if fast else None
+
+    def stat(xs) -> Stat:
+        return Stat.headline(list(xs), keep)
+
+    phases = {k: stat(b["phases_us"][k] for b in blocks) for k in PHASES}
+    statements = [stat(b["statements_us"][s.index] for b in blocks) for s in insitu.statements]
     kinds: dict[str, list[float]] = {}
     for b in blocks:
         per_kind: dict[str, float] = {}
@@ -303,13 +310,14 @@ def summarize(insitu: InSitu, blocks: list[dict], host_ms: list[float]) -> dict:
             {"index": s.index, "name": s.name, "kind": s.kind, **st.to_dict()}
             for s, st in zip(insitu.statements, statements)
         ],
-        "kinds": {k: Stat.of(v).to_dict() for k, v in kinds.items()},
+        "kinds": {k: stat(v).to_dict() for k, v in kinds.items()},
         "kinds_per_block": kinds,
         "phases_per_block": {k: [b["phases_us"][k] for b in blocks] for k in PHASES},
-        "startup_us": Stat.of(startup).to_dict(),
-        "call_us": Stat.of(b["call_us"] for b in blocks).to_dict(),
-        "plain_host_us": Stat.of(plain).to_dict() if plain else None,
-        "remainder_pct": Stat.of(remainder).to_dict() if remainder else None,
+        "startup_us": stat(startup).to_dict(),
+        "call_us": stat(b["call_us"] for b in blocks).to_dict(),
+        "plain_host_us": stat(plain).to_dict() if plain else None,
+        "remainder_pct": stat(remainder).to_dict() if len(remainder) == len(blocks) else None,
+        "fast": keep,
         "stamp_ns": Stat.of(b["stamp_ns"] for b in blocks).to_dict(),
         "blocks": len(blocks),
         "calls_per_block": blocks[0]["calls"],

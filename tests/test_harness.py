@@ -14,10 +14,18 @@ def test_rounds_interleave_entries_with_the_host_reference_and_alternate_order(m
     monkeypatch.setattr(timing, "host_reference_ms", lambda: order.append("ref") or 1.0)
     entries = [harness.Entry(n, lambda n=n, **kw: order.append(n), {}) for n in ("a", "b", "c")]
     r = harness.rounds(entries, "cpu", warmup=0, iters=1, repeats=1, progress=lambda text: None)
-    # one discarded warm-up round (reverse), then 2 x repeats rounds: forward, reverse
-    assert order == ["c", "b", "a", "ref", "a", "b", "c", "ref", "c", "b", "a", "ref"]
+
+    # one discarded warm-up round (reverse), then 2 x repeats rounds: forward, reverse; every block
+    # between two host references
+    def block(*names):
+        return [x for n in names for x in ("ref", n, "ref")]
+
+    assert order == block("c", "b", "a") + block("a", "b", "c") + block("c", "b", "a")
     assert r.rounds == 2 and all(len(t.wall_ms) == 2 and len(t.host_ms) == 2 for t in r.timed.values())
     assert r.reference_ms == [1.0, 1.0]
+    assert all(
+        t.reference_before_ms == t.reference_after_ms == [1.0, 1.0] and t.fast == [True, True] for t in r.timed.values()
+    )
 
 
 def test_probes_run_after_their_entry_in_every_round():

@@ -39,14 +39,15 @@ def _broken(nv_us: float, op_us: float, prologue_us: float = 200.0, drift=(1.0, 
 
 
 def test_saving_is_taken_within_rounds_and_lands_on_its_part():
-    # the host drifts 2x between rounds; nv-linear saves 0.3 ms in every round
+    # the host drifts 2x between rounds; nv-linear saves 0.3 ms in every round (8 rounds: a sign test
+    # over 4 could never say p < 0.05)
     timed = _rounds(
         {
-            "thunder": [2.4, 4.8, 2.4, 4.8],
-            "thunder:nv-linear": [2.1, 4.5, 2.1, 4.5],
-            "thunder:nv-skip-cache": [2.38, 4.82, 2.41, 4.79],
+            "thunder": [2.4, 4.8, 2.4, 4.8] * 2,
+            "thunder:nv-linear": [2.1, 4.5, 2.1, 4.5] * 2,
+            "thunder:nv-skip-cache": [2.38, 4.82, 2.41, 4.79] * 2,
         },
-        reference=[1.0, 2.0, 1.0, 2.0],
+        reference=[1.0, 2.0, 1.0, 2.0] * 2,
     )
     assert levers.saved(timed, "thunder:nv-linear").median == pytest.approx(300.0)
     assert levers.saved(timed, "thunder:nv-linear").iqr == pytest.approx(0.0)
@@ -80,8 +81,9 @@ def test_saving_is_taken_within_rounds_and_lands_on_its_part():
     assert [r["executor"] for r in levers.ranked(rows)] == ["thunder:nv-linear", "thunder:nv-skip-cache"]
     assert levers.best_levers(rows) == ["thunder:nv-linear"]
     text = levers.ranking_text(rows, timed)
-    assert text.startswith("Host time saved per step against Thunder-nvFuser, within rounds, best first")
-    assert "thunder:nv-linear 300 µs (IQR 300 to 300; largest in-place change: ops outside fusions 646 µs)" in text
+    assert text.startswith("Host time saved per step against Thunder-nvFuser, within the rounds where both ran fast")
+    assert "thunder:nv-linear 300 µs (saves; interval 300 to 300, sign test p 0.00781; largest in-place" in text
+    assert "thunder:nv-skip-cache" in text and "(not separated;" in text
     assert "moved by 67% during these rounds" in text  # the host moved more than the saving
 
 

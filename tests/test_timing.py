@@ -231,10 +231,15 @@ def test_seed_order_is_said_only_on_gpu_seed_runs():
     assert "says nothing about the seed" in executor_timing.cpu_text(SimpleNamespace(is_cuda=False))
 
 
-def test_drift_text_reports_the_host_reference_range():
+def test_state_text_reports_the_slow_share_and_fast_blocks():
     timed = _rounds({"eager": [1.0] * 4}, reference_ms=[1.6, 1.7, 1.0, 1.05])
     assert timed.drift_pct() == pytest.approx(100 * 0.7 / 1.325)
-    assert "ranged over 52.8% of its median" in executor_timing.drift_text(timed)
+    assert harness.state_text(timed) == "No host reference was timed."
+    t = timed.timed["eager"]
+    t.reference_before_ms, t.reference_after_ms = [1.0, 1.7, 1.0, 1.0], [1.0, 1.7, 1.0, 1.6]
+    t.mark(timed.cutoff_ms)
+    text = harness.state_text(timed)
+    assert "in 37.5% of 8 references; 2 of 4 blocks ran fast" in text
 
 
 def test_seed_tables_pair_each_metric_with_the_seed():

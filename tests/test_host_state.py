@@ -1,0 +1,160 @@
+"""The host's speed states and the statistics that survive them, with fake timings: a state flip
+inside a round, a bimodal series, a lever that saves nothing, and a pair of runs that reproduce."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from test_compare import timing_notebook
+
+from latency_lab import compare as C
+from latency_lab import harness, host_state, levers, scaling
+from latency_lab.metrics import Stat
+
+FAST_REF, SLOW_REF = 1.0, 1.7  # ms of the reference loop in each state (the H200 host's two states)
+
+
+def two_state_rounds(costs: dict[str, float], rounds: int, slow_share: float, seed: int, flips=None):
+    """Rounds of fake blocks: each block runs in one state (slow with probability ``slow_share``), its
+    host and wall time ``cost x (1 or 1.7)`` with 1% noise, its references read that state; ``flips``
+    (a set of (round, entry)) puts a block whose state changed inside it: slow block, fast references."""
+    rng = random.Random(seed)
+    timed = {n: harness.Timed(n) for n in costs}
+    for r in range(rounds):
+        for n, cost in costs.items():
+            slow = rng.random() < slow_share
+            flipped = flips is not None and (r, n) in flips
+            factor = (SLOW_REF if slow or flipped else FAST_REF) * rng.gauss(1, 0.01)
+            ref = FAST_REF if flipped else (SLOW_REF if slow else FAST_REF)
+            t = timed[n]
+            t.wall_ms.append(cost * factor)
+            t.host_ms.append(cost * factor)
+            t.reference_before_ms.append(ref * rng.gauss(1, 0.01))
+            t.reference_after_ms.append(ref * rng.gauss(1, 0.01))
+    out = harness.Rounds(timed, [FAST_REF] * rounds, "cuda-events", 0, 1, rounds)
+    cut = out.cutoff_ms
+    for t in timed.values():
+        t.mark(cut)
+    return out
+
+
+def test_a_bimodal_series_gives_the_fast_state_and_the_slow_share():
+    timed = two_state_rounds({"eager": 1.4}, rounds=60, slow_share=0.6, seed=1)
+    plain = Stat.of(timed.timed["eager"].host_ms)
+    head = timed.timed["eager"].host
+    assert plain.median > 1.4 * 1.3  # a median over all blocks lands in the slow state
+    assert head.fast_only and head.median == pytest.approx(1.4, rel=0.02)
+    assert head.lo < 1.4 < head.hi and (head.hi - head.lo) / head.median < 0.1
+    assert 0.45 < timed.slow_share() < 0.75
+    assert "read slow" in harness.state_text(timed) and "of 60 blocks ran fast" in harness.state_text(timed)
+
+
+def test_a_second_run_with_another_slow_share_lands_inside_the_first_interval():
+    costs = {"eager": 1.4, "thunder": 1.55, "torch.compile": 0.53}
+    a = two_state_rounds(costs, rounds=60, slow_share=0.4, seed=2)
+    b = two_state_rounds(costs, rounds=60, slow_share=0.7, seed=3)
+    for n in costs:
+        ha, hb = a.timed[n].host, b.timed[n].host
+        assert ha.lo <= hb.median <= ha.hi, n
+        assert Stat.of(b.timed[n].host_ms).median / Stat.of(a.timed[n].host_ms).median > 1.1  # all blocks: moved
+    ra, rb = a.ratio("thunder", "torch.compile"), b.ratio("thunder", "torch.compile")
+    assert ra.lo <= rb.median <= ra.hi and ra.fast_only
+
+
+def test_a_state_flip_inside_a_round_does_not_move_the_headline():
+    """Blocks that turned slow while both references read fast (the flip the old once-per-round
+    reference could not see) are a minority; the median over fast blocks stays put."""
+    flips = {(r, "eager") for r in range(0, 60, 6)}
+    timed = two_state_rounds({"eager": 1.4, "thunder": 1.55}, rounds=60, slow_share=0.5, seed=4, flips=flips)
+    assert timed.timed["eager"].host.median == pytest.approx(1.4, rel=0.03)
+    assert timed.ratio("thunder", "eager").median == pytest.approx(1.55 / 1.4, rel=0.03)
+
+
+def test_too_few_fast_blocks_fall_back_to_all_and_say_so():
+    """A host that flips around nearly every block (fast before it, slow after): fewer than MIN_FAST
+    blocks have both references fast, so the headline is over all blocks and says so."""
+    timed = two_state_rounds({"eager": 1.4}, rounds=10, slow_share=0.0, seed=5)
+    t = timed.timed["eager"]
+    t.reference_after_ms[3:] = [SLOW_REF] * 7
+    t.mark(timed.cutoff_ms)
+    head = t.host
+    assert sum(t.fast) == 3 and head.fast_only is False and head.n == 10
+
+
+def test_the_interval_covers_a_drift_of_the_fast_state_within_the_run():
+    xs = [1.0] * 20 + [1.06] * 20  # the fast state itself moved 6% half-way
+    lo, hi = host_state.interval(xs)
+    assert lo <= 1.0 and hi >= 1.06
+
+
+def test_a_lever_that_saves_nothing_is_not_separated_and_one_that_saves_is():
+    timed = two_state_rounds(
+        {levers.BASELINE: 1.6, "thunder:nv-linear": 1.6, "thunder:nv-skip-cache": 1.4},
+        rounds=40,
+        slow_share=0.5,
+        seed=6,
+    )
+    verdict, p = levers.saving_verdict(timed, "thunder:nv-linear")
+    assert verdict == "not separated" and p > 0.05
+    verdict, p = levers.saving_verdict(timed, "thunder:nv-skip-cache")
+    assert verdict == "saves" and p < 0.05
+    s = levers.saved(timed, "thunder:nv-skip-cache")
+    assert s.lo < 200 < s.hi and s.lo > 0
+
+
+def test_sign_test():
+    assert host_state.sign_test([1] * 10) == pytest.approx(2 / 2**10)
+    assert host_state.sign_test([1, -1] * 5) == 1.0
+    assert host_state.sign_test([0, 0]) is None
+
+
+def test_depth_fit_interval_from_the_blocks_and_a_difference_of_fits():
+    costs = {
+        f"{n} @ layers={d}": base + per * d
+        for n, base, per in (("thunder", 0.3, 1.2), ("tc", 0.1, 0.5))
+        for d in (1, 2, 4)
+    }
+    timed = two_state_rounds(costs, rounds=40, slow_share=0.5, seed=7)
+    rows = [
+        {
+            "executor": n,
+            "label": n,
+            "layers": d,
+            "status": "ok",
+            "reason": None,
+            "key": f"{n} @ layers={d}",
+            "wall_ms": timed.timed[f"{n} @ layers={d}"].wall.median,
+            "host_ms": timed.timed[f"{n} @ layers={d}"].host.median,
+            "kernel_ms": 0.07 * d,
+        }
+        for n in ("thunder", "tc")
+        for d in (1, 2, 4)
+    ]
+    fits = {f["executor"]: f for f in scaling.depth_fits(rows, timed)}
+    line = fits["thunder"]["wall_ms"]
+    assert line["slope_lo"] < 1.2 < line["slope_hi"] and line["slope"] == pytest.approx(1.2, rel=0.03)
+    assert "slope_lo" not in fits["thunder"]["kernel_ms"]  # kernels have no blocks: their SE stays
+    d = scaling.slope_difference(fits["thunder"]["wall_ms"], fits["tc"]["wall_ms"])
+    assert d["resolved"] and d["lo"] < 0.7 < d["hi"]
+
+
+def test_compare_says_reproduced_inside_the_interval_and_changed_outside(tmp_path):
+    def notebook(run, eager, tc):
+        timing_notebook(run, {"eager": eager, "torch.compile": tc}, {})
+        import json
+
+        path = run / "02_executor_timing.results.json"
+        data = json.loads(path.read_text())
+        for row in data["rows"]:
+            w = row["wall_ms"]
+            row.update(wall_lo_ms=w * 0.95, wall_hi_ms=w * 1.05)
+        path.write_text(json.dumps(data))
+
+    notebook(tmp_path / "a", (1.40, 1.38, 1.43), (0.53, 0.52, 0.54))
+    notebook(tmp_path / "b", (1.42, 1.30, 1.90), (0.70, 0.69, 0.71))  # eager reproduces; torch.compile moved
+    report = C.compare(*(C.load_run(tmp_path / n) for n in "ab"))
+    got = {(e["row"], e["metric"]): e for e in report["rows"]}
+    assert got[("eager", "wall_ms")]["verdict"] == "reproduced"
+    assert got[("torch.compile", "wall_ms")]["verdict"] == "changed"
+    assert "1 reproduced" in C.tally(report) and "1 changed" in C.tally(report)
