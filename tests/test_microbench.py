@@ -275,7 +275,9 @@ def test_findings_claim_only_what_the_rows_show():
         "Eager launches 1 kernel(s) of 1.00 µs in all per add: they fill 10% of its 10.0 µs call; the rest "
         "is host work. More kernels per add than eager's: torch.compile:reduce-overhead (2)."
     )
-    assert gpu[3].startswith("The host reference") and gpu[-1].startswith("1 of 4 (op, size, executor) rows")
+    assert (gpu[3].startswith("The host read slow") or gpu[3] == "No host reference was timed.") and gpu[-1].startswith(
+        "1 of 4 (op, size, executor) rows"
+    )
     moved = microbench.findings(
         [rows[0], _add("thunder", 0.011, None, None, 1.0, 1.1)],
         _rounds({}, [1.0, 1.5, 1.0, 1.0]),

@@ -172,7 +172,7 @@ def test_runner_injects_the_package_values_not_the_cells(tmp_path):
         "results.key_table('t', [{'threads': torch.get_num_threads()}]))",
     )
     listed = run_runner("--list", "--notebook-dir", str(nbdir), timeout=120)
-    assert listed.returncode == 0 and "repeats        = 4 " in listed.stdout and "layers         = 1 " in listed.stdout
+    assert listed.returncode == 0 and "repeats        = 10 " in listed.stdout and "layers         = 1 " in listed.stdout
     assert "threads        = None" in listed.stdout
     proc = run_runner(
         "--notebook-dir",
@@ -192,7 +192,12 @@ def test_runner_injects_the_package_values_not_the_cells(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads((out / "r" / "05_host_overhead.results.json").read_text())
     ran = data["params"]
-    assert (ran["layers"], ran["repeats"], ran["threads"], ran["preset"]) == (1, 4, 2, "tiny")
+    assert (ran["layers"], ran["repeats"], ran["threads"], ran["preset"]) == (
+        1,
+        P.NOTEBOOK_DEFAULTS["05_host_overhead"]["repeats"],
+        2,
+        "tiny",
+    )
     default = P.validate(executors=P.NOTEBOOK_DEFAULTS["05_host_overhead"]["executors"], device="cpu").executors
     assert ran["executors"] == list(default)  # 05's package default, not the cell's eager
     assert data["key_table"]["rows"] == [[2]] and data["environment"]["threads"] == 2
