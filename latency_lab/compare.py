@@ -33,6 +33,7 @@ KEY_COLUMNS = (
 )  # a row's identity, where a notebook's rows have them
 # Times that do not move with the host's speed: device time, measured by the profiler.
 HOST_FREE = ("kernel_", "copy_")
+PER_REFERENCE = "_per_ref"  # host time in units of the adjacent host reference (host_state.per_reference)
 IGNORED_PARAMS = ("output_dir",)
 IGNORED_ENV = ("collected",)
 
@@ -131,12 +132,17 @@ def _number(v) -> bool:
 
 def table_rows(data: dict) -> list[dict]:
     """The notebook's rows: its ``rows`` section when it is a list of executor rows (it holds
-    more than the key table), else the key table's rows."""
+    more than the key table), else the key table's rows with their intervals."""
     section = data.get("rows")
     if isinstance(section, list) and section and all(isinstance(r, dict) and "executor" in r for r in section):
         return section
     table = data["key_table"]
-    return [dict(zip(table["columns"], r)) for r in table["rows"]]
+    rows = [dict(zip(table["columns"], r)) for r in table["rows"]]
+    for metric, pairs in (table.get("intervals") or {}).items():
+        lo, hi = metrics.interval_names(metric)
+        for row, (a, b) in zip(rows, pairs):
+            row.update({lo: a, hi: b})
+    return rows
 
 
 def metric_names(data: dict, rows: list[dict]) -> list[str]:
@@ -346,6 +352,14 @@ def tally(report: dict) -> str:
         if judged
         else ""
     )
+    per_ref = [e for e in judged if metrics.split_unit(e["metric"])[0].endswith(PER_REFERENCE)]
+    if per_ref:
+        kept = sum(e["verdict"] == "reproduced" for e in per_ref)
+        verdicts += (
+            f" Host time per host reference (the state of the host cancels out of it): {kept} of {len(per_ref)} "
+            "reproduced; where these reproduce and the same rows' host ms changed, the host's state moved, "
+            "not the code."
+        )
     hosts = report.get("hosts_apart")
     apart = (
         ""

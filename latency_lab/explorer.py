@@ -5,12 +5,13 @@ end around it.
 
 ``measure`` is the measurement (no widgets): per executor its first call (``harness.prepare``; a
 Thunder first call reports its phase as it goes), its final Thunder trace (``thunder_traces.trace_row``),
-wall and steady-state host time in blocks (``timing.block``) with the host reference loop timed beside
-each block (its spread flags a noisy machine), kernels (``timing.profile_kernels``, GPU) and one
-profiled step saved as a Chrome trace (``host_overhead.step_timeline``). A ``StopSwitch`` ends a run
-before its next call. ``Explorer`` holds the runs and never raises on a bad setting or a failing
-executor (the run keeps its error); ``ExplorerUI`` builds the widgets, whose state the kernel keeps,
-so a reloaded page shows the same chart, table and details.
+wall and steady-state host time through the suite's one harness (``harness.rounds``: every block
+between two host references, headlines over the host's fast blocks with their intervals), kernels
+(``timing.profile_kernels``, GPU) and one profiled step saved as a Chrome trace
+(``host_overhead.step_timeline``). A ``StopSwitch`` ends a run before its next call. ``Explorer``
+holds the runs and never raises on a bad setting or a failing executor (the run keeps its error);
+``ExplorerUI`` builds the widgets, whose state the kernel keeps, so a reloaded page shows the same
+chart, table and details.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from pathlib import Path
 
 from . import compare, harness, host_overhead, metrics, registry, results, tables, thunder_traces, timing
 from . import model as llama
-from .metrics import Stat
 from .parameters import CACHE_MODES, DTYPES, PRESETS, REPO_ROOT, ParameterError, Params, apply_threads, validate
 
 STEPS = ("prefill", "decode")
@@ -51,6 +51,8 @@ SETTINGS = (
     "seed",
 )
 PROFILE_STEPS = 3
+LOG_AXIS_SPAN = 10.0  # walls spanning more than this factor get a log axis
+NOISY_SLOW_SHARE = 0.5  # a run whose host read slow in over half of its references is flagged noisy
 TOP = 12  # rows of the top ops / kernels tables
 COLUMNS = [
     "run",
@@ -60,10 +62,13 @@ COLUMNS = [
     "wall_ms",
     "wall_q1_ms",
     "wall_q3_ms",
+    "wall_lo_ms",
+    "wall_hi_ms",
     "wall_iqr_pct",
-    "host_reference_iqr_pct",
+    "host_slow_pct",
     "noisy",
     "host_ms",
+    "host_per_ref_x",
     "kernels_per_step",
     "kernel_ms",
     "first_call_s",
@@ -227,27 +232,17 @@ def watched(executor: registry.Executor, progress: Progress):
         ticker.join()
 
 
-def wall_blocks(fn, kwargs: dict, params: Params, progress: Progress) -> tuple[dict, dict]:
-    """``repeats`` blocks of ``iters`` back-to-back calls (``timing.block``: wall and steady-state host
-    time at once; warm-up before the first), each followed by ``timing.host_reference_ms``: the wall
-    record (with the host time's statistics) and the host reference's statistics."""
-    walls, hosts, reference = [], [], []
-    timing.warm_up(fn, kwargs, params.warmup)
-    for i in range(params.repeats):
-        progress.detail(f"block {i + 1}/{params.repeats}")
-        block = timing.block(fn, kwargs, params.device, params.iters)
-        walls.append(block.wall_ms)
-        hosts.append(block.host_ms)
-        reference.append(timing.host_reference_ms())
-    wall = {
-        "method": timing.method_name(params.device),
-        "warmup": params.warmup,
-        "iters": params.iters,
-        "blocks_ms": walls,
-        **Stat.of(walls).to_dict(),
-        "host": Stat.of(hosts).to_dict(),
-    }
-    return wall, Stat.of(reference).to_dict()
+def wall_blocks(fn, kwargs: dict, params: Params, progress: Progress) -> dict:
+    """The executor's wall and steady-state host time through the suite's one harness
+    (``harness.rounds`` with this executor alone: a warm-up round, then ``2 x repeats`` blocks, each
+    between two host references): ``{"wall": its record, "reference": the rounds' host state}``. A
+    failing call raises, as it would outside the harness."""
+    done = harness.rounds(
+        [harness.Entry("step", fn, kwargs)], params.device, params.warmup, params.iters, params.repeats, progress.detail
+    )
+    if error := done.timed["step"].error:
+        raise RuntimeError(error)
+    return {"wall": done.record("step"), "reference": done.reference_record()}
 
 
 def top_host_ops(rows: list[dict], top: int = TOP) -> list[dict]:
@@ -266,23 +261,25 @@ def trace_path(folder: Path, tag: str, executor: str) -> Path:
 
 
 def _row(p: harness.Prepared, found: dict) -> dict:
-    wall, reference = found.get("wall") or {}, found.get("reference") or {}
+    timed, reference = found.get("wall") or {}, found.get("reference") or {}
+    wall, host, per_ref = (timed.get(k) or {} for k in ("wall", "host", "host_per_ref"))
     kernels = found.get("kernels") or {}
-    noisy = None if not wall else bool(wall.get("noisy") or reference.get("noisy"))
+    slow = reference.get("slow_share")
     return p.row(
-        wall_ms=wall.get("median"),
-        wall_q1_ms=wall.get("q1"),
-        wall_q3_ms=wall.get("q3"),
+        **{f"wall{part}_ms": wall.get(key) for part, key in (("", "median"), ("_q1", "q1"), ("_q3", "q3"))},
+        wall_lo_ms=wall.get("lo"),
+        wall_hi_ms=wall.get("hi"),
         wall_iqr_pct=100 * wall["rel_spread"] if wall else None,
-        host_reference_iqr_pct=100 * reference["rel_spread"] if reference else None,
-        noisy=noisy,
-        host_ms=(wall.get("host") or {}).get("median"),
+        host_slow_pct=None if slow is None else 100 * slow,
+        noisy=None if not wall else bool(wall.get("noisy") or (slow or 0) > NOISY_SLOW_SHARE),
+        host_ms=host.get("median"),
+        host_per_ref_x=per_ref.get("median"),
         kernels_per_step=kernels.get("kernels_per_step"),
         kernel_ms=kernels.get("kernel_ms"),
         first_call_s=p.first_call_s,
-        method=wall.get("method"),
-        blocks_ms=wall.get("blocks_ms"),
-        host_reference_ms=reference.get("median"),
+        method=timed.get("method"),
+        blocks_ms=timed.get("wall_ms"),
+        host_reference_ms=(reference.get("stat") or {}).get("median"),
     )
 
 
@@ -372,7 +369,7 @@ def _measure_part(part, p, fn, kwargs, params, progress, trace_folder, tag) -> d
     if part == "trace":
         return {part: thunder_traces.trace_row(p, kwargs)}  # a failed analysis keeps its reason, the timing goes on
     if part == "wall":
-        return dict(zip(("wall", "reference"), wall_blocks(fn, kwargs, params, progress)))
+        return wall_blocks(fn, kwargs, params, progress)
     if part == "kernels":
         return {part: timing.profile_kernels(fn, kwargs, device, PROFILE_STEPS)}
     path = trace_path(Path(trace_folder or params.output_dir), tag, p.executor.name)
@@ -458,8 +455,8 @@ def summary_line(run: dict) -> str:
             f"{run['calls']} guarded calls ran, none after Stop"
         )
     noisy = [
-        f"{r['executor']} (wall IQR {tables.number(r['wall_iqr_pct'])}%, host reference IQR "
-        f"{tables.number(r['host_reference_iqr_pct'])}%)"
+        f"{r['executor']} (wall IQR {tables.number(r['wall_iqr_pct'])}%, host slow in "
+        f"{tables.number(r['host_slow_pct'])}% of its references)"
         for r in run["rows"]
         if r.get("noisy")
     ]
@@ -478,7 +475,7 @@ def findings(run: dict) -> list[str]:
         f"{run['label']}: "
         + (
             ", ".join(
-                f"{r['label']} {r['wall_ms']:.3g} ms (q1-q3 {r['wall_q1_ms']:.3g}-{r['wall_q3_ms']:.3g})" for r in ok
+                f"{r['label']} {r['wall_ms']:.3g} ms (interval {r['wall_lo_ms']:.3g}-{r['wall_hi_ms']:.3g})" for r in ok
             )
             if ok
             else "no executor produced a wall time"
@@ -487,16 +484,16 @@ def findings(run: dict) -> list[str]:
     ]
     if len(ok) >= 2:
         fast, slow = ok[0], ok[-1]
-        overlap = slow["wall_q1_ms"] <= fast["wall_q3_ms"]
+        overlap = slow["wall_lo_ms"] <= fast["wall_hi_ms"]
         out.append(
             f"{fast['label']} is the fastest; {slow['label']} takes {slow['wall_ms'] / fast['wall_ms']:.3g}x as long"
-            + (" (their quartiles overlap: this run cannot order them)." if overlap else ".")
+            + (" (their intervals overlap: this run cannot order them)." if overlap else ".")
         )
     noisy = [r["label"] for r in ok if r["noisy"]]
     if noisy:
         out.append(
-            f"Noisy (wall or host-reference IQR over {metrics.NOISY_REL_SPREAD:.0%} of the median): "
-            f"{', '.join(noisy)}; the machine was busy or drifting."
+            f"Noisy (wall IQR over {metrics.NOISY_REL_SPREAD:.0%} of the median, or the host slow in over "
+            f"{NOISY_SLOW_SHARE:.0%} of the references): {', '.join(noisy)}; the machine was busy or drifting."
         )
     skipped = [f"{r['executor']} ({r['status']})" for r in run["rows"] if r["wall_ms"] is None]
     if skipped:
@@ -505,14 +502,19 @@ def findings(run: dict) -> list[str]:
 
 
 def figure(runs: list[dict]):
-    """Wall time per executor, one bar group per run, whiskers at the quartiles."""
+    """Wall time per executor (named as in the table), one bar group per run, whiskers at each
+    median's interval; a log axis when the runs' walls span more than ``LOG_AXIS_SPAN`` x (a seed run
+    beside a tiny one), so that no bar vanishes."""
     import plotly.graph_objects as go
 
+    walls = [r["wall_ms"] for run in runs for r in run["rows"] if r["wall_ms"]]
+    log = bool(walls) and max(walls) / min(walls) > LOG_AXIS_SPAN
     fig = go.Figure(
         layout=dict(
-            title="Wall time per step (median, whiskers at q1-q3)",
+            title="Wall time per step (median over fast blocks, whiskers at its interval)",
             barmode="group",
-            yaxis_title="wall time per step (ms)",
+            yaxis_title="wall time per step (ms" + (", log scale)" if log else ")"),
+            yaxis_type="log" if log else "linear",
             xaxis_title="executor",
             height=420,
             legend=dict(orientation="h", y=-0.25),
@@ -523,13 +525,13 @@ def figure(runs: list[dict]):
         if ok:
             fig.add_bar(
                 name=run["label"],
-                x=[r["label"] for r in ok],
+                x=[r["executor"] for r in ok],
                 y=[r["wall_ms"] for r in ok],
                 error_y=dict(
                     type="data",
                     symmetric=False,
-                    array=[r["wall_q3_ms"] - r["wall_ms"] for r in ok],
-                    arrayminus=[r["wall_ms"] - r["wall_q1_ms"] for r in ok],
+                    array=[(r.get("wall_hi_ms") or r["wall_ms"]) - r["wall_ms"] for r in ok],
+                    arrayminus=[r["wall_ms"] - (r.get("wall_lo_ms") or r["wall_ms"]) for r in ok],
                 ),
             )
     return fig
@@ -717,7 +719,9 @@ class ExplorerUI:
         self.cache_mode = w.Dropdown(options=CACHE_MODES, value=params.cache_mode, description="cache mode", **wide)
         self.warmup = w.BoundedIntText(value=params.warmup, min=0, max=10_000, description="warm-up calls", **wide)
         self.iters = w.BoundedIntText(value=params.iters, min=1, max=1_000_000, description="calls / block", **wide)
-        self.repeats = w.BoundedIntText(value=params.repeats, min=2, max=10_000, step=2, description="blocks", **wide)
+        self.repeats = w.BoundedIntText(
+            value=params.repeats, min=2, max=10_000, step=2, description="blocks/pass", **wide
+        )
         self.run_button = w.Button(description="Run", button_style="primary", icon="play")
         self.stop_button = w.Button(description="Stop", button_style="danger", icon="stop", disabled=True)
         self.save_button = w.Button(description="Save", icon="save")

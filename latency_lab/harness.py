@@ -230,6 +230,18 @@ class Timed:
     def host(self) -> Stat | None:
         return Stat.headline(self.host_ms, self.keep()) if self.host_ms else None
 
+    @property
+    def host_per_ref_x(self) -> list[float]:
+        """Per block, its host time over its adjacent host reference (``host_state.per_reference``)."""
+        if len(self.reference_before_ms) != len(self.host_ms):
+            return []
+        return host_state.per_reference(self.host_ms, self.reference_before_ms, self.reference_after_ms)
+
+    @property
+    def host_per_ref(self) -> Stat | None:
+        xs = self.host_per_ref_x
+        return Stat.headline(xs, self.keep()) if xs else None
+
     def mark(self, cut: float | None) -> None:
         """Flag each block fast or not against the rounds' ``cut``."""
         self.fast = [host_state.fast(b, a, cut) for b, a in zip(self.reference_before_ms, self.reference_after_ms)]
@@ -315,6 +327,7 @@ class Rounds:
             "rounds": len(t.wall_ms),
             "wall": t.wall and t.wall.to_dict(),
             "host": t.host and t.host.to_dict(),
+            "host_per_ref": t.host_per_ref and t.host_per_ref.to_dict(),
             "passes": [p and p.to_dict() for p in (first, second)],
             "pass_ratio": t.pass_ratio(),
             "wall_ms": t.wall_ms,
@@ -391,6 +404,15 @@ def rounds(
     return done
 
 
+def timed_columns(t: Timed | None) -> dict:
+    """A row's wall and host columns from its blocks: ``wall_ms``, ``host_ms`` and ``host_per_ref_x``
+    (host time in units of the adjacent host reference), each with quartiles and interval."""
+    out = {}
+    for name, stat in (("wall_ms", t and t.wall), ("host_ms", t and t.host), ("host_per_ref_x", t and t.host_per_ref)):
+        out.update(stat.flat(name) if stat else {name: None})
+    return out
+
+
 def host_moved_note(rounds_: Rounds, difference: float) -> str:
     """A caveat for a finding that reports a relative ``difference`` (0.2 = 20%) between two rows: said
     when the host reference moved by more than that during the rounds; empty otherwise."""
@@ -412,9 +434,11 @@ def state_text(rounds_: Rounds) -> str:
     return (
         f"The host read slow (its reference loop above {cut:.3g} ms, {host_state.FAST_FACTOR:g}x the 10th "
         f"percentile) in {100 * share:.3g}% of {len(rounds_.references())} references; {fast_n} of {blocks} "
-        "blocks ran fast, and headlines are medians over those, each with the interval a second run is "
-        "promised to land in (bootstrap 95% of the median x sqrt(2), widened to its medians over four "
-        "time slices). Kernel times do not move with the host."
+        "blocks ran fast, and the headlines in ms are medians over those. A run that is slow most of the time "
+        "has a slow 10th percentile, and its ms headlines are slow-state ones; host time per host reference "
+        "(each block's host time over the mean of its two references) cancels the state and is the host "
+        "number to compare across runs. Intervals: bootstrap 95% of the median x sqrt(2), widened to its "
+        "medians over four time slices. Kernel times do not move with the host."
     )
 
 

@@ -15,12 +15,11 @@ range, ``higher`` or ``lower`` outside it, always with the measured spread.
 from __future__ import annotations
 
 import re
-import statistics
 from pathlib import Path
 
 from . import harness, profiler_timeline, thunder_breakdown, timing
 from .harness import Prepared, Rounds, describe
-from .metrics import Stat
+from .metrics import Stat, host_bound
 from .tables import number
 
 STEP_PROFILES = 3  # profiled steps per executor; the median one (by host time) is drawn and saved
@@ -32,12 +31,14 @@ GRAPH_PAIRS = (
 # The seed's hypotheses as ranges: a measured median inside holds, outside is higher or lower.
 SEED_STARTUP_US = (200.0, 300.0)  # "~250 µs of start-up time" per step
 SEED_NVFUSER_US_PER_KERNEL = (20.0, 30.0)  # "around 20 to 30 us per kernel"
+SEED_WRAPPER_US = 20.0  # "The FusionDefinition caching from Thunder looks slow on the order of 20+us per fusion"
 GRAPHS_CURE = 0.8  # graphs "cure" when the wall with them is <= 80% of without, within rounds
 CLOSES = 10.0  # % of the plain step's host time the in-place parts may leave unexplained
 STEP_COLUMNS = [
     "executor",
     "wall_ms",
     "host_ms",
+    "host_per_ref_x",
     "kernel_ms",
     "kernels_per_step",
     "gpu_busy_pct",
@@ -131,20 +132,18 @@ def step_row(p: Prepared, measured: dict, timed: Rounds) -> dict:
     """One executor's steady-state step: wall and host time (same rounds), kernels and kernel time
     (the profiled step), GPU busy and host-bound, the memory it holds."""
     t = timed.timed.get(p.name)
-    wall, host = (t.wall, t.host) if t else (None, None)
     step = (measured.get("timeline") or {}).get("step") or {}
     kernel_ms = step["kernel_us"] / 1e3 if step.get("kernels") else None
     memory = measured.get("memory") or {}
     out = p.row(
-        **(wall.flat("wall_ms") if wall else {"wall_ms": None}),
-        **(host.flat("host_ms") if host else {"host_ms": None}),
+        **harness.timed_columns(t),
         kernel_ms=kernel_ms,
         kernels_per_step=step.get("kernels") or None,
         allocated_mib=memory.get("allocated_mib"),
         reserved_mib=memory.get("reserved_mib"),
     )
     busy = 100 * kernel_ms / out["wall_ms"] if kernel_ms is not None and out["wall_ms"] else None
-    out.update(gpu_busy_pct=busy, host_bound=None if busy is None else busy < 50.0)
+    out.update(gpu_busy_pct=busy, host_bound=host_bound(out["host_ms"], kernel_ms))
     if memory.get("reason") and p.ok:
         out["notes"] = "; ".join(filter(None, (out["notes"], f"memory: {memory['reason']}")))
     return out
@@ -173,7 +172,7 @@ def timeline_row(name: str, measured: dict) -> dict | None:
 def phase_rows(broken: dict[str, dict]) -> list[dict]:
     """Per configuration and phase of the call: in-place µs (median and quartiles over the rounds)."""
     return [
-        {"executor": n, "phase": phase, **Stat(**{k: v[k] for k in Stat.__dataclass_fields__}).flat("us")}
+        {"executor": n, "phase": phase, **Stat.from_dict(v).flat("us")}
         for n, b in broken.items()
         if "phases" in b
         for phase, v in b["phases"].items()
@@ -215,21 +214,24 @@ def parts_rows(broken: dict[str, dict]) -> list[dict]:
 
 def region_rows(broken: dict[str, dict], measured: dict[str, dict]) -> list[dict]:
     """Every region and op of each configuration: in place (µs per call, quartiles over rounds), alone
-    from an idle GPU (the cross-check), kernels it launches (profiled alone) and in-place µs per kernel."""
+    from an idle GPU (the cross-check), an nvFuser region's ``fd.execute`` alone (nvFuser without
+    Thunder's wrapper), kernels it launches (profiled alone) and µs per kernel. Calls are matched to
+    the statements by name, in order per name: a call missing alone leaves only its own row empty."""
     out = []
     for n, b in broken.items():
-        alone = [
-            r for r in ((measured.get(n) or {}).get("alone") or {}).get("rows") or [] if r["kind"] != "nvFuser execute"
-        ]
-        matched = iter(alone)
-        pending = next(matched, None)
+        rows = ((measured.get(n) or {}).get("alone") or {}).get("rows") or []
+        execute = {r["index"]: r for r in rows if r["kind"] == "nvFuser execute"}
+        by_name: dict[str, list[dict]] = {}
+        for r in rows:
+            if r["kind"] != "nvFuser execute":
+                by_name.setdefault(r["call"], []).append(r)
         for s in b.get("statements", []):
             if s["kind"] == "glue":
                 continue
-            a = pending if pending and pending["call"] == s["name"] else None
-            if a is not None:
-                pending = next(matched, None)
-            kernels = (a or {}).get("kernels")
+            same = by_name.get(s["name"])
+            a = same.pop(0) if same else {}
+            kernels = a.get("kernels")
+            fd = (execute.get(a["index"]) or {}).get("alone_us") if a else None
             out.append(
                 {
                     "executor": n,
@@ -239,12 +241,14 @@ def region_rows(broken: dict[str, dict], measured: dict[str, dict]) -> list[dict
                     "in_place_us": s["median"],
                     "in_place_q1_us": s["q1"],
                     "in_place_q3_us": s["q3"],
-                    "alone_us": (a or {}).get("alone_us"),
+                    "alone_us": a.get("alone_us"),
+                    "execute_alone_us": fd,
                     "kernels": kernels,
                     "in_place_us_per_kernel": s["median"] / kernels if kernels else None,
                     "alone_us_per_kernel": a["alone_us"] / kernels
                     if kernels and a.get("alone_us") is not None
                     else None,
+                    "execute_alone_us_per_kernel": fd / kernels if kernels and fd is not None else None,
                 }
             )
     return out
@@ -259,9 +263,41 @@ def nvfusion_per_kernel(broken: dict[str, dict], regions: list[dict], name: str)
     return Stat.headline([us / kernels for us in per_block], keep) if kernels and per_block else None
 
 
-def grade(value: float, band: tuple[float, float]) -> str:
-    """``holds`` inside the seed's range, ``higher`` or ``lower`` outside it."""
-    return "lower" if value < band[0] else "higher" if value > band[1] else "holds"
+def alone_costs(regions: list[dict], name: str) -> dict | None:
+    """``name``'s nvFusion regions alone, in the same statistic as in place (totals over regions): µs
+    per kernel through Thunder's wrapper and in ``fd.execute`` alone, and the wrapper's µs per fusion
+    (wrapper - execute); over the regions that have both. None without any."""
+    both = [
+        r
+        for r in regions
+        if r["executor"] == name and r["kind"] == "nvFusion" and r["kernels"]
+        if r["alone_us"] is not None and r["execute_alone_us"] is not None
+    ]
+    if not both:
+        return None
+    kernels = sum(r["kernels"] for r in both)
+    wrapped, execute = sum(r["alone_us"] for r in both), sum(r["execute_alone_us"] for r in both)
+    return {
+        "regions": len(both),
+        "kernels": kernels,
+        "alone_us_per_kernel": wrapped / kernels,
+        "execute_us_per_kernel": execute / kernels,
+        "wrapper_us_per_fusion": (wrapped - execute) / len(both),
+    }
+
+
+def grade(value: float | Stat, band: tuple[float, float]) -> str:
+    """``holds`` inside the seed's range, ``higher`` or ``lower`` outside it; for a statistic with an
+    interval, by the interval: ``higher`` or ``lower`` only when all of it lies outside the range,
+    ``holds`` when all of it lies inside, else ``at the edge`` (the interval straddles a bound)."""
+    if not isinstance(value, Stat) or value.lo is None:
+        m = value.median if isinstance(value, Stat) else value
+        return "lower" if m < band[0] else "higher" if m > band[1] else "holds"
+    if value.hi < band[0]:
+        return "lower"
+    if value.lo > band[1]:
+        return "higher"
+    return "holds" if band[0] <= value.lo and value.hi <= band[1] else "at the edge"
 
 
 def graph_rows(step: list[dict], timed: Rounds) -> list[dict]:
@@ -303,8 +339,9 @@ def _us(value: float | None) -> str:
 
 
 def _spread(s: Stat | dict) -> str:
-    q1, q3 = (s.q1, s.q3) if isinstance(s, Stat) else (s["q1"], s["q3"])
-    return f"IQR {_us(q1)}-{_us(q3)}"
+    """The statistic's interval where it has one (``host_state.interval``), else its IQR."""
+    s = s if isinstance(s, Stat) else Stat.from_dict(s)
+    return f"interval {_us(s.lo)}-{_us(s.hi)}" if s.lo is not None else f"IQR {_us(s.q1)}-{_us(s.q3)}"
 
 
 def parts_text(broken: dict[str, dict]) -> list[str]:
@@ -340,41 +377,48 @@ def startup_text(broken: dict[str, dict], timelines: dict[str, dict], device: st
     )
     if name is None:
         return "Start-up per step (seed: ~250 µs): no Thunder configuration was taken apart in place here."
-    s = broken[name]["startup_us"]
+    s = Stat.from_dict(broken[name]["startup_us"])
     lo, hi = SEED_STARTUP_US
     text = (
-        f"Start-up per step (seed: ~250 µs, read as {lo:.0f}-{hi:.0f} µs): {grade(s['median'], SEED_STARTUP_US)} "
-        f"for {name}: {_us(s['median'])} in place before the computation's first statement ({_spread(s)}; "
-        "call entry, cache info, cache search, prologue, bookkeeping)."
+        f"Start-up per step (seed: ~250 µs that Thunder spends and eager does not, read as {lo:.0f}-{hi:.0f} µs). "
+        f"Before the computation's first statement, in place: {_us(s.median)} for {name} ({_spread(s)}; call "
+        f"entry, cache info, cache search, prologue, bookkeeping): {grade(s, SEED_STARTUP_US)}."
     )
     eager, here = ((timelines.get(n) or {}).get("call_to_first_kernel_us") for n in ("eager", name))
     if device.startswith("cuda") and eager is not None and here is not None:
         text += (
-            f" Profiled cross-check: its first kernel starts {_us(here)} after the call, eager's {_us(eager)} "
-            "(under the profiler, which adds its own host cost)."
+            f" Call to first kernel beyond eager's, profiled (one step under the profiler, which adds its own "
+            f"host cost): {_us(here - eager)} ({name} {_us(here)}, eager {_us(eager)}): "
+            f"{grade(here - eager, SEED_STARTUP_US)}."
         )
     return text
 
 
 def per_kernel_text(broken: dict[str, dict], regions: list[dict], device: str) -> str:
-    """The seed's 20-30 µs of nvFuser host time per kernel, graded on nvFusion regions in place, with
-    the same regions run alone beside it."""
+    """The seed's two per-fusion costs, each graded on its own claim: nvFuser's 20-30 µs of host time
+    per kernel (in place, which includes Thunder's wrapper, and ``fd.execute`` alone, which does not)
+    and Thunder's FusionDefinition cache at 20+ µs per fusion (the wrapper around ``fd.execute``, alone)."""
     lo, hi = SEED_NVFUSER_US_PER_KERNEL
     parts = []
     for n in broken:
         s = nvfusion_per_kernel(broken, regions, n)
         if s is None:
             continue
-        alone = [
-            r["alone_us_per_kernel"]
-            for r in regions
-            if r["executor"] == n and r["kind"] == "nvFusion" and r["alone_us_per_kernel"] is not None
-        ]
-        parts.append(
-            f"{n} {grade(s.median, SEED_NVFUSER_US_PER_KERNEL)}: {_us(s.median)} per kernel in place "
-            f"({_spread(s)} over rounds)"
-            + (f", {_us(statistics.median(alone))} run alone from an idle GPU (median over regions)" if alone else "")
+        text = (
+            f"{n}: in place, Thunder's wrapper included, {_us(s.median)} per kernel ({_spread(s)} over rounds; total "
+            f"nvFusion µs over its kernels): {grade(s, SEED_NVFUSER_US_PER_KERNEL)}"
         )
+        if c := alone_costs(regions, n):
+            own = grade(c["execute_us_per_kernel"], SEED_NVFUSER_US_PER_KERNEL)
+            cache = "holds" if c["wrapper_us_per_fusion"] >= SEED_WRAPPER_US else "lower"
+            text += (
+                f"; alone from an idle GPU (totals over {c['regions']} regions, {number(c['kernels'])} kernels): "
+                f"{_us(c['alone_us_per_kernel'])} per kernel through the wrapper, "
+                f"{_us(c['execute_us_per_kernel'])} in fd.execute alone (nvFuser's own: {own}); the wrapper adds "
+                f"{_us(c['wrapper_us_per_fusion'])} per fusion (seed: 20+ µs per fusion for Thunder's "
+                f"FusionDefinition cache: {cache})"
+            )
+        parts.append(text)
     if not parts:
         return f"nvFuser host time per kernel (seed: {lo:.0f}-{hi:.0f} µs): " + (
             "needs CUDA and nvFuser." if not device.startswith("cuda") else "no nvFusion region was measured."

@@ -105,6 +105,14 @@ def separated(differences, lo: float | None, hi: float | None) -> bool:
     return p is not None and p < SEPARATED_P and lo is not None and hi is not None and (lo > 0 or hi < 0)
 
 
+def per_reference(values, before, after) -> list[float]:
+    """Each block's value in units of its host reference (the mean of the references right before and
+    right after it). Host work is Python like the reference loop and slows with it, so this ratio
+    survives a change of state that the value in ms does not (the H200's two runs of 05-07, 82/39/55%
+    then 15/15/16% slow: host ms moved up to 46%, host per reference at most 13%)."""
+    return [v / ((b + a) / 2) for v, b, a in zip(values, before, after)]
+
+
 METHOD = (
     f"median over fast blocks (both adjacent host references within {FAST_FACTOR:g} x their 10th percentile); "
     f"interval: bootstrap {CONFIDENCE:.0%} of the median x sqrt(2), widened to cover {CHUNKS} consecutive time slices"

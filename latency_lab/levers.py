@@ -38,9 +38,11 @@ KEY_COLUMNS = [
     "kernels_per_step",
     "wall_ms",
     "host_ms",
+    "host_per_ref_x",
     "host_saved_us",
     "host_saved_lo_us",
     "host_saved_hi_us",
+    "host_saved_per_ref_x",
     "saving",
     "status",
     "reason",
@@ -87,6 +89,12 @@ def saved(timed: Rounds, name: str, baseline: str = BASELINE) -> Stat | None:
     return timed.paired(baseline, name, "host_ms", lambda b, x: (b - x) * 1e3)
 
 
+def saved_per_reference(timed: Rounds, name: str, baseline: str = BASELINE) -> Stat | None:
+    """The same saving in units of the adjacent host reference (``host_state.per_reference``), paired
+    over the same rounds: the number that survives a change of the host's state."""
+    return timed.paired(baseline, name, "host_per_ref_x", lambda b, x: b - x)
+
+
 def saving_verdict(timed: Rounds, name: str, baseline: str = BASELINE) -> tuple[str | None, float | None]:
     """``saves``, ``costs`` or ``not separated`` (sign test over the same rounds as ``saved``, p <
     0.05, and an interval that excludes zero), and the sign test's p."""
@@ -127,7 +135,6 @@ def row(p: Prepared, measured: dict, timed: Rounds, broken: dict[str, dict], flo
     """One configuration: options and lever, its trace's regions and symbols, kernels, wall and host
     time (same rounds as the baseline), the host time it saves per step and where the saving lands."""
     t = timed.timed.get(p.name)
-    wall, host = (t.wall, t.host) if t else (None, None)
     kernels = measured.get("kernels") or {}
     nv, other, symbols = regions_of(measured.get("trace"))
     s = saved(timed, p.name) if p.name != BASELINE else None
@@ -143,9 +150,9 @@ def row(p: Prepared, measured: dict, timed: Rounds, broken: dict[str, dict], flo
         bound_symbols=symbols,
         kernels_per_step=kernels.get("kernels_per_step"),
         kernel_ms=kernels.get("kernel_ms"),
-        **(wall.flat("wall_ms") if wall else {"wall_ms": None}),
-        **(host.flat("host_ms") if host else {"host_ms": None}),
+        **harness.timed_columns(t),
         **(s.flat("host_saved_us") if s else {"host_saved_us": None}),
+        **(r.flat("host_saved_per_ref_x") if (r := saved_per_reference(timed, p.name)) and s else {}),
         saving=verdict,
         saving_p=p_value,
         largest_change=f"{largest[0]} {number(largest[1])} µs" if largest else None,
@@ -382,8 +389,7 @@ def combination_row(key: str, p: Prepared, timed: Rounds, depth_of: dict[str, in
         layers=depth,
         combined=p.name == combined,
         first_call_s=p.first_call_s,
-        **(t.wall.flat("wall_ms") if t and t.wall else {"wall_ms": None}),
-        **(t.host.flat("host_ms") if t and t.host else {"host_ms": None}),
+        **harness.timed_columns(t),
     )
     for other, field in ((BASELINE, "vs_baseline"), (REFERENCE, "vs_reference")):
         ratio = timed.ratio(key, f"{other} @ layers={depth}")

@@ -34,6 +34,7 @@ WORDS = {
     "vs": "vs.",
     "rms": "RMS",
     "se": "SE",
+    "ref": "reference",
 }
 
 
@@ -79,6 +80,11 @@ class Stat:
         xs, fast_only = host_state.select(samples, keep) if keep is not None else (list(samples), None)
         lo, hi = host_state.interval(xs)
         return replace(cls.of(xs), lo=lo, hi=hi, fast_only=fast_only)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Stat:
+        """The statistic back from its ``to_dict`` (derived keys ignored)."""
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
     @property
     def iqr(self) -> float:
@@ -164,3 +170,10 @@ def finite(value) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if math.isfinite(value) else None
+
+
+def host_bound(host_ms: float | None, kernel_ms: float | None) -> bool | None:
+    """Whether a steady-state step is host-bound: the host takes at least as long to issue a step as
+    its kernels take to run (host time per step >= kernel time per step), so the GPU waits for the
+    host. None where either is unknown (no kernels on a CPU)."""
+    return None if host_ms is None or kernel_ms is None else host_ms >= kernel_ms

@@ -10,6 +10,7 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
+from . import metrics
 from .metrics import SCHEMA_VERSION
 
 SUFFIX = ".results.json"
@@ -61,9 +62,17 @@ def _clean(value):
 
 
 def key_table(title: str, rows: list[dict], columns: list[str] | None = None) -> dict:
-    """The table the run index shows for a notebook: a title, column names and row values."""
+    """The table the run index shows for a notebook: a title, column names and row values, and per
+    column that has them the rows' intervals (``[lo, hi]`` each, for ``compare``; not shown)."""
     columns = columns or list(dict.fromkeys(k for row in rows for k in row))
-    return {"title": title, "columns": columns, "rows": [[row.get(c) for c in columns] for row in rows]}
+    table = {"title": title, "columns": columns, "rows": [[row.get(c) for c in columns] for row in rows]}
+    intervals = {
+        c: [[row.get(lo), row.get(hi)] for row in rows]
+        for c in columns
+        if (names := metrics.interval_names(c)) and any(row.get(names[0]) is not None for row in rows)
+        for lo, hi in [names]
+    }
+    return {**table, "intervals": intervals} if intervals else table
 
 
 def failed_rows(table: dict) -> list[str]:

@@ -555,6 +555,7 @@ KEY_COLUMNS = [
     "prompt_tokens",
     "wall_ms",
     "host_ms",
+    "host_per_ref_x",
     "kernel_ms",
     "kernels_per_step",
     "first_call_s",

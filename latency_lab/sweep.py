@@ -168,10 +168,8 @@ def row(b: Built, timed: Rounds) -> dict:
         first_call_cache_hits=(b.measured.get("compile caches") or {}).get("hits"),
         rel_err=(b.measured.get("output") or {}).get("rel_err"),
     )
-    wall, host = (t.wall, t.host) if t else (None, None)
     out.update(
-        **(wall.flat("wall_ms") if wall else {"wall_ms": None}),
-        **(host.flat("host_ms") if host else {"host_ms": None}),
+        **harness.timed_columns(t),
         kernel_ms=kernels.get("kernel_ms"),
         kernels_per_step=kernels.get("kernels_per_step"),
         floor_ms=b.case.floor_ms,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+from dataclasses import replace
 
 import pytest
 from conftest import run_runner
@@ -193,8 +194,15 @@ def test_region_rows_pair_in_place_with_alone_and_count_kernels():
                         "index": 0,
                         "call": "nvFusion0 fd.execute",
                         "kind": "nvFuser execute",
-                        "alone_us": 70.0,
+                        "alone_us": 60.0,
                         "kernels": 4,
+                    },
+                    {
+                        "index": 1,
+                        "call": "nvFusion1 fd.execute",
+                        "kind": "nvFuser execute",
+                        "alone_us": 20.0,
+                        "kernels": 2,
                     },
                 ]
             }
@@ -205,25 +213,54 @@ def test_region_rows_pair_in_place_with_alone_and_count_kernels():
         ("nvFusion0", 150.0, 20.0),
         ("nvFusion1", 250.0, 20.0),
     ]
+    assert [r["execute_alone_us_per_kernel"] for r in rows] == [15.0, 10.0]
     s = host_overhead.nvfusion_per_kernel(_broken(), rows, "thunder")
     assert s.median == pytest.approx(1125.0 / 6)
+    c = host_overhead.alone_costs(rows, "thunder")  # totals over regions, the in-place statistic
+    assert c["alone_us_per_kernel"] == pytest.approx(120 / 6) and c["execute_us_per_kernel"] == pytest.approx(80 / 6)
+    assert c["wrapper_us_per_fusion"] == pytest.approx(20.0) and c["regions"] == 2
+    text = host_overhead.per_kernel_text(_broken(), rows, "cuda")
+    assert "20.0 µs per kernel through the wrapper, 13.3 µs in fd.execute alone (nvFuser's own: lower)" in text
+    assert "the wrapper adds 20.0 µs per fusion" in text and "FusionDefinition cache: holds)" in text
+
+
+def test_a_call_missing_alone_leaves_only_its_own_row_empty():
+    measured = {
+        "thunder": {"alone": {"rows": [{"index": 5, "call": "nvFusion1", "kind": "nvFusion", "alone_us": 40.0}]}}
+    }
+    rows = host_overhead.region_rows(_broken(), measured)  # nvFusion0 has no alone row
+    assert [(r["call"], r["alone_us"]) for r in rows] == [("nvFusion0", None), ("nvFusion1", 40.0)]
 
 
 def test_hypotheses_read_their_numbers_and_grade_both_ways():
-    rows = [{"executor": "thunder", "kind": "nvFusion", "kernels": 40, "alone_us_per_kernel": 25.0}]
+    rows = [{"executor": "thunder", "kind": "nvFusion", "kernels": 40, "alone_us": 1000.0, "execute_alone_us": None}]
     high = host_overhead.per_kernel_text(_broken(nv_per_block=(1500.0, 1600.0)), rows, "cuda")
-    assert "thunder higher: 38.8 µs per kernel in place (IQR 38.1 µs-39.4 µs over rounds), 25.0 µs run alone" in high
-    assert "thunder lower" in host_overhead.per_kernel_text(_broken(nv_per_block=(400.0, 420.0)), rows, "cuda")
-    assert "thunder holds" in host_overhead.per_kernel_text(_broken(nv_per_block=(1000.0, 1000.0)), rows, "cuda")
+    assert "thunder: in place, Thunder's wrapper included, 38.8 µs per kernel (interval " in high
+    assert "over rounds; total nvFusion µs over its kernels): higher" in high and "fd.execute" not in high
+    assert high.endswith("higher.")
+    assert "lower" in host_overhead.per_kernel_text(_broken(nv_per_block=(400.0, 420.0)), rows, "cuda")
+    assert "holds" in host_overhead.per_kernel_text(_broken(nv_per_block=(1000.0, 1000.0)), rows, "cuda")
     assert "needs CUDA" in host_overhead.per_kernel_text({}, [], "cpu")
-    assert host_overhead.startup_text(_broken(startup=380.0), {}, "cuda").startswith(
-        "Start-up per step (seed: ~250 µs, read as 200-300 µs): higher for thunder: 380 µs"
-    )
-    assert "holds for thunder" in host_overhead.startup_text(_broken(startup=250.0), {}, "cuda")
-    assert "lower for thunder" in host_overhead.startup_text(_broken(startup=90.0), {}, "cuda")
+    text = host_overhead.startup_text(_broken(startup=380.0), {}, "cuda")
+    assert text.startswith("Start-up per step (seed: ~250 µs that Thunder spends and eager does not, read as 200-300")
+    assert "in place: 380 µs for thunder" in text and text.endswith(": higher.")
+    assert host_overhead.startup_text(_broken(startup=250.0), {}, "cuda").endswith(": holds.")
+    assert host_overhead.startup_text(_broken(startup=90.0), {}, "cuda").endswith(": lower.")
+    timelines = {"eager": {"call_to_first_kernel_us": 185.0}, "thunder": {"call_to_first_kernel_us": 368.0}}
+    both = host_overhead.startup_text(_broken(startup=318.0), timelines, "cuda")
+    assert "Call to first kernel beyond eager's" in both and "183 µs (thunder 368 µs, eager 185 µs): lower." in both
     assert "no Thunder configuration" in host_overhead.startup_text({}, {}, "cuda")
     assert "The in-place parts close" in host_overhead.parts_text(_broken(remainder=3.0))[0]
     assert "do not close" in host_overhead.parts_text(_broken(remainder=25.0))[0]
+
+
+def test_grades_by_the_interval():
+    band = host_overhead.SEED_STARTUP_US
+    inside = Stat(250, 249, 251, 240, 260, 250, 1, 9, lo=240.0, hi=260.0)
+    assert host_overhead.grade(inside, band) == "holds"
+    assert host_overhead.grade(replace(inside, median=305, lo=290.0, hi=320.0), band) == "at the edge"
+    assert host_overhead.grade(replace(inside, median=330, lo=310.0, hi=350.0), band) == "higher"
+    assert host_overhead.grade(replace(inside, median=150, lo=140.0, hi=160.0), band) == "lower"
 
 
 def _graph_rounds(with_ms, without_ms):

@@ -101,6 +101,9 @@ def test_a_lever_that_saves_nothing_is_not_separated_and_one_that_saves_is():
     assert verdict == "saves" and p < 0.05
     s = levers.saved(timed, "thunder:nv-skip-cache")
     assert s.lo < 200 < s.hi and s.lo > 0
+    r = levers.saved_per_reference(timed, "thunder:nv-skip-cache")  # 0.2 ms of a 1.0 ms reference
+    assert r.lo < 0.2 / FAST_REF < r.hi and r.fast_only
+    assert levers.saved_per_reference(timed, "thunder:nv-linear").median == pytest.approx(0, abs=0.02)
 
 
 def test_sign_test():
@@ -158,3 +161,71 @@ def test_compare_says_reproduced_inside_the_interval_and_changed_outside(tmp_pat
     assert got[("eager", "wall_ms")]["verdict"] == "reproduced"
     assert got[("torch.compile", "wall_ms")]["verdict"] == "changed"
     assert "1 reproduced" in C.tally(report) and "1 changed" in C.tally(report)
+
+
+def test_host_per_reference_reproduces_where_a_mostly_slow_run_has_no_fast_state():
+    """Run A 97% slow (its references' 10th percentile is a slow one, so its "fast" blocks are slow
+    ones: the ms headline lands in the slow state), run B 15% slow: host ms move by ~1.6x, host per
+    reference stays inside A's interval."""
+    costs = {"eager": 1.4, "thunder": 1.55}
+    a = two_state_rounds(costs, rounds=40, slow_share=0.97, seed=5)
+    b = two_state_rounds(costs, rounds=40, slow_share=0.15, seed=6)
+    for n, cost in costs.items():
+        ta, tb = a.timed[n], b.timed[n]
+        assert tb.host.median / ta.host.median < 0.75 and not ta.host.lo <= tb.host.median <= ta.host.hi  # ms
+        ra, rb = ta.host_per_ref, tb.host_per_ref
+        assert ra.lo <= rb.median <= ra.hi and ra.median == pytest.approx(cost / FAST_REF, rel=0.03), n
+        assert (ra.hi - ra.lo) / ra.median < 0.1
+        cols = harness.timed_columns(ta)
+        assert cols["host_per_ref_x"] == ra.median and cols["host_per_ref_lo_x"] == ra.lo
+    assert harness.timed_columns(None) == {"wall_ms": None, "host_ms": None, "host_per_ref_x": None}
+    assert harness.Timed("x", [1.0], [1.0]).host_per_ref is None  # no reference timed: no ratio
+
+
+def test_compare_tells_a_host_state_change_from_a_code_change(tmp_path):
+    def notebook(run, host, per_ref):
+        timing_notebook(run, {"eager": (host, host * 0.99, host * 1.01)}, {})
+        import json
+
+        path = run / "02_executor_timing.results.json"
+        data = json.loads(path.read_text())
+        for row in data["rows"]:
+            row.update(wall_lo_ms=host * 0.95, wall_hi_ms=host * 1.05)
+            row.update(host_per_ref_x=per_ref, host_per_ref_lo_x=per_ref * 0.95, host_per_ref_hi_x=per_ref * 1.05)
+        path.write_text(json.dumps(data))
+
+    notebook(tmp_path / "a", 2.5, 1.45)
+    notebook(tmp_path / "b", 1.5, 1.47)  # the host was slow in A: ms moved, per reference did not
+    report = C.compare(*(C.load_run(tmp_path / n) for n in "ab"))
+    got = {(e["row"], e["metric"]): e["verdict"] for e in report["rows"]}
+    assert got[("eager", "wall_ms")] == "changed" and got[("eager", "host_per_ref_x")] == "reproduced"
+    assert "Host time per host reference (the state of the host cancels out of it): 1 of 1 reproduced" in C.tally(
+        report
+    )
+
+
+def test_a_key_table_carries_its_rows_intervals_to_compare(tmp_path):
+    """A notebook whose results hold only a key table (06's points): the intervals of its metric
+    columns travel with it, unseen on the index, and compare judges each number by them."""
+    from latency_lab import results
+    from latency_lab.parameters import Params
+
+    def run(folder, wall):
+        rows = [
+            {"executor": "thunder", "layers": 2, "wall_ms": wall, "wall_lo_ms": wall * 0.95, "wall_hi_ms": wall * 1.05}
+        ]
+        table = results.key_table("points", rows, ["executor", "layers", "wall_ms"])
+        assert table["columns"] == ["executor", "layers", "wall_ms"] and table["intervals"] == {
+            "wall_ms": [[wall * 0.95, wall * 1.05]]
+        }
+        results.save(folder, "06_scaling", Params(preset="tiny", output_dir=str(folder)), {}, table)
+
+    run(tmp_path / "a", 1.00)
+    run(tmp_path / "b", 1.03)
+    run(tmp_path / "c", 1.20)
+    same = C.compare(C.load_run(tmp_path / "a"), C.load_run(tmp_path / "b"))
+    moved = C.compare(C.load_run(tmp_path / "a"), C.load_run(tmp_path / "c"))
+    assert [e["verdict"] for e in same["rows"]] == ["reproduced"] and [e["verdict"] for e in moved["rows"]] == [
+        "changed"
+    ]
+    assert "intervals" not in results.key_table("t", [{"executor": "x", "kernels_per_step": 3}])

@@ -196,6 +196,29 @@ def test_row_host_bound_is_about_the_gpu_not_a_second_host_number():
     assert cpu["host_bound"] is None and cpu["kernels_per_step"] is None and "no device kernels" in cpu["notes"]
 
 
+def test_host_bound_is_host_time_against_kernel_time_even_with_the_gpu_busy():
+    """Thunder + CUDA graphs on the H200: host 0.265 ms per step against 0.222 ms of kernels, the GPU 82%
+    busy. The host is the bottleneck: host-bound, and the text says it survives the graph replay."""
+    timed = _rounds(
+        {"thunder:cudagraphs": [0.27] * 4, "torch.compile:reduce-overhead": [0.23] * 4},
+        {"thunder:cudagraphs": [0.265] * 4, "torch.compile:reduce-overhead": [0.05] * 4},
+    )
+    measured = {"kernels": {"kernel_ms": 0.222, "kernels_per_step": 39}}
+    row = executor_timing.row(_prepared("thunder:cudagraphs"), measured, timed, None)
+    other = executor_timing.row(
+        _prepared("torch.compile:reduce-overhead"),
+        {"kernels": {"kernel_ms": 0.21, "kernels_per_step": 25}},
+        timed,
+        None,
+    )
+    assert row["gpu_busy_pct"] == pytest.approx(100 * 0.222 / 0.27) and row["host_bound"] is True
+    assert other["host_bound"] is False
+    text = executor_timing.host_bound_text([row, other])
+    assert "thunder:cudagraphs (0.265 vs 0.222)" in text and "Bound by the GPU: torch.compile:reduce-overhead" in text
+    assert "thunder:cudagraphs replays CUDA graphs and still takes more host time" in text
+    assert executor_timing.host_bound_text([other]).endswith("torch.compile:reduce-overhead (0.0500 vs 0.210).")
+
+
 def test_row_flags_disagreeing_passes():
     walls = [1.0, 1.2, 1.2, 1.0] * 2  # ABBA: pass 1 = 1.0, pass 2 = 1.2
     row = executor_timing.row(_prepared("eager"), {}, _rounds({"eager": walls}), None)
