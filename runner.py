@@ -346,9 +346,10 @@ def run_notebooks(notebooks, values, params, run_dir, args, meta, outcomes, slot
 
 
 def publish(argv: list[str]) -> int:
-    """``runner.py publish RUN DEST``: a small copy of a run (results, summary, environment, index)."""
+    """``runner.py publish RUN [RUN ...] DEST``: a small copy of a run, or of runs that together hold
+    the suite (results, summary, environment, index)."""
     ap = argparse.ArgumentParser(prog="runner.py publish", description=report.publish.__doc__)
-    ap.add_argument("run", help="a run folder (or outputs/latest)")
+    ap.add_argument("run", nargs="+", help="a run folder (or outputs/latest); several: one suite run in parts")
     ap.add_argument("dest", help="a new folder, e.g. outputs/reference-h200")
     ap.add_argument(
         "--incomplete",
@@ -357,7 +358,7 @@ def publish(argv: list[str]) -> int:
     )
     args = ap.parse_args(argv)
     try:
-        summary, files = report.publish(Path(args.run), Path(args.dest), allow_incomplete=args.incomplete)
+        summary, files = report.publish([Path(r) for r in args.run], Path(args.dest), allow_incomplete=args.incomplete)
     except (ValueError, OSError) as e:
         print(f"runner.py publish: error: {e}", file=sys.stderr)
         return EXIT_SETUP

@@ -114,17 +114,54 @@ def incomplete(summary: dict) -> list[str]:
     return found
 
 
-def publish(run_dir: Path, dest: Path, allow_incomplete: bool = False) -> tuple[dict, list[Path]]:
+SAME_STACK = ("python", "cpu", "device", "gpu", "torch_cuda_build", "packages")  # runs merged into one must agree
+
+
+def merged_summary(run_dirs: list[Path]) -> dict:
+    """One summary for several runs that together hold a suite (run in as many calls as it took):
+    their notebooks side by side, each notebook from one run only, on the same stack (``SAME_STACK``)
+    and with the same parameters given; what interrupted any of them, and every notebook change.
+    ValueError naming the notebook or the difference otherwise."""
+    summaries = [load_summary(d) for d in run_dirs]
+    if len(summaries) == 1:
+        return summaries[0]
+    first, seen = summaries[0], {}
+    for d, sm in zip(run_dirs, summaries):
+        for n in sm["notebooks"]:
+            if n["name"] in seen:
+                raise ValueError(f"notebook {n['name']} is in both {seen[n['name']]} and {d}: publish each once")
+            seen[n["name"]] = d
+        env_a, env_b = first.get("environment") or {}, sm.get("environment") or {}
+        if differ := [k for k in SAME_STACK if env_a.get(k) != env_b.get(k)]:
+            raise ValueError(f"{d} ran on another stack than {run_dirs[0]} ({', '.join(differ)} differ): not one run")
+        if (sm.get("parameters") or {}).get("given") != (first.get("parameters") or {}).get("given"):
+            raise ValueError(f"{d} was given other parameters than {run_dirs[0]}: not one run")
+    return {
+        **first,
+        "run_id": "+".join(str(sm.get("run_id")) for sm in summaries),
+        "command": " ; ".join(str(sm.get("command")) for sm in summaries),
+        "seconds": sum(sm.get("seconds") or 0 for sm in summaries),
+        "interrupted": next((sm["interrupted"] for sm in summaries if sm.get("interrupted")), None),
+        "notebook_changes": {k: v for sm in summaries for k, v in (sm.get("notebook_changes") or {}).items()},
+        "ok": all(sm.get("ok") for sm in summaries),
+        "notebooks": sorted((n for sm in summaries for n in sm["notebooks"]), key=lambda n: n["name"]),
+        "runs": [str(sm.get("run_id")) for sm in summaries],
+    }
+
+
+def publish(run_dir: Path | list[Path], dest: Path, allow_incomplete: bool = False) -> tuple[dict, list[Path]]:
     """A small copy of a run to commit or send: its results files, summary.json (marked as
     published), environment.json and an index.html whose links point only at what was copied (its
     charts draw with the shared plotly.js copied beside it). ``runner.py compare`` reads such a folder
-    like a run and never writes into it. Made in a temporary folder beside ``dest`` and renamed to
+    like a run and never writes into it. Several runs that together hold the suite publish as one
+    (``merged_summary``). Made in a temporary folder beside ``dest`` and renamed to
     it once complete, so a failure leaves no ``dest``. ValueError, saying why, for: a folder that is
     not a run, a ``dest`` that exists, is named ``latest`` or lies inside a run, and an incomplete
     run (interrupted, a notebook not ok, failed rows) unless ``allow_incomplete``. Returns the
     published summary and files."""
-    run_dir, dest = Path(run_dir), Path(dest)
-    summary = load_summary(run_dir)
+    run_dirs = [Path(d) for d in (run_dir if isinstance(run_dir, list) else [run_dir])]
+    dest = Path(dest)
+    summary = merged_summary(run_dirs)
     if dest.name.lower() == run_folder.LATEST:
         raise ValueError(f"{dest}: 'latest' is the name of the runner's link to the newest run; choose another name")
     if dest.exists() or dest.is_symlink():
@@ -134,17 +171,23 @@ def publish(run_dir: Path, dest: Path, allow_incomplete: bool = False) -> tuple[
         raise ValueError(f"{dest} would lie inside the run folder {inside}; publish next to it")
     missing = incomplete(summary)
     if missing and not allow_incomplete:
-        raise ValueError(f"{run_dir} is incomplete ({'; '.join(missing)}); to publish it as it is, add --incomplete")
+        raise ValueError(
+            f"{', '.join(map(str, run_dirs))} is incomplete ({'; '.join(missing)}); "
+            "to publish it as it is, add --incomplete"
+        )
     for n in summary["notebooks"]:
         n["files"] = {k: f for k, f in n["files"].items() if k == "results"}
-    summary["published"] = {"from": str(run_dir.resolve()), "at": datetime.now().isoformat(timespec="seconds")}
+    summary["published"] = {
+        "from": ", ".join(str(d.resolve()) for d in run_dirs),
+        "at": datetime.now().isoformat(timespec="seconds"),
+    }
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp"))
     try:
-        for path in run_dir.glob(f"*{results.SUFFIX}"):
+        for path in (p for d in run_dirs for p in d.glob(f"*{results.SUFFIX}")):
             shutil.copy2(path, tmp / path.name)
-        if (run_dir / "environment.json").is_file():
-            shutil.copy2(run_dir / "environment.json", tmp / "environment.json")
+        if (run_dirs[0] / "environment.json").is_file():
+            shutil.copy2(run_dirs[0] / "environment.json", tmp / "environment.json")
         elif summary.get("environment"):
             results.write_atomic(tmp / "environment.json", json.dumps(summary["environment"], indent=1))
         html_assets.ensure_plotly_js(tmp)

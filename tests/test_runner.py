@@ -172,18 +172,18 @@ def test_unknown_parameter_lists_only_what_can_be_set(tmp_path):
     assert "output_dir" not in listed and "cache_mode" in listed
 
 
-def _fake_run(run: Path, interrupted: str | None = None) -> Path:
-    """A run folder as the runner leaves it (results, environment, summary, pages) for 01_x and
-    02_y; 02_y cut by ``interrupted`` when given."""
+def _fake_run(run: Path, interrupted: str | None = None, names=("01_x", "02_y"), torch="2.9.1") -> Path:
+    """A run folder as the runner leaves it (results, environment, summary, pages) for ``names``
+    (01_x and 02_y); 02_y cut by ``interrupted`` when given."""
     from latency_lab import parameters as P
     from latency_lab import report
 
     run.mkdir(parents=True)
     p = P.validate(preset="tiny", device="cpu")
-    env = {"cpu": "test CPU", "packages": {"torch": "2.9.1"}}
+    env = {"cpu": "test CPU", "packages": {"torch": torch}}
     (run / "environment.json").write_text(json.dumps(env))
     outcomes = []
-    for name in ("01_x", "02_y"):
+    for name in names:
         if name == "02_y" and interrupted:
             outcomes.append(notebook_run.Outcome(name, "interrupted", 2.0))
             continue
@@ -438,6 +438,28 @@ def test_publish_says_what_it_publishes_and_needs_incomplete_for_an_interrupted_
     published = json.loads((tmp_path / "pub" / "summary.json").read_text())
     assert published["published"]["from"] == str(run.resolve()) and published["interrupted"] == "SIGINT"
     assert "interrupted (SIGINT)" in (tmp_path / "pub" / "index.html").read_text()
+
+
+def test_runs_that_together_hold_the_suite_publish_as_one(tmp_path):
+    """A suite run in two calls (01_x, then 02_y): one published folder, one index; a notebook in
+    both runs, or runs on another stack, are refused with the reason and nothing written."""
+    a, b = _fake_run(tmp_path / "a", names=("01_x",)), _fake_run(tmp_path / "b", names=("02_y",))
+    proc = run_runner("publish", str(a), str(b), str(tmp_path / "pub"), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "published run a+b (complete)" in proc.stdout and "01_x ok · 02_y ok" in proc.stdout
+    published = json.loads((tmp_path / "pub" / "summary.json").read_text())
+    assert [n["name"] for n in published["notebooks"]] == ["01_x", "02_y"] and published["runs"] == ["a", "b"]
+    assert sorted(p.name for p in (tmp_path / "pub").glob("*.results.json")) == [
+        "01_x.results.json",
+        "02_y.results.json",
+    ]
+    assert "01_x" in (tmp_path / "pub" / "index.html").read_text() and published["seconds"] == 6.0
+    twice = run_runner("publish", str(a), str(_fake_run(tmp_path / "c")), str(tmp_path / "pub2"), timeout=120)
+    assert twice.returncode == 2 and "notebook 01_x is in both" in twice.stderr, twice.stderr
+    other = _fake_run(tmp_path / "d", names=("02_y",), torch="2.11.0")
+    stack = run_runner("publish", str(a), str(other), str(tmp_path / "pub3"), timeout=120)
+    assert stack.returncode == 2 and "ran on another stack" in stack.stderr and "packages differ" in stack.stderr
+    assert not (tmp_path / "pub2").exists() and not (tmp_path / "pub3").exists()
 
 
 @pytest.mark.parametrize(
