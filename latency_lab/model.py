@@ -237,11 +237,12 @@ def build_decode(setup: Setup, prompt_len: int, new_tokens: int) -> DecodeSetup:
     return DecodeSetup(cache, prompt_len, prompt_len + new_tokens, kwargs)
 
 
-def greedy_decode(fn, decode: DecodeSetup, tokens: int) -> list[torch.Tensor]:
+def greedy_decode(fn, decode: DecodeSetup, tokens: int, logits: list | None = None) -> list[torch.Tensor]:
     """``tokens`` greedy steps of ``fn`` from the decode step's kwargs: per token one call at
     ``cache_position=[prompt_len + i]``, the argmax of its last logits, and that token as the next
     input. Nothing here synchronizes the device (the caller's timer does, once, after the loop).
-    Returns the generated token ids, one (batch, 1) tensor per step."""
+    Returns the generated token ids, one (batch, 1) tensor per step; each step's last logits
+    (batch, vocab) are appended to ``logits`` when one is given."""
     if tokens > decode.max_cache_len - decode.prompt_len:
         raise ValueError(
             f"greedy_decode: {tokens} tokens exceed the cache's "
@@ -250,7 +251,10 @@ def greedy_decode(fn, decode: DecodeSetup, tokens: int) -> list[torch.Tensor]:
     kw = dict(decode.kwargs)
     ids, position, generated = kw.pop("input_ids"), kw.pop("cache_position"), []
     for _ in range(tokens):
-        ids = logits_of(fn(input_ids=ids, cache_position=position, **kw))[:, -1:].argmax(-1)
+        last = logits_of(fn(input_ids=ids, cache_position=position, **kw))[:, -1]
+        if logits is not None:
+            logits.append(last.detach().clone())
+        ids = last.argmax(-1, keepdim=True)
         generated.append(ids)
         position = position + 1
     return generated

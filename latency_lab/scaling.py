@@ -52,7 +52,8 @@ def decode_case(params, prompt_tokens: int, bandwidth: float | None) -> DecodeCa
     setup, new = model.build(params), params.decode_tokens
     decode = model.build_decode(setup, prompt_tokens, new)
     reference = model.logits_of(setup.model(**decode.kwargs)).detach().clone()  # re-writes the same slot
-    eager_tokens = generated_tokens(model.greedy_decode(setup.model, decode, new))
+    eager_logits: list = []
+    eager_tokens = generated_tokens(model.greedy_decode(setup.model, decode, new, eager_logits))
     step = replace(params, seq_len=1, cache_mode="static")
     floor = model.bandwidth_floor(model.Setup(step, setup.config, setup.model, {}), bandwidth)["floor_ms_measured"]
 
@@ -60,7 +61,8 @@ def decode_case(params, prompt_tokens: int, bandwidth: float | None) -> DecodeCa
         return harness.check_output(p, reference, params.dtype, params.layers)
 
     def greedy_tokens(p) -> dict:
-        return {"match": agreement(generated_tokens(model.greedy_decode(p.fn, decode, new)), eager_tokens)}
+        got = generated_tokens(model.greedy_decode(p.fn, decode, new))
+        return {"match": (n := agreement(got, eager_tokens)), **divergence(eager_logits, got, eager_tokens, n)}
 
     return DecodeCase(
         setup.model, decode.kwargs, check, floor, extra={"tokens": greedy_tokens}, decode=decode, new_tokens=new
@@ -117,6 +119,35 @@ def agreement(generated: list[list[int]], reference: list[list[int]]) -> int:
     return agree
 
 
+NEAR_TIE_ULPS = 4  # eager's margin between the two tokens, in its dtype's ulps at the logits' size
+
+
+def divergence(logits: list, got: list[list[int]], reference: list[list[int]], agree: int) -> dict:
+    """Where an executor's greedy tokens first differ from eager's (step ``agree``): eager's logit
+    margin there between its token and the executor's (largest over the batch), in units of the
+    logits' dtype resolution at their size (ulps), and whether that is a near-tie (at most
+    ``NEAR_TIE_ULPS``: a reordered reduction can flip it) rather than a wrong result. Empty when
+    every token agrees."""
+    if agree >= len(logits):
+        return {}
+    step = logits[agree]
+    margins, ulps = [], []
+    for b, (mine, ref) in enumerate(zip(got, reference)):
+        if mine[agree] != ref[agree]:
+            row = step[b].float()
+            margin = (row[ref[agree]] - row[mine[agree]]).item()
+            size = max(abs(row[ref[agree]].item()), torch.finfo(step.dtype).tiny)
+            ulp = torch.finfo(step.dtype).eps * 2 ** math.floor(math.log2(size))
+            margins.append(margin)
+            ulps.append(margin / ulp)
+    worst = max(range(len(ulps)), key=ulps.__getitem__)
+    return {
+        "divergence_margin": margins[worst],
+        "divergence_ulps": ulps[worst],
+        "near_tie": ulps[worst] <= NEAR_TIE_ULPS,
+    }
+
+
 def decode_numbers(loops: list | None, tokens: int, batch_size: int) -> dict:
     """From the greedy loop's blocks (one loop each): the loop's wall, time per output token (loop /
     tokens) with their quartiles, and tokens per second (batch x tokens / loop median)."""
@@ -149,6 +180,8 @@ def rows(sweeps_: dict[str, sweep.Sweep], built: list[sweep.Built], timed: Round
             r.update(
                 decode_numbers(t.probes.get("loop") if t else None, b.case.new_tokens, params.batch_size),
                 tokens_match_eager=(b.measured.get("tokens") or {}).get("match"),
+                divergence_ulps=(b.measured.get("tokens") or {}).get("divergence_ulps"),
+                near_tie=(b.measured.get("tokens") or {}).get("near_tie"),
             )
         out.append(r)
     return out
@@ -477,13 +510,36 @@ def decode_text(decode_rows: list[dict], timed: Rounds) -> str:
     r0 = ok[0]
     parts = [
         f"{r['executor']} {_ms(r['wall_ms'])} per step"
-        + (f", {_ms(r['tpot_ms'])} per output token, {number(r['tokens_per_s'])} tokens/s" if r["tpot_ms"] else "")
+        + (
+            f"; the loop {_ms(r['tpot_ms'])} per output token, {number(r['tokens_per_s'])} tokens/s"
+            if r["tpot_ms"]
+            else ""
+        )
         for r in ok
     ]
     return (
-        f"Decode at {_layers(r0['layers'])} (prompt {r0['prompt_tokens']} tokens, StaticCache; loop of "
-        f"{r0['decode_tokens']} greedy tokens): {'; '.join(parts)}." + pairs_text(decode_rows, timed)
+        f"Decode at {_layers(r0['layers'])} (prompt {r0['prompt_tokens']} tokens, StaticCache; the step timed "
+        f"in rounds, and a greedy loop of {r0['decode_tokens']} tokens): {'; '.join(parts)}."
+        + pairs_text(decode_rows, timed)
+        + tokens_text(ok)
     )
+
+
+def tokens_text(decode_rows: list[dict]) -> str:
+    """How many greedy tokens of each executor equal eager's, from the first, and what the first
+    difference is: a near-tie of eager's own logits (bf16 reorderings flip those) or a real gap."""
+    judged = [r for r in decode_rows if r.get("tokens_match_eager") is not None and r["executor"] != "eager"]
+    if not judged:
+        return ""
+    parts = []
+    for r in judged:
+        part = f"{r['executor']} {r['tokens_match_eager']} of {r['decode_tokens']}"
+        if r.get("divergence_ulps") is not None:
+            kind = "a near-tie" if r["near_tie"] else "not a near-tie: check this executor's output"
+            margin = number(r["divergence_ulps"])
+            part += f" (where they first differ, eager's margin between the two tokens is {margin} ulps: {kind})"
+        parts.append(part)
+    return f" Greedy tokens equal to eager's, from the first: {'; '.join(parts)}."
 
 
 def first_call_text(depth_rows: list[dict]) -> str:
@@ -605,6 +661,8 @@ DECODE_COLUMNS = [
     "tpot_q3_ms",
     "tokens_per_s",
     "tokens_match_eager",
+    "divergence_ulps",
+    "near_tie",
     "held_reserved_mib",
     "reason",
     "notes",

@@ -219,8 +219,16 @@ def test_prefill_and_decode_sentences_name_their_depth():
         {**_row("eager", 2, wall=1.5), "prompt_tokens": 6, "decode_tokens": 32, "tpot_ms": 1.9, "tokens_per_s": 526.0}
     ]
     assert scaling.decode_text(decode, timed).startswith(
-        "Decode at 2 layers (prompt 6 tokens, StaticCache; loop of 32 greedy tokens): eager 1.50 ms per step, 1.90 ms "
-        "per output token, 526 tokens/s."
+        "Decode at 2 layers (prompt 6 tokens, StaticCache; the step timed in rounds, and a greedy loop of 32 "
+        "tokens): eager 1.50 ms per step; the loop 1.90 ms per output token, 526 tokens/s."
+    )
+    thunder = {**decode[0], "executor": "thunder", "tokens_match_eager": 10, "divergence_ulps": 1.0, "near_tie": True}
+    wrong = {**thunder, "executor": "thunder:torch", "divergence_ulps": 40.0, "near_tie": False}
+    text = scaling.decode_text([{**decode[0], "tokens_match_eager": 32}, thunder, wrong], timed)
+    assert text.endswith(
+        " Greedy tokens equal to eager's, from the first: thunder 10 of 32 (where they first differ, eager's margin "
+        "between the two tokens is 1.00 ulps: a near-tie); thunder:torch 10 of 32 (where they first differ, eager's "
+        "margin between the two tokens is 40.0 ulps: not a near-tie: check this executor's output)."
     )
     assert (
         scaling.decode_text([_row("eager", 2, status="failed")], timed) == "No executor completed the decode step here."
@@ -400,6 +408,18 @@ def test_decode_builder_and_greedy_loop_match_a_recompute_without_cache():
     assert generated[0].tolist() == ids[0, -4:].tolist()
     with pytest.raises(ValueError, match="free positions"):
         model.greedy_decode(setup.model, decode, 5)
+
+
+def test_divergence_reads_eager_margin_in_ulps_of_the_logits_dtype():
+    """Eager's logits at the first differing step: token 1 at 8.0, token 2 at 8.0 - 1 bf16 ulp (2**-7 * 8
+    = 0.0625) is a near-tie; token 3 at 6.0 is 32 ulps away, not one."""
+    step = torch.tensor([[0.0, 8.0, 8.0 - 0.0625, 6.0]], dtype=torch.bfloat16)
+    logits = [step, step]
+    near = scaling.divergence(logits, [[1, 2]], [[1, 1]], 1)
+    assert near["divergence_ulps"] == pytest.approx(1.0) and near["near_tie"] is True
+    far = scaling.divergence(logits, [[1, 3]], [[1, 1]], 1)
+    assert far["divergence_ulps"] == pytest.approx(32.0) and far["near_tie"] is False
+    assert scaling.divergence(logits, [[1, 1]], [[1, 1]], 2) == {}
 
 
 # --- the tiny run -------------------------------------------------------------------------------
