@@ -30,7 +30,8 @@ KEY_COLUMNS = (
     "tokens",
     "prompt_tokens",
     "executor",
-)  # a row's identity, where a notebook's rows have them
+    "metric",
+)  # a row's identity, where a notebook's rows have them (``metric``: 06's fit rows, one per fitted metric)
 # Times that do not move with the host's speed: device time, measured by the profiler.
 HOST_FREE = ("kernel_", "copy_")
 PER_REFERENCE = "_per_ref"  # host time in units of the adjacent host reference (host_state.per_reference)
@@ -132,17 +133,19 @@ def _number(v) -> bool:
 
 def table_rows(data: dict) -> list[dict]:
     """The notebook's rows: its ``rows`` section when it is a list of executor rows (it holds
-    more than the key table), else the key table's rows with their intervals."""
+    more than the key table), else the key table's rows with their intervals; and its fit rows
+    (06: fixed and per-layer costs per executor and metric) where it has them."""
+    fits = data.get("fit_rows") if isinstance(data.get("fit_rows"), list) else []
     section = data.get("rows")
     if isinstance(section, list) and section and all(isinstance(r, dict) and "executor" in r for r in section):
-        return section
+        return section + fits
     table = data["key_table"]
     rows = [dict(zip(table["columns"], r)) for r in table["rows"]]
     for metric, pairs in (table.get("intervals") or {}).items():
         lo, hi = metrics.interval_names(metric)
         for row, (a, b) in zip(rows, pairs):
             row.update({lo: a, hi: b})
-    return rows
+    return rows + fits
 
 
 def metric_names(data: dict, rows: list[dict]) -> list[str]:

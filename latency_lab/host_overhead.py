@@ -205,7 +205,7 @@ def parts_rows(broken: dict[str, dict]) -> list[dict]:
             {
                 "executor": n,
                 "part": "remainder (plain step - instrumented call)",
-                "us": b["plain_host_us"]["median"] - b["call_us"]["median"],
+                "us": (b.get("remainder_us") or {}).get("median"),
                 "remainder_pct": rem.get("median"),
             }
         )
@@ -362,9 +362,25 @@ def parts_text(broken: dict[str, dict]) -> list[str]:
             f"{n}: host {_us(b['plain_host_us']['median'])} per step; largest in-place parts "
             + ", ".join(f"{k} {_us(v)}" for k, v in top)
             + f". The in-place parts {verdict} on the plain step of the same rounds "
-            f"(remainder {number(rem)}% of it, median over {b['blocks']} rounds; within ±{CLOSES:.0f}% closes)."
+            f"(remainder {number(rem)}% of it, median over {b['blocks']} rounds of the plain step's mean host time per "
+            f"call against the instrumented call's; within ±{CLOSES:.0f}% closes)." + closure_scope(b)
         )
     return out
+
+
+def closure_scope(b: dict) -> str:
+    """What the closure can and cannot detect, from the breakdown's own numbers."""
+    corr = (b.get("correction_pct") or {}).get("median")
+    text = (
+        " The closure tests the instrumented call as a whole (a copy of the computation that ran slower or "
+        "faster than the original would leave a remainder); it cannot see time moved from one part to another"
+    )
+    if corr is None:
+        return text + "."
+    return text + (
+        f", and the timestamps' whole correction is {number(corr)}% of the step, so an error in their "
+        "calibration moves the remainder by less than that."
+    )
 
 
 def startup_text(broken: dict[str, dict], timelines: dict[str, dict], device: str) -> str:

@@ -25,6 +25,9 @@ from .metrics import Stat
 from .tables import number
 
 METRICS = ("wall_ms", "host_ms", "kernel_ms")  # fitted against depth
+PER_REF = (
+    "host_per_ref_x"  # host time per host reference, fitted too: the per-layer cost that survives the host's state
+)
 FIRST_CALL_FIT_DEPTHS = 3  # cold first calls at this many depths or more get a line
 # Compared within rounds at every depth and in decode: (a, b) reads "a / b".
 PAIRS = (
@@ -242,8 +245,8 @@ def depth_fits(depth_rows: list[dict], timed: Rounds | None = None) -> list[dict
         mine = [r for r in depth_rows if r["executor"] == name]
         ok = [r for r in mine if r["status"] == "ok"]
         fit = {"executor": name, "label": mine[0]["label"], "reason": None}
-        for metric in METRICS:
-            used = [r for r in ok if r[metric] is not None]
+        for metric in (*METRICS, PER_REF):
+            used = [r for r in ok if r.get(metric) is not None]
             points = [(r["layers"], r[metric]) for r in used]
             line = fit_line(*zip(*points)) if len({x for x, _ in points}) >= 2 else None
             fit[metric] = line and with_interval(
@@ -290,11 +293,21 @@ def fit_rows(fits: list[dict]) -> list[dict]:
                     "per_layer_lo_ms": line.get("slope_lo"),
                     "per_layer_hi_ms": line.get("slope_hi"),
                     "rms_residual_ms": line["rms_residual"],
+                    **(per_ref_columns(f[PER_REF]) if metric == "host_ms" and f.get(PER_REF) else {}),
                     "depths": ", ".join(map(str, line["layers"])),
                     "flag": flag,
                 }
             )
     return out
+
+
+def per_ref_columns(line: dict) -> dict:
+    """The host fit's per-layer cost in units of the host reference, with its interval."""
+    return {
+        "per_layer_per_ref_x": line["slope"],
+        "per_layer_per_ref_lo_x": line.get("slope_lo"),
+        "per_layer_per_ref_hi_x": line.get("slope_hi"),
+    }
 
 
 def fitted_curve(fits: list[dict], metric: str = "wall_ms") -> list[dict]:
@@ -677,6 +690,9 @@ FIT_COLUMNS = [
     "per_layer_lo_ms",
     "per_layer_hi_ms",
     "rms_residual_ms",
+    "per_layer_per_ref_x",
+    "per_layer_per_ref_lo_x",
+    "per_layer_per_ref_hi_x",
     "depths",
     "flag",
     "reason",

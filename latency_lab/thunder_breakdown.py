@@ -253,7 +253,9 @@ class InSitu:
 
     def block(self, n: int) -> dict:
         """One block's record: per phase and per statement the median µs over its ``n`` calls, the
-        corrected µs per call (instrumented call less its timestamps), and the timestamp's cost."""
+        corrected µs per call (instrumented call less its timestamps; a mean over the calls, the
+        statistic of the plain step's host time it is closed on), the timestamps' whole correction per
+        call, and the timestamp's cost."""
         calls, stamp_ns = self.calls(n)
         phases = [phases_us(c, stamp_ns) for c in calls]
         per_statement = [statements_us(c, stamp_ns) for c in calls]
@@ -261,7 +263,8 @@ class InSitu:
         return {
             "phases_us": {k: statistics.median(p[k] for p in phases) for k in PHASES},
             "statements_us": [statistics.median(col) for col in zip(*per_statement)],
-            "call_us": statistics.median(corrected),
+            "call_us": statistics.fmean(corrected),
+            "correction_us": statistics.fmean(len(c.statements) * stamp_ns / 1e3 for c in calls),
             "stamp_ns": stamp_ns,
             "calls": n,
         }
@@ -304,6 +307,8 @@ def summarize(insitu: InSitu, blocks: list[dict], host_ms: list[float], fast: li
     startup = [sum(b["phases_us"][k] for k in STARTUP) for b in blocks]
     plain = [ms * 1e3 for ms in host_ms[: len(blocks)]]
     remainder = [100 * (h - b["call_us"]) / h for h, b in zip(plain, blocks) if h]
+    remainder_us = [h - b["call_us"] for h, b in zip(plain, blocks)]
+    correction = [100 * b["correction_us"] / h for h, b in zip(plain, blocks) if h and "correction_us" in b]
     return {
         "phases": {k: s.to_dict() for k, s in phases.items()},
         "statements": [
@@ -317,6 +322,8 @@ def summarize(insitu: InSitu, blocks: list[dict], host_ms: list[float], fast: li
         "call_us": stat(b["call_us"] for b in blocks).to_dict(),
         "plain_host_us": stat(plain).to_dict() if plain else None,
         "remainder_pct": stat(remainder).to_dict() if len(remainder) == len(blocks) else None,
+        "remainder_us": stat(remainder_us).to_dict() if len(remainder_us) == len(blocks) else None,
+        "correction_pct": stat(correction).to_dict() if len(correction) == len(blocks) else None,
         "fast": keep,
         "stamp_ns": Stat.of(b["stamp_ns"] for b in blocks).to_dict(),
         "blocks": len(blocks),

@@ -91,7 +91,14 @@ def test_calibration_prices_an_empty_timestamp():
 def _block(call_us, statements_us, stamp_ns=50.0):
     phases = {k: 1.0 for k in thunder_breakdown.PHASES}
     phases["statements"] = sum(statements_us)
-    return {"phases_us": phases, "statements_us": statements_us, "call_us": call_us, "stamp_ns": stamp_ns, "calls": 10}
+    return {
+        "phases_us": phases,
+        "statements_us": statements_us,
+        "call_us": call_us,
+        "correction_us": 3 * stamp_ns / 1e3,
+        "stamp_ns": stamp_ns,
+        "calls": 10,
+    }
 
 
 class _FakeInSitu:
@@ -106,6 +113,10 @@ def test_summary_closes_on_the_plain_step_of_the_same_rounds():
     blocks = [_block(1000.0, [600.0, 20.0, 300.0]), _block(1100.0, [650.0, 25.0, 320.0])]
     s = thunder_breakdown.summarize(_FakeInSitu(), blocks, host_ms=[1.05, 1.1])
     assert s["remainder_pct"]["median"] == pytest.approx((100 * 50 / 1050 + 0.0) / 2)
+    assert s["remainder_us"]["median"] == pytest.approx(25.0)  # the same per-round differences, in µs
+    assert s["correction_pct"]["median"] == pytest.approx((100 * 0.15 / 1050 + 100 * 0.15 / 1100) / 2)
+    text = host_overhead.parts_text({"thunder": s})[0]
+    assert "it cannot see time moved from one part to another" in text and "correction is 0.0140% of the step" in text
     assert s["kinds"]["nvFusion"]["median"] == pytest.approx(625.0) and s["kinds_per_block"]["op"] == [300.0, 320.0]
     assert s["startup_us"]["median"] == pytest.approx(6.0)  # six phases of 1 µs before the first statement
     assert thunder_breakdown.summarize(_FakeInSitu(), [], [1.0]) == {"reason": "no instrumented block ran"}

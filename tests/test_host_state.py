@@ -129,12 +129,22 @@ def test_depth_fit_interval_from_the_blocks_and_a_difference_of_fits():
             "key": f"{n} @ layers={d}",
             "wall_ms": timed.timed[f"{n} @ layers={d}"].wall.median,
             "host_ms": timed.timed[f"{n} @ layers={d}"].host.median,
+            "host_per_ref_x": timed.timed[f"{n} @ layers={d}"].host_per_ref.median,
             "kernel_ms": 0.07 * d,
         }
         for n in ("thunder", "tc")
         for d in (1, 2, 4)
     ]
     fits = {f["executor"]: f for f in scaling.depth_fits(rows, timed)}
+    per_ref = fits["thunder"][scaling.PER_REF]  # 1.2 ms per layer against a 1.0 ms reference
+    assert per_ref["slope_lo"] < 1.2 / FAST_REF < per_ref["slope_hi"]
+    host_row = next(
+        r for r in scaling.fit_rows(list(fits.values())) if r["executor"] == "thunder" and r["metric"] == "host"
+    )
+    assert (
+        host_row["per_layer_per_ref_x"] == per_ref["slope"]
+        and host_row["per_layer_per_ref_lo_x"] == per_ref["slope_lo"]
+    )
     line = fits["thunder"]["wall_ms"]
     assert line["slope_lo"] < 1.2 < line["slope_hi"] and line["slope"] == pytest.approx(1.2, rel=0.03)
     assert "slope_lo" not in fits["thunder"]["kernel_ms"]  # kernels have no blocks: their SE stays
