@@ -103,13 +103,17 @@ def lab_environment(env: dict | None = None) -> dict:
 def install_git_filter(root: Path = ROOT) -> bool:
     """Set git's clean filter for notebooks in ``root``'s repository: what git stores has no outputs
     (``tools/strip_notebook_outputs.py``). False where ``root`` is not a git checkout or its config
-    cannot be written (the tests then still fail on a notebook committed with outputs)."""
+    cannot be written (the tests then still fail on a notebook committed with outputs). A filter
+    already set so is left alone: tasks started side by side (tests in parallel) only read the config,
+    and none fails on the lock of another's write."""
     if not shutil.which("git") or subprocess.run(["git", "-C", str(root), "rev-parse"], capture_output=True).returncode:
         return False
     python = getattr(sys, "_base_executable", None) or sys.executable  # outlives a rebuilt .venv
     command = f"{shlex.quote(python)} tools/strip_notebook_outputs.py"  # git runs it in the work tree's root
-    config = ["git", "-C", str(root), "config", f"filter.{FILTER}.clean", command]
-    return subprocess.run(config, capture_output=True).returncode == 0
+    config, key = ["git", "-C", str(root), "config"], f"filter.{FILTER}.clean"
+    if subprocess.run([*config, "--get", key], capture_output=True, text=True).stdout.rstrip("\n") == command:
+        return True
+    return subprocess.run([*config, key, command], capture_output=True).returncode == 0
 
 
 def use_suite_python(script: str, argv: list[str]) -> None:
