@@ -2,7 +2,7 @@
 """Set up ``.venv`` (once, and again when pyproject.toml changes), then run a task in it.
 
     python3 tasks.py run [runner.py args]     # the whole investigation: python runner.py
-    python3 tasks.py test [pytest args]       # ruff (lint, format check), then the test suite
+    python3 tasks.py test [pytest args]       # ruff (lint, format check), then the test suite, in parallel
     python3 tasks.py lab                      # JupyterLab on the project, opened at a start page
     python3 tasks.py install                  # only the setup
 
@@ -10,6 +10,10 @@ Needs nothing but Python 3.11+. nvFuser is added where ``nvidia-smi`` sees a GPU
 git checkout every task also installs the clean filter that keeps notebook outputs out of commits.
 A task runs as the terminal's foreground job (Ctrl-C goes to it alone); SIGINT, SIGTERM and SIGHUP
 sent to tasks.py are passed on to it, and tasks.py waits for it and exits with its status.
+
+``test`` runs pytest across CPUs (pytest-xdist: ``-n <CPUs> --dist loadgroup``, the tests that share
+an expensive fixture on one worker) unless its arguments say otherwise (``-n 0``, ``-p no:xdist``,
+``--dist ...``) or need one process (``--pdb``, ``--trace``, ``--collect-only``).
 """
 
 from __future__ import annotations
@@ -103,13 +107,17 @@ def lab_environment(env: dict | None = None) -> dict:
 def install_git_filter(root: Path = ROOT) -> bool:
     """Set git's clean filter for notebooks in ``root``'s repository: what git stores has no outputs
     (``tools/strip_notebook_outputs.py``). False where ``root`` is not a git checkout or its config
-    cannot be written (the tests then still fail on a notebook committed with outputs)."""
+    cannot be written (the tests then still fail on a notebook committed with outputs). A filter
+    already set so is left alone: tasks started side by side (tests in parallel) only read the config,
+    and none fails on the lock of another's write."""
     if not shutil.which("git") or subprocess.run(["git", "-C", str(root), "rev-parse"], capture_output=True).returncode:
         return False
     python = getattr(sys, "_base_executable", None) or sys.executable  # outlives a rebuilt .venv
     command = f"{shlex.quote(python)} tools/strip_notebook_outputs.py"  # git runs it in the work tree's root
-    config = ["git", "-C", str(root), "config", f"filter.{FILTER}.clean", command]
-    return subprocess.run(config, capture_output=True).returncode == 0
+    config, key = ["git", "-C", str(root), "config"], f"filter.{FILTER}.clean"
+    if subprocess.run([*config, "--get", key], capture_output=True, text=True).stdout.rstrip("\n") == command:
+        return True
+    return subprocess.run([*config, key, command], capture_output=True).returncode == 0
 
 
 def use_suite_python(script: str, argv: list[str]) -> None:
@@ -204,6 +212,24 @@ def run_task(cmd: list[str], env: dict | None = None) -> int:
     return 128 - child.returncode if child.returncode < 0 else child.returncode
 
 
+ONE_PROCESS = ("--pdb", "--trace", "--collect-only", "--co")  # what a run across workers refuses or garbles
+
+
+def cpus() -> int:
+    """The CPUs this process may run on (its affinity where the OS tells it, else the machine's)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def pytest_args(argv: list[str]) -> list[str]:
+    """``tasks.py test``'s pytest arguments: ``argv`` after ``-n <cpus()> --dist loadgroup``, unless
+    ``argv`` says how to distribute the tests (``-n``, ``--numprocesses``, ``--dist``, ``-p no:xdist``)
+    or asks for one process (``ONE_PROCESS``)."""
+    chosen = any(
+        a in ONE_PROCESS or a.startswith(("-n", "--numprocesses", "--dist")) or a.endswith("no:xdist") for a in argv
+    )
+    return list(argv) if chosen else ["-n", str(cpus()), "--dist", "loadgroup", *argv]
+
+
 def main(argv: list[str]) -> int:
     tasks = {
         "run": [str(PY), "runner.py"],
@@ -227,7 +253,7 @@ def main(argv: list[str]) -> int:
         or run_task([str(PY), "-m", "ruff", "format", "--check", "."])
     ):
         return lint  # ruff's findings first: a tree that does not lint is not tested
-    return run_task([*tasks[argv[0]], *argv[1:]])
+    return run_task([*tasks[argv[0]], *(pytest_args(argv[1:]) if argv[0] == "test" else argv[1:])])
 
 
 if __name__ == "__main__":

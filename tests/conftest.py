@@ -1,9 +1,15 @@
 """Shared fixtures: one headless run of every notebook with the tiny preset, reused by all tests;
-CPU-only kernels for every test that starts notebooks; the ``gpu`` marker."""
+CPU-only kernels for every test that starts notebooks; the ``gpu`` marker.
+
+Under pytest-xdist (``tasks.py test`` runs ``-n <CPUs> --dist loadgroup``) the tests that read the
+tiny run are one group, run by one worker, which builds the run once while the others take the rest;
+were they spread anyway (``--dist load``), a file lock still has one worker build it for all. The
+``gpu`` tests are one group too: one GPU, one of them at a time, as in a serial run."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -36,9 +42,16 @@ def run_runner(*args: str, timeout: int = 1200) -> subprocess.CompletedProcess:
 
 
 def pytest_collection_modifyitems(config, items):
-    """``gpu`` tests run where CUDA is present and are skipped, with the reason, where it is not."""
+    """``gpu`` tests run where CUDA is present and are skipped, with the reason, where it is not.
+    Under xdist, the ``tiny_run`` tests and the ``gpu`` tests are each one ``xdist_group``."""
     import torch
 
+    if config.pluginmanager.hasplugin("xdist"):
+        for item in items:
+            if "tiny_run" in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group("tiny_run"))
+            elif "gpu" in item.keywords:
+                item.add_marker(pytest.mark.xdist_group("gpu"))
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="gpu: needs a CUDA GPU (torch.cuda.is_available() is False here)")
@@ -47,12 +60,29 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-@pytest.fixture(scope="session")
-def tiny_run(tmp_path_factory) -> Path:
-    """The run folder of ``runner.py --preset tiny`` (all notebooks, CPU: ``--device cpu`` and no GPU visible)."""
-    out = tmp_path_factory.mktemp("outputs")
+def _make_tiny_run(out: Path) -> Path:
     proc = run_runner("--preset", "tiny", "--device", "cpu", "--output-dir", str(out), "--run-id", "tiny")
     assert proc.returncode == 0, f"runner failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return out / "tiny"
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory) -> Path:
+    """The run folder of ``runner.py --preset tiny`` (all notebooks, CPU: ``--device cpu`` and no GPU
+    visible), made once per test session: under xdist, by the first worker that needs it, in the
+    session's temp folder that all workers share, the others waiting on its lock and reusing it."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return _make_tiny_run(tmp_path_factory.mktemp("outputs"))
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp().parent  # the controller's basetemp: one per session
+    out, done = shared / "tiny-run-outputs", shared / "tiny-run.done"
+    with FileLock(str(shared / "tiny-run.lock")):
+        if not done.exists():
+            shutil.rmtree(out, ignore_errors=True)  # a build that failed in another worker
+            out.mkdir()
+            run = _make_tiny_run(out)
+            done.write_text(str(run))
     return out / "tiny"
 
 

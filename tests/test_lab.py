@@ -13,7 +13,6 @@ import os
 import re
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -40,12 +39,6 @@ def needs_jupyterlab() -> None:
         pytest.skip("jupyterlab is not installed in this environment")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Server:
     def __init__(self, port: int, token: str):
         self.base, self.token = f"http://127.0.0.1:{port}", token
@@ -66,10 +59,11 @@ class Server:
 @contextmanager
 def running_lab(folder: Path, home: Path, start: str | None = None, settings: dict | None = None):
     """JupyterLab as ``tasks.py lab`` starts it (its arguments and config path), from this environment,
-    on ``folder`` with front page ``start``, on a free localhost port with a token; ``settings``: Lab
-    setting defaults per plugin on top of the project's. Killed on exit."""
+    on ``folder`` with front page ``start``, on a localhost port the OS picks (read back from the
+    server's info file: no other test or xdist worker can take it in between) with a token;
+    ``settings``: Lab setting defaults per plugin on top of the project's. Killed on exit."""
     needs_jupyterlab()
-    port, token = free_port(), secrets.token_hex(16)
+    token = secrets.token_hex(16)
     python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     env = tasks.lab_environment(
         {
@@ -92,7 +86,7 @@ def running_lab(folder: Path, home: Path, start: str | None = None, settings: di
                 "--no-browser",
                 "--ServerApp.ip=127.0.0.1",
                 "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: Run All on the notebook
-                f"--ServerApp.port={port}",
+                "--ServerApp.port=0",
                 "--ServerApp.port_retries=0",
                 f"--IdentityProvider.token={token}",
             ],
@@ -101,16 +95,17 @@ def running_lab(folder: Path, home: Path, start: str | None = None, settings: di
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        server = Server(port, token)
+        info, server = home / "runtime" / f"jpserver-{proc.pid}.json", None
         try:
             deadline = time.monotonic() + 120
             while True:
                 if proc.poll() is not None:
                     pytest.fail(f"jupyter lab exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
                 try:
+                    server = server or Server(json.loads(info.read_text())["port"], token)
                     server.api("/api/status", timeout=5)
                     break
-                except OSError:
+                except (OSError, ValueError):  # no info file yet, or half written; or no answer yet
                     if time.monotonic() > deadline:
                         pytest.fail(f"jupyter lab did not answer in 120 s:\n{log_path.read_text()[-3000:]}")
                     time.sleep(0.5)
@@ -284,13 +279,14 @@ def chromium_page(profile: Path):
     """A tab of headless Chromium (the flags of ``conftest.chromium_dom``), closed on exit."""
     import websocket
 
-    port = free_port()
+    active = profile / "DevToolsActivePort"  # Chromium writes the port it picked (0: the OS picks) there
+    active.unlink(missing_ok=True)
     proc = subprocess.Popen(
         [
             chromium(),
             *CHROMIUM_FLAGS,
             f"--user-data-dir={profile}",
-            f"--remote-debugging-port={port}",
+            "--remote-debugging-port=0",
             "--window-size=1400,2000",
             "about:blank",
         ],
@@ -302,10 +298,11 @@ def chromium_page(profile: Path):
         deadline = time.monotonic() + 60
         while ws is None:
             try:
+                port = int(active.read_text().split()[0])
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=5) as r:
                     target = next(t for t in json.load(r) if t["type"] == "page")
                 ws = websocket.create_connection(target["webSocketDebuggerUrl"], timeout=60, suppress_origin=True)
-            except (OSError, StopIteration):
+            except (OSError, StopIteration, ValueError, IndexError):  # no port file yet (or half written)
                 if time.monotonic() > deadline:
                     pytest.fail("headless Chromium did not open its DevTools port in 60 s")
                 time.sleep(0.5)

@@ -849,7 +849,7 @@ def test_tasks_py_test_and_lab_end_with_their_task(tmp_path):
         f"import os, time\n\ndef test_sleeps():\n"
         f"    open({str(tmp_path / 'pid')!r}, 'w').write(str(os.getpid()))\n    time.sleep(120)\n"
     )
-    lab_port = free_port()
+    lab_port = None  # the OS picks it (none taken by another xdist worker first): the server's info file names it
     for args, started in (
         (("test", str(test), "-p", "no:cacheprovider"), tmp_path / "pid"),
         (
@@ -857,9 +857,8 @@ def test_tasks_py_test_and_lab_end_with_their_task(tmp_path):
                 "lab",
                 "--no-browser",
                 "--ServerApp.ip=127.0.0.1",
-                f"--ServerApp.port={lab_port}",
+                "--ServerApp.port=0",
                 "--ServerApp.token=",
-                f"--ServerApp.runtime_dir={tmp_path / 'rt'}",
             ),
             None,
         ),
@@ -870,16 +869,17 @@ def test_tasks_py_test_and_lab_end_with_their_task(tmp_path):
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            env=cpu_environment(),
+            env=cpu_environment(JUPYTER_RUNTIME_DIR=str(tmp_path / "rt")),  # the server's info file goes there
             start_new_session=True,
         )
         if started:
             _wait_for(started, proc)
         else:
             deadline = time.monotonic() + 120
-            while not port_open(lab_port) and proc.poll() is None and time.monotonic() < deadline:
+            while not (lab_port and port_open(lab_port)) and proc.poll() is None and time.monotonic() < deadline:
+                lab_port = lab_port or server_port(tmp_path / "rt")
                 time.sleep(0.5)
-            assert port_open(lab_port), proc.communicate(timeout=30)
+            assert lab_port and port_open(lab_port), proc.communicate(timeout=30)
         task = psutil.Process(proc.pid).children()[0]
         proc.send_signal(signal.SIGTERM)
         output, _ = proc.communicate(timeout=60)
@@ -889,12 +889,14 @@ def test_tasks_py_test_and_lab_end_with_their_task(tmp_path):
     assert not port_open(lab_port)
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def server_port(runtime_dir: Path) -> int | None:
+    """The port of the Jupyter server whose info file is in ``runtime_dir``; None before it wrote one."""
+    for info in runtime_dir.glob("jpserver-*.json"):
+        try:
+            return json.loads(info.read_text())["port"]
+        except (OSError, ValueError, KeyError):  # half written
+            pass
+    return None
 
 
 def port_open(port: int) -> bool:
