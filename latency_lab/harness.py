@@ -365,6 +365,7 @@ def rounds(
     timed = {e.name: Timed(e.name, probes={k: [] for k in e.probes}) for e in entries}
     reference: list[float] = []
     total = 2 * repeats
+    progress(f"rounds: a warm-up round, then {total}")
     for r in range(-1, total):
         order = entries if r % 2 == 0 else entries[::-1]
         round_refs: list[float] = []

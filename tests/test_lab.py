@@ -254,7 +254,11 @@ class Page:
                 return reply.get("result", reply)
 
     def js(self, expression: str):
-        return self.call("Runtime.evaluate", expression=expression, returnByValue=True)["result"].get("value")
+        """The expression's value; None while a reload has no page context to evaluate in (an error
+        reply), which ``poll`` simply tries again."""
+        return (self.call("Runtime.evaluate", expression=expression, returnByValue=True).get("result") or {}).get(
+            "value"
+        )
 
     def poll(self, expression: str, seconds: float):
         """The expression's first truthy value within ``seconds``, else None."""
@@ -391,7 +395,7 @@ def test_explorer_stop_and_reload_in_jupyterlab(tmp_path):
         click_widget_button(page, "Run")
         page.wait(
             f"{WIDGET_TEXTS}.some(t => t.includes('eager: wall and steady-state host time')"
-            " && t.includes('block 1/2'))",
+            " && t.includes('rounds: a warm-up round'))",
             120,
             "run 2 in its wall-time blocks",
             log,
