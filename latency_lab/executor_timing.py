@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from . import harness, reference
 from .harness import Prepared, Rounds
+from .host_overhead import GRAPH_PAIRS
 from .metrics import Stat, host_bound
 from .tables import number
 
@@ -222,7 +223,7 @@ def host_bound_text(table: list[dict]) -> str | None:
         "Host-bound (host time per step at least the kernels' time per step, ms: the GPU waits for the host): "
         f"{each(bound)}. Bound by the GPU: {each([r for r in judged if not r['host_bound']])}."
     )
-    graphs = [r["executor"] for r in bound if "cudagraphs" in r["executor"] or "reduce-overhead" in r["executor"]]
+    graphs = [r["executor"] for r in bound if r["executor"] in {g for g, _ in GRAPH_PAIRS}]
     if graphs:
         one = len(graphs) == 1
         text += (

@@ -548,7 +548,13 @@ def tokens_text(decode_rows: list[dict]) -> str:
     for r in judged:
         part = f"{r['executor']} {r['tokens_match_eager']} of {r['decode_tokens']}"
         if r.get("divergence_ulps") is not None:
-            kind = "a near-tie" if r["near_tie"] else "not a near-tie: check this executor's output"
+            kind = (
+                "an exact tie in eager's own logits"
+                if r["divergence_ulps"] == 0
+                else "a near-tie"
+                if r["near_tie"]
+                else "not a near-tie: check this executor's output"
+            )
             margin = number(r["divergence_ulps"])
             part += f" (where they first differ, eager's margin between the two tokens is {margin} ulps: {kind})"
         parts.append(part)

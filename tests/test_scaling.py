@@ -224,6 +224,8 @@ def test_prefill_and_decode_sentences_name_their_depth():
     )
     thunder = {**decode[0], "executor": "thunder", "tokens_match_eager": 10, "divergence_ulps": 1.0, "near_tie": True}
     wrong = {**thunder, "executor": "thunder:torch", "divergence_ulps": 40.0, "near_tie": False}
+    tie = {**thunder, "executor": "torch.compile", "divergence_ulps": 0.0}
+    assert "is 0 ulps: an exact tie in eager's own logits)" in scaling.decode_text([tie], timed)
     text = scaling.decode_text([{**decode[0], "tokens_match_eager": 32}, thunder, wrong], timed)
     assert text.endswith(
         " Greedy tokens equal to eager's, from the first: thunder 10 of 32 (where they first differ, eager's margin "
