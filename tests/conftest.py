@@ -41,6 +41,7 @@ def run_runner(*args: str, timeout: int = 1200) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into the node IDs
 def pytest_collection_modifyitems(config, items):
     """``gpu`` tests run where CUDA is present and are skipped, with the reason, where it is not.
     Under xdist, the ``tiny_run`` tests and the ``gpu`` tests are each one ``xdist_group``."""
