@@ -276,6 +276,7 @@ def finish(
     interrupted = stop.received and signal.Signals(stop.received).name
     if interrupted or meta.get("stopped"):
         notebook_run.kill_children()
+        notebook_run.settle_event_loop()
     for o in outcomes:
         if o.status == "interrupted":
             notebook_run.cut(o, run_dir, interrupted or meta.get("stopped") or "stopped")

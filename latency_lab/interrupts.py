@@ -17,8 +17,11 @@ from typing import Iterator
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-class Interrupted(BaseException):
-    """A stopping signal arrived; ``code`` is the exit status (128 + signal number)."""
+class Interrupted(KeyboardInterrupt):
+    """A stopping signal arrived; ``code`` is the exit status (128 + signal number). A
+    KeyboardInterrupt, because asyncio (papermill's event loop) passes only that and SystemExit on:
+    any other exception raised in one of its callbacks is logged and dropped, and one raised in a
+    background task is kept in the task, and the run would go on."""
 
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)

@@ -203,6 +203,29 @@ def kill_children() -> None:
         Path(f).unlink(missing_ok=True)
 
 
+def settle_event_loop(timeout: float = 10) -> None:
+    """After an interrupt killed the kernels: cancel and await the tasks papermill's event loop still
+    holds, as ``asyncio.run`` does at its end (left pending, they would run again in nbclient's
+    clean-up at exit), and keep the loop from reporting a task's "Kernel died" that nobody took: the
+    run killed that kernel itself, and the report would end the run's output with a traceback."""
+    import asyncio
+
+    from jupyter_core.utils import ensure_event_loop
+    from nbclient.exceptions import DeadKernelError
+
+    def report(loop, context) -> None:
+        if not isinstance(context.get("exception"), (DeadKernelError, asyncio.CancelledError)):
+            loop.default_exception_handler(context)
+
+    loop = ensure_event_loop()
+    loop.set_exception_handler(report)
+    pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.wait(pending, timeout=timeout))
+
+
 def to_html(executed: Path) -> Path:
     """nbconvert's HTML (lab template) beside the executed notebook; its plotly figures are drawn by
     the run folder's shared ``plotly.packed.js`` and it links the shared ``notebook.css`` (both written

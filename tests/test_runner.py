@@ -690,6 +690,32 @@ def test_stop_raises_until_held_and_keeps_the_first_signal():
     assert signal.getsignal(signal.SIGINT) is previous
 
 
+def test_a_signal_inside_an_event_loop_callback_or_task_stops_the_loop():
+    """The CI failure of stop 29: the SIGINT that should cut a kernel's start landed in one of
+    papermill's asyncio callbacks, which dropped the exception, and the run went on. Raised from a
+    callback, then from a background task, ``Interrupted`` leaves ``asyncio.run``."""
+    import asyncio
+
+    from latency_lab import interrupts
+
+    def kill() -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+
+    async def background() -> None:
+        kill()
+
+    async def main(where: str) -> None:
+        if where == "callback":
+            asyncio.get_running_loop().call_soon(kill)
+        else:
+            asyncio.ensure_future(background())  # nobody awaits it
+        await asyncio.sleep(5)
+
+    for where in ("callback", "task"):
+        with interrupts.Stop().installed(), pytest.raises(interrupts.Interrupted):
+            asyncio.run(main(where))
+
+
 def _kernel_started(pid: int) -> bool:
     for child in psutil.Process(pid).children():
         try:
