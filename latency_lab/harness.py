@@ -218,9 +218,15 @@ class Timed:
     reference_after_ms: list[float] = field(default_factory=list)  # and right after it
     fast: list[bool] = field(default_factory=list)  # per block: both references fast (set by ``rounds``)
 
-    def keep(self) -> list[bool] | None:
-        """Per block, whether the host was fast around it; None where no reference was timed."""
-        return self.fast if len(self.fast) == len(self.wall_ms) and self.fast else None
+    def keep(self, metric: str = "host_ms") -> list[bool] | None:
+        """Per block, whether it counts for ``metric``'s headline: for host per reference, whether the
+        host kept one state across it (``host_state.steady``), else whether the host was fast around
+        it; None where no reference was timed."""
+        if metric == "host_per_ref_x":
+            flags = [host_state.steady(b, a) for b, a in zip(self.reference_before_ms, self.reference_after_ms)]
+        else:
+            flags = self.fast
+        return flags if len(flags) == len(self.wall_ms) and flags else None
 
     @property
     def wall(self) -> Stat | None:
@@ -240,7 +246,7 @@ class Timed:
     @property
     def host_per_ref(self) -> Stat | None:
         xs = self.host_per_ref_x
-        return Stat.headline(xs, self.keep()) if xs else None
+        return Stat.headline(xs, self.keep("host_per_ref_x")) if xs else None
 
     def mark(self, cut: float | None) -> None:
         """Flag each block fast or not against the rounds' ``cut``."""
@@ -291,20 +297,20 @@ class Rounds:
 
     def paired(self, a: str, b: str, metric: str, combine: Callable[[float, float], float]) -> Stat | None:
         """``combine(a, b)`` round by round (both measured in the same round) over the rounds where both
-        blocks ran fast (all rounds when too few did), with its interval."""
+        blocks count for ``metric`` (``Timed.keep``; all rounds when too few do), with its interval."""
         if a not in self.timed or b not in self.timed:
             return None
         ta, tb = self.timed[a], self.timed[b]
         xs, ys = getattr(ta, metric), getattr(tb, metric)
+        ka, kb = ta.keep(metric), tb.keep(metric)
         pairs = [
-            (combine(x, y), fa and fb)
-            for x, y, fa, fb in zip(xs, ys, ta.fast or [False] * len(xs), tb.fast or [False] * len(ys))
+            (combine(x, y), fa and fb) for x, y, fa, fb in zip(xs, ys, ka or [False] * len(xs), kb or [False] * len(ys))
         ]
         pairs = [(v, k) for v, k in pairs if v is not None]
         if not pairs:
             return None
         values, keep = zip(*pairs)
-        return Stat.headline(values, keep if ta.fast and tb.fast else None)
+        return Stat.headline(values, keep if ka and kb else None)
 
     def drift_pct(self) -> float | None:
         """How far the host moved during the rounds: the host reference's range (max - min) over its

@@ -35,10 +35,11 @@ OPS = ("add", "mul", "silu", "linear", "matmul", "embedding", "triu", "rms_norm"
 # Per-device defaults for the knobs left as None: the seed's 10 warm-up + 40 timed calls on a GPU,
 # fewer on a CPU, where one step of the seed model takes tens of milliseconds. 20 blocks per pass on a
 # GPU: on the H200's shared host, host-bound blocks wander by +-30% from one block to the next; the
-# medians of two passes of 7 blocks came up to 25% apart, of 40 blocks within 4%.
+# medians of two passes of 7 blocks came up to 25% apart, of 40 blocks within 4%. 4 per pass on a CPU:
+# 8 blocks, so that the fast-state headline (host_state.MIN_FAST) can be had there; with 4 it never was.
 TIMING_DEFAULTS = {
     "cuda": {"warmup": 10, "iters": 40, "repeats": 20},
-    "cpu": {"warmup": 2, "iters": 5, "repeats": 2},
+    "cpu": {"warmup": 2, "iters": 5, "repeats": 4},
 }
 TINY_TIMING = {"warmup": 2, "iters": 10, "repeats": 2}
 # The seed's shapes: where every op's cost is its executor's fixed cost per call. The crossover to

@@ -225,7 +225,7 @@ def blocks_of(timed: Rounds | None, rows: list[dict], metric: str) -> list | Non
     None when the rounds do not hold every row's blocks (kernel time has none)."""
     if timed is None or metric == "kernel_ms" or any(r.get("key") not in timed.timed for r in rows):
         return None
-    return [(r["layers"], getattr(timed.timed[r["key"]], metric), timed.timed[r["key"]].keep()) for r in rows]
+    return [(r["layers"], getattr(timed.timed[r["key"]], metric), timed.timed[r["key"]].keep(metric)) for r in rows]
 
 
 def with_interval(line: dict, blocks: list | None) -> dict:

@@ -192,6 +192,20 @@ def test_host_per_reference_reproduces_where_a_mostly_slow_run_has_no_fast_state
     assert harness.Timed("x", [1.0], [1.0]).host_per_ref is None  # no reference timed: no ratio
 
 
+def test_host_per_reference_leaves_out_a_block_the_state_flipped_in():
+    """As in a CPU run of 02: one reference caught a pause (4.85 ms against ~0.86 ms), so that block's
+    ratio (25 against ~70) says nothing; the steady blocks alone make the headline and its interval,
+    slow and fast ones alike, and the paired difference skips that round too."""
+    before = [4.85, 0.86, 1.72, 0.85, 0.86, 1.70, 0.87, 0.85]
+    after = [0.87, 0.85, 1.71, 0.86, 0.85, 1.72, 0.86, 0.86]
+    host = [60.0 * (b + a) / 2 / 0.86 if i else 72.0 for i, (b, a) in enumerate(zip(before, after))]
+    t = harness.Timed("x", list(host), list(host), reference_before_ms=before, reference_after_ms=after)
+    assert t.keep("host_per_ref_x") == [False] + [True] * 7
+    stat = t.host_per_ref
+    assert stat.n == 7 and stat.median == pytest.approx(60 / 0.86) and stat.lo > 60
+    assert host_state.steady(1.0, 1.25) and not host_state.steady(1.0, 1.26) and not host_state.steady(None, 1.0)
+
+
 def test_compare_tells_a_host_state_change_from_a_code_change(tmp_path):
     def notebook(run, host, per_ref):
         timing_notebook(run, {"eager": (host, host * 0.99, host * 1.01)}, {})
