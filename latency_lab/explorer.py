@@ -354,6 +354,10 @@ def measure(
         gc.collect()
         if out["stopped"]:
             break
+    for ex in chosen[len(out["rows"]) :]:  # after Stop: each executor that never started is a row too
+        p = harness.Prepared(ex, "not run", reason=f"stopped before it ({out['stopped']})")
+        out["rows"].append(_row(p, {}))
+        out["details"][ex.name] = _details(p, {})
     out["calls"] = stop.calls
     if out["stopped"]:
         progress.step(done, total, f"stopped ({out['stopped']})")
@@ -434,8 +438,11 @@ class Explorer:
         return record
 
     def rows(self) -> list[dict]:
-        """The rows of every run that measured, each with its run's label, in ``COLUMNS`` order."""
-        return [{"run": r["label"], **{c: row.get(c) for c in COLUMNS[1:]}} for r in self.runs for row in r["rows"]]
+        """The rows of every run that measured, each with its run's number (``legend_html`` says its
+        settings), in ``COLUMNS`` order."""
+        return [
+            {"run": f"run {r['id']}", **{c: row.get(c) for c in COLUMNS[1:]}} for r in self.runs for row in r["rows"]
+        ]
 
     def save(self, path: str | Path) -> Path:
         """Write every run (settings, resolved parameters, rows, details, errors) to ``path`` as JSON."""
@@ -535,6 +542,12 @@ def figure(runs: list[dict]):
                 ),
             )
     return fig
+
+
+def legend_html(runs: list[dict]) -> str:
+    """One line per run: its number, as the table's run column shows it, and its settings."""
+    items = "".join(f"<li>{html.escape(r['label'])}</li>" for r in runs)
+    return f"<ul class='runs'>{items}</ul>" if runs else ""
 
 
 def table_html(rows: list[dict], columns: list[str] = COLUMNS) -> str:
@@ -701,10 +714,8 @@ class ExplorerUI:
         self.preset = w.Dropdown(options=PRESETS, value=params.preset, description="preset", **wide)
         self.dtype = w.Dropdown(options=sorted(set(DTYPES.values())), value=params.dtype, description="dtype", **wide)
         self.device = w.Dropdown(options=device_options(), value=params.device, description="device", **wide)
-        self.batch_size = w.BoundedIntText(value=params.batch_size, min=1, max=1024, description="batch", **wide)
-        self.threads = w.BoundedIntText(
-            value=params.threads, min=1, max=os.cpu_count() or 1, description="threads", **wide
-        )
+        self.batch_size = w.IntText(value=params.batch_size, description="batch", **wide)
+        self.threads = w.IntText(value=params.threads, description="threads", **wide)
         self.executors = w.SelectMultiple(
             options=executor_options(params.device),
             value=tuple(params.executors),
@@ -713,15 +724,13 @@ class ExplorerUI:
             layout=w.Layout(width="56em"),
             **wide,
         )
-        self.layers = w.BoundedIntText(value=params.layers, min=1, max=64, description="layers", **wide)
-        self.seq_len = w.BoundedIntText(value=params.seq_len, min=1, max=8192, description="prompt tokens", **wide)
+        self.layers = w.IntText(value=params.layers, description="layers", **wide)
+        self.seq_len = w.IntText(value=params.seq_len, description="prompt tokens", **wide)
         self.step = w.ToggleButtons(options=STEPS, value="prefill", description="step", **wide)
         self.cache_mode = w.Dropdown(options=CACHE_MODES, value=params.cache_mode, description="cache mode", **wide)
-        self.warmup = w.BoundedIntText(value=params.warmup, min=0, max=10_000, description="warm-up calls", **wide)
-        self.iters = w.BoundedIntText(value=params.iters, min=1, max=1_000_000, description="calls / block", **wide)
-        self.repeats = w.BoundedIntText(
-            value=params.repeats, min=2, max=10_000, step=2, description="blocks/pass", **wide
-        )
+        self.warmup = w.IntText(value=params.warmup, description="warm-up calls", **wide)
+        self.iters = w.IntText(value=params.iters, description="calls / block", **wide)
+        self.repeats = w.IntText(value=params.repeats, description="blocks/pass", **wide)
         self.run_button = w.Button(description="Run", button_style="primary", icon="play")
         self.stop_button = w.Button(description="Stop", button_style="danger", icon="stop", disabled=True)
         self.save_button = w.Button(description="Save", icon="save")
@@ -841,12 +850,15 @@ class ExplorerUI:
 
     def on_stop(self) -> None:
         self.stop_switch.set()
-        self.status.value = html_escape("stopping before the next call ...")
+        running = self.progress.description != "idle" and self.status.value
+        self.status.value = html_escape("stopping before the next call ...") + (
+            f" (what runs now finishes first: {running})" if running else ""
+        )
 
     def _refresh(self) -> None:
         """Chart, table and the rows to pick details from, after a run."""
         self.chart.outputs = (plotly_output(figure(self.explorer.runs)),)
-        self.table.value = table_html(self.explorer.rows())
+        self.table.value = legend_html(self.explorer.runs) + table_html(self.explorer.rows())
         choices = [
             (f"run {r['id']} · {row['executor']} ({row['status']})", f"{r['id']}|{row['executor']}")
             for r in self.explorer.runs

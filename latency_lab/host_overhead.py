@@ -398,7 +398,8 @@ def startup_text(broken: dict[str, dict], timelines: dict[str, dict], device: st
     text = (
         f"Start-up per step (seed: ~250 µs that Thunder spends and eager does not, read as {lo:.0f}-{hi:.0f} µs). "
         f"Before the computation's first statement, in place: {_us(s.median)} for {name} ({_spread(s)}; call "
-        f"entry, cache info, cache search, prologue, bookkeeping): {grade(s, SEED_STARTUP_US)}."
+        f"entry, cache info, cache search, prologue, bookkeeping): {grade(s, SEED_STARTUP_US)}"
+        + ("." if device.startswith("cuda") else " (on this CPU machine's host; the seed's ran beside a GPU).")
     )
     eager, here = ((timelines.get(n) or {}).get("call_to_first_kernel_us") for n in ("eager", name))
     if device.startswith("cuda") and eager is not None and here is not None:

@@ -73,10 +73,11 @@ NOTEBOOK_DEFAULTS: dict[str, dict[str, object]] = {
     },
     results.TRACE_COUNTERS: {"executors": "thunder,thunder:torch,thunder:torchcompile,thunder:cudagraphs"},  # 02's
     results.OP_MICROBENCHMARKS: {"executors": "eager,torch.compile,thunder,thunder:torch,thunder:torchcompile"},
-    # each CUDA-graph variant beside its baseline. 20 rounds: with the host slow 25-75% of the time,
-    # enough rounds run fast for a fast-state headline (host_state.MIN_FAST) and a sign test
+    # each CUDA-graph variant beside its baseline, and thunder:torch: Thunder's own host costs without
+    # nvFuser (the one Thunder configuration a CPU takes apart). 20 rounds: with the host slow 25-75%
+    # of the time, enough rounds run fast for a fast-state headline (host_state.MIN_FAST) and a sign test
     results.HOST_OVERHEAD: {
-        "executors": "eager,torch.compile,torch.compile:reduce-overhead,thunder,thunder:cudagraphs",
+        "executors": "eager,torch.compile,torch.compile:reduce-overhead,thunder,thunder:torch,thunder:cudagraphs",
         "repeats": 10,
     },
     results.SCALING: {"executors": "eager,torch.compile,torch.compile:reduce-overhead,thunder", "repeats": 10},

@@ -4,6 +4,7 @@ first call's phases, noise flags, the comparison with the reference run, and the
 from __future__ import annotations
 
 import gzip
+import html
 import itertools
 import json
 import threading
@@ -78,7 +79,9 @@ def test_explorer_keeps_runs_details_and_reports_bad_settings(tiny_params, tmp_p
         run = explorer.run({**X.settings_from(tiny_params), **bad})
         assert run["error"].startswith(f"invalid parameter {name}=") and run["rows"] == []
     assert [r["id"] for r in explorer.runs] == list(range(1, 11))
-    assert [r["run"] for r in explorer.rows()] == [first["label"]] * 2 + [decode["label"]]
+    assert [r["run"] for r in explorer.rows()] == [f"run {first['id']}"] * 2 + [f"run {decode['id']}"]
+    legend = X.legend_html(explorer.runs)  # the settings once per run, above the table, not in every row
+    assert html.escape(first["label"]) in legend and legend.count("<li>") == 10
     saved = json.loads(explorer.save(tmp_path / "runs.json").read_text())
     assert len(saved["runs"]) == 10 and saved["runs"][1]["rows"][0]["executor"] == "eager"
     assert any("torch-eager" in f for f in X.findings(first)) and "unavailable" in X.findings(first)[-1]
@@ -126,7 +129,10 @@ def test_stop_ends_a_run_before_its_next_call(tmp_path):
     run = explorer.runs[0]
     assert not worker.is_alive() and time.perf_counter() - t0 < 10
     assert after <= 1  # at most the call that was running when Stop came
-    assert run["stopped"] == "eager, wall" and run["rows"][0]["status"] == "stopped" and len(run["rows"]) == 1
+    assert run["stopped"] == "eager, wall" and [r["status"] for r in run["rows"]] == ["stopped", "not run"]
+    assert (
+        run["rows"][1]["executor"] == "torch.compile" and "stopped before it (eager, wall)" in run["rows"][1]["reason"]
+    )
     assert run["calls"] < 100_000 and "none after Stop" in X.summary_line(run)
     assert "did not finish" in X.findings(run)[0]
 
@@ -250,6 +256,19 @@ def test_widgets_run_in_a_worker_show_errors_and_keep_working(tiny_params, tmp_p
     assert ui.on_compare() and "reference-h200" in ui.comparison.value
     assert list(tmp_path.glob("compare-reference-h200-vs-explorer.html"))
     assert ui.on_compare(tmp_path / "no-such-run") is None and "not a run folder" in ui.comparison.value
+
+
+def test_out_of_range_numbers_are_red_messages_not_silent_clamps(tiny_params, tmp_path, monkeypatch):
+    """Layers 0 and threads 99 reach validation (a ParameterError naming them), as every other bad value does."""
+    ui = X.ExplorerUI(X.Explorer(tmp_path), tiny_params, tmp_path / "saved.json")
+    ui.executors.value = ("eager",)
+    for widget, value, name in ((ui.layers, 0, "layers"), (ui.threads, 99, "threads"), (ui.repeats, 3, "repeats")):
+        before = widget.value
+        widget.value = value
+        assert widget.value == value  # kept as typed
+        ui.on_run().join()
+        assert f"invalid parameter {name}={value}" in ui.status.value, ui.status.value
+        widget.value = before
 
 
 def test_widgets_follow_preset_and_device(tiny_params, tmp_path):
