@@ -83,9 +83,20 @@ def ensure_notebook_css(folder: Path, environment) -> Path:
     return target
 
 
+# Shown where a chart should be until its script has drawn it. JupyterLab's HTML viewer runs no script
+# in a page until it is trusted, and the server sends every file it serves sandboxed (a null origin),
+# so it refuses plotly.packed.js to those pages; report.html carries its own plotly.js.
+CHART_HINT = (
+    "Chart not drawn: this page's scripts did not run, or could not load plotly.packed.js. In JupyterLab, "
+    "open report.html (it carries its own plotly.js) and click Trust HTML, or open it in a new browser tab; "
+    "a browser opening this file from disk draws it as it is."
+)
+
+
 def figure_html(figure: dict, div_id: str) -> str:
     """A div and the script that draws ``figure`` (plotly JSON: data, layout, config) into it once
-    plotly.js is ready (``window.plotlyReady``; a plain plotly.js loaded before works too)."""
+    plotly.js is ready (``window.plotlyReady``; a plain plotly.js loaded before works too), and
+    ``CHART_HINT`` before it, which that script removes once the chart is drawn."""
     spec = json.dumps(
         {
             "data": figure.get("data", []),
@@ -94,8 +105,10 @@ def figure_html(figure: dict, div_id: str) -> str:
         }
     ).replace("</", "<\\/")
     return (
+        f'<p id="{div_id}-hint" class="chart-hint" style="color:#8a4b00;font-style:italic">{CHART_HINT}</p>\n'
         f'<div id="{div_id}" class="plotly-graph-div"></div>\n<script>(window.plotlyReady || Promise.resolve())'
-        f'.then(function () {{ var f = {spec}; Plotly.newPlot("{div_id}", f.data, f.layout, f.config); }});</script>'
+        f'.then(function () {{ var f = {spec}; return Plotly.newPlot("{div_id}", f.data, f.layout, f.config); }})'
+        f'.then(function () {{ document.getElementById("{div_id}-hint").remove(); }});</script>'
     )
 
 

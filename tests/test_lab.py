@@ -426,6 +426,29 @@ def test_explorer_stop_and_reload_in_jupyterlab(tmp_path):
         assert any("stopped (eager, wall)" in t for t in texts), texts
 
 
+def test_a_run_page_in_jupyterlab_says_how_to_see_its_charts(tmp_path):
+    """Issue 24: a run's index.html opened in Lab's HTML viewer (no script runs there) shows, where its
+    chart would be, the line that says what to do; report.html, opened as that line says (a browser
+    tab on the file's URL: served sandboxed, so only a page with its own plotly.js draws), draws and
+    the line is gone."""
+    from test_report import _fake_run
+
+    from latency_lab import html_assets, report
+
+    (tmp_path / "project").mkdir()
+    run, summary = _fake_run(tmp_path / "project")
+    report.write(run, summary)
+    log = tmp_path / "server.log"
+    with running_lab(tmp_path / "project", tmp_path) as server, chromium_page(tmp_path / "profile") as page:
+        page.call("Page.navigate", url=server.url("/lab/tree/run/index.html"))
+        viewer = "document.querySelector('.jp-HTMLViewer iframe')?.contentDocument?.body?.innerText"
+        text = page.wait(f"{viewer}?.includes('Notebooks') && {viewer}", 120, "the page in Lab's HTML viewer", log)
+        assert html_assets.CHART_HINT in text, text  # the viewer's frame ran no script: the line says what to do
+        page.call("Page.navigate", url=server.url("/files/run/report.html"))  # as Open in New Browser Tab does
+        page.wait("!!document.querySelector('.main-svg')", 60, "report.html's charts drawn in a browser tab", log)
+        assert not page.js("document.querySelector('.chart-hint')")
+
+
 def test_edited_parameters_cell_changes_neither_the_batch_run_nor_git(tmp_path):
     """A user opens 01 in JupyterLab, edits its parameters cell and runs it; autosave or Ctrl+S writes the edit
     and the outputs to the tracked file. The next runner.py run uses the package's parameters (and

@@ -411,6 +411,7 @@ def test_fake_run_pages_draw_offline(tmp_path):
     for name in ("index.html", "report.html"):
         dom = open_offline(run / name, tmp_path / "profile")
         assert dom.count('class="main-svg"') >= 2, f"{name}: plotly drew nothing"
+        assert 'class="chart-hint"' not in dom, f"{name}: a drawn chart still says it was not drawn"
 
 
 def _charts(notebook: Path) -> int:
