@@ -46,6 +46,25 @@ def has_gpu() -> bool:
     return subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
 
 
+def pins(gpu: bool) -> list[str]:
+    """pyproject.toml's torch and Thunder pins, and with ``gpu`` its gpu extra (nvFuser's build)."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    chosen = [d for d in project["dependencies"] if d.split("=")[0] in ("torch", "lightning-thunder")]
+    return chosen + (project["optional-dependencies"]["gpu"] if gpu else [])
+
+
+def install_plan(gpu: bool) -> str:
+    """What ``install`` is about to install (``pins``) and why nvFuser is in or out."""
+    why = (
+        "nvidia-smi lists a GPU: nvFuser's build for this torch"
+        if gpu
+        else "no GPU (no nvidia-smi, none listed, or not Linux x86-64): no nvFuser; Thunder runs its torch executors"
+    )
+    return f"{', '.join(pins(gpu))} ({why}); torch's wheel is large: the first setup takes minutes"
+
+
 def _stamp(gpu: bool) -> str:
     return hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + str(gpu).encode()).hexdigest()
 
@@ -60,7 +79,7 @@ def install() -> None:
     want = _stamp(gpu)
     if STAMP.exists() and STAMP.read_text() == want:
         return
-    print(f"tasks.py: setting up {VENV} (GPU extras: {gpu}) ...", flush=True)
+    print(f"tasks.py: setting up {VENV}: {install_plan(gpu)} ...", flush=True)
     if not PY.exists():
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
     pip = [str(PY), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]

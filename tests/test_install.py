@@ -1,0 +1,43 @@
+"""What ``tasks.py`` installs: the pins resolve together, and it says what it installs before it does."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tasks
+
+ROOT = Path(__file__).resolve().parent.parent
+(NVFUSER,) = {p.split("==")[0] for p in tasks.pins(True)} - {p.split("==")[0] for p in tasks.pins(False)}
+
+
+@pytest.mark.parametrize("extras", ["test", "test,gpu"])
+def test_the_pins_resolve_together(tmp_path, extras):
+    """pip's resolver accepts pyproject's pins together (a dry run: nothing is installed): torch,
+    Thunder and transformers as DESIGN.md pins them; with nvFuser's build where the index has it
+    (its wheels are for Linux x86-64 with CUDA; the GPU path can be checked no further on a CPU)."""
+    report = tmp_path / "report.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet"]
+        + ["--report", str(report), f"{ROOT}[{extras}]"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if "gpu" in extras and f"No matching distribution found for {NVFUSER}" in proc.stderr:
+        pytest.skip(f"the package index here has no {NVFUSER}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
+    for pin in tasks.pins("gpu" in extras):
+        name, version = pin.split("==")
+        assert got.get(name) == version, (pin, got.get(name))
+
+
+def test_setup_says_which_torch_and_nvfuser_and_why():
+    cpu, gpu = tasks.install_plan(False), tasks.install_plan(True)
+    assert cpu.startswith("torch==") and "lightning-thunder==" in cpu and "no nvFuser" in cpu and NVFUSER not in cpu
+    assert f"{NVFUSER}==" in gpu and "nvidia-smi lists a GPU" in gpu
