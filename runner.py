@@ -336,7 +336,7 @@ def run_notebooks(notebooks, values, params, run_dir, args, meta, outcomes, slot
     for i, (name, path) in enumerate(notebooks.items(), 1):
         print(f"[{i}/{len(notebooks)}] {name} ...", flush=True)
         outcomes.append(notebook_run.Outcome(name, status="interrupted", gpu=slots[0].gpu, started=time.perf_counter()))
-        with notebook_run.kernel_environment(slots[0].env):
+        with notebook_run.kernel_environment(slots[0].env), notebook_run.forwarded_progress(sys.stdout):
             outcomes[-1] = notebook_run.execute(
                 path, run_dir, injected[name], kernel, args.timeout, progress=sys.stderr.isatty()
             )

@@ -4,13 +4,15 @@ a real kernel, and nbconvert HTML. Used by ``runner.py`` and the tests."""
 from __future__ import annotations
 
 import os
+import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, TextIO
 
-from . import results
+from . import progress, results
 from .parameters import REPO_ROOT, short
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
@@ -48,6 +50,40 @@ def kernel_environment(values: dict[str, str | None]) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+@contextmanager
+def forwarded_progress(out: TextIO, indent: str = "    ", every: float = 0.2) -> Iterator[None]:
+    """Meanwhile, the progress lines of the kernels started (``progress.say``) printed to ``out`` as
+    they come, each indented and flushed (a pipe too); at the end, the last of them before it returns."""
+    fd, name = tempfile.mkstemp(prefix="latency-lab-progress-", suffix=".txt")
+    done = threading.Event()
+
+    def pump() -> None:
+        with open(fd, encoding="utf-8", errors="replace") as f:
+            pending = ""
+            while True:
+                last = done.is_set()
+                pending += f.read()
+                *lines, pending = pending.split("\n")
+                try:
+                    for line in lines:
+                        print(indent + line, file=out, flush=True)
+                except (OSError, ValueError):  # the output gone (a hang-up, a closed pipe)
+                    return
+                if last:
+                    return
+                done.wait(every)
+
+    thread = threading.Thread(target=pump, name="progress", daemon=True)
+    thread.start()
+    try:
+        with kernel_environment({progress.FILE: name}):
+            yield
+    finally:
+        done.set()
+        thread.join(5)
+        Path(name).unlink(missing_ok=True)
 
 
 def discover(notebook_dir: Path = NOTEBOOK_DIR) -> dict[str, Path]:

@@ -312,6 +312,37 @@ def test_failing_notebook_is_marked_and_others_survive(tmp_path):
     assert "some notebooks failed" in page and "deliberate failure" in page
 
 
+def test_progress_lines_reach_a_pipe_while_the_notebook_runs(tmp_path):
+    """``runner.py | tee log``: a notebook's progress lines (``progress.say``, as the builds and timing
+    rounds print them) come through the pipe as they are said, indented under the notebook's line;
+    its other output stays in the notebook."""
+    nbdir = tmp_path / "nbs"
+    nbdir.mkdir()
+    _notebook(
+        nbdir / "01_says.ipynb",
+        "import time\nfrom latency_lab.progress import say\n"
+        "print('a table row')\nsay('eager: building (first call: trace and compile) ...')\ntime.sleep(4)",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "runner.py"), "--notebook-dir", str(nbdir), "--output-dir", str(tmp_path / "out")],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cpu_environment(PYTHONPATH=str(ROOT)),  # the kernel imports this checkout's package
+    )
+    lines = [(time.perf_counter(), line.rstrip("\n")) for line in proc.stdout]
+    proc.wait(timeout=300)
+    text = [line for _, line in lines]
+    start, said, end = (
+        next(i for i, t in enumerate(text) if t.startswith(prefix))
+        for prefix in ("[1/1] 01_says ...", "    eager: building (first call", "[1/1] 01_says ok")
+    )
+    assert start < said < end, (text, proc.stderr.read())
+    assert lines[end][0] - lines[said][0] > 2, "the line came only when the notebook ended"
+    assert "a table row" not in "\n".join(text)
+
+
 def test_list_shows_notebooks_and_parameters():
     proc = run_runner("--list", timeout=120)
     assert proc.returncode == 0
