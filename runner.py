@@ -139,14 +139,8 @@ def list_notebooks(notebooks: dict[str, Path]) -> None:
     for name, path in notebooks.items():
         print(name)
         defaults = parameters.notebook_defaults(name)
-        for pname in (n for n in declared_names(path) if n in SETTABLE):
+        for pname in (n for n in notebook_run.declared_names(path) if n in SETTABLE):
             print(f"    {pname:14s} = {defaults[pname]!r:<12} {SCHEMA[pname][1]}")
-
-
-def declared_names(path: Path) -> list[str]:
-    """The parameters a notebook takes: its parameters cell's names and ``parameters.EVERY_NOTEBOOK``."""
-    names = list(notebook_run.declared_parameters(path))
-    return names + [n for n in parameters.EVERY_NOTEBOOK if n not in names]
 
 
 def notebook_parameters(name: str, values: dict, path: Path) -> dict:
@@ -193,7 +187,7 @@ def prepare_run(args: argparse.Namespace):
     if not notebooks:
         raise SetupError(f"no notebooks found in {args.notebook_dir}")
     values = run_values(args)
-    declared = {name: declared_names(path) for name, path in notebooks.items()}
+    declared = {name: notebook_run.declared_names(path) for name, path in notebooks.items()}
     known = sorted(n for n in set().union(*declared.values()) if n in SETTABLE)
     for name in parse_overrides(args.param):
         if name == "output_dir":

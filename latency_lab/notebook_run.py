@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterator, TextIO
 
 from . import progress, results
-from .parameters import REPO_ROOT, short
+from .parameters import EVERY_NOTEBOOK, REPO_ROOT, short
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 
@@ -112,6 +112,12 @@ def declared_parameters(path: Path) -> dict[str, dict]:
     import papermill
 
     return papermill.inspect_notebook(str(path))
+
+
+def declared_names(path: Path) -> list[str]:
+    """The parameters a notebook takes: its parameters cell's names and ``parameters.EVERY_NOTEBOOK``."""
+    names = list(declared_parameters(path))
+    return names + [n for n in EVERY_NOTEBOOK if n not in names]
 
 
 def kernel_name() -> str:
