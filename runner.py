@@ -143,6 +143,16 @@ def list_notebooks(notebooks: dict[str, Path]) -> None:
             print(f"    {pname:14s} = {defaults[pname]!r:<12} {SCHEMA[pname][1]}")
 
 
+def list_quietly(notebooks: dict[str, Path]) -> int:
+    """``list_notebooks``, ending quietly (0) when the reader stops early (``runner.py --list | head``)."""
+    try:
+        list_notebooks(notebooks)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to fail at exit
+    return 0
+
+
 def notebook_parameters(name: str, values: dict, path: Path) -> dict:
     """What the runner injects into notebook ``name``: every parameter its cell declares and any of its
     own defaults (``parameters.NOTEBOOK_DEFAULTS``), resolved from ``values`` and the package alone, so
@@ -198,7 +208,17 @@ def prepare_run(args: argparse.Namespace):
     for name in notebooks:  # a notebook's own defaults with the given values, checked before any notebook starts
         parameters.for_notebook(name, values)
     root = run_folder.output_root(args.output_dir)
+    check_writable(root, args.output_dir)
     return notebooks, values, declared, params, root
+
+
+def check_writable(root: Path, given: str) -> None:
+    """A folder the run folder can be made in, tried with a folder made and removed again (as root,
+    ``os.access`` says yes to ``/proc``, where nothing can be made)."""
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".writable-", dir=root))
+    except OSError:
+        raise SetupError(f"invalid --output-dir {short(given)}: not writable") from None
 
 
 def main(argv=None) -> int:
@@ -215,8 +235,7 @@ def run(args: argparse.Namespace, argv, stop: interrupts.Stop) -> int:
     whatever stopped it: a signal (``stop``), a write that failed, or the last notebook's end."""
     try:
         if args.list:
-            list_notebooks(notebook_run.select(notebook_run.discover(Path(args.notebook_dir)), args.notebooks))
-            return 0
+            return list_quietly(notebook_run.select(notebook_run.discover(Path(args.notebook_dir)), args.notebooks))
         notebooks, values, declared, params, root = prepare_run(args)
         slots = scheduler.plan(args.gpus, params.device)
         stop.hold()  # the run folder and its cache folder are made whole; a signal meanwhile waits for arm()

@@ -3,6 +3,7 @@ a real kernel, and nbconvert HTML. Used by ``runner.py`` and the tests."""
 
 from __future__ import annotations
 
+import ast
 import os
 import tempfile
 import threading
@@ -204,7 +205,26 @@ def error_line(error: dict | None) -> str:
         if error.get("cell_index") is not None
         else ""
     )
-    return f"{where}{error.get('ename')}: {str(error.get('evalue'))[:300]}"
+    return f"{where}{error.get('ename')}: {one_line(str(error.get('evalue')))[:300]}"
+
+
+TIMEOUT_PREVIEW = "Here is a preview of the cell contents:"  # nbclient's CellTimeoutError message
+
+
+def one_line(message: str) -> str:
+    """An error message as one line; nbclient's timeout message with its cell's first line in place of
+    the preview of its source (over 10 lines, the Python lists of its first and last five)."""
+    head, preview, contents = message.partition(TIMEOUT_PREVIEW)
+    if preview:
+        source = contents.strip().strip("-").strip()
+        first = source.splitlines()[0] if source else ""
+        if "\n...\n" in source:  # the long form: a list of lines, "...", a list of lines
+            try:
+                first = ast.literal_eval(first)[0]
+            except (ValueError, SyntaxError, IndexError, TypeError):
+                pass
+        message = f"{head.strip().rstrip('.')}; the cell's first line: {first}"
+    return " ".join(message.split())
 
 
 def cut(outcome: Outcome, run_dir: Path, reason: str) -> Outcome:
