@@ -139,14 +139,18 @@ def list_notebooks(notebooks: dict[str, Path]) -> None:
     for name, path in notebooks.items():
         print(name)
         defaults = parameters.notebook_defaults(name)
-        for pname in (n for n in declared_names(path) if n in SETTABLE):
+        for pname in (n for n in notebook_run.declared_names(path) if n in SETTABLE):
             print(f"    {pname:14s} = {defaults[pname]!r:<12} {SCHEMA[pname][1]}")
 
 
-def declared_names(path: Path) -> list[str]:
-    """The parameters a notebook takes: its parameters cell's names and ``parameters.EVERY_NOTEBOOK``."""
-    names = list(notebook_run.declared_parameters(path))
-    return names + [n for n in parameters.EVERY_NOTEBOOK if n not in names]
+def list_quietly(notebooks: dict[str, Path]) -> int:
+    """``list_notebooks``, ending quietly (0) when the reader stops early (``runner.py --list | head``)."""
+    try:
+        list_notebooks(notebooks)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to fail at exit
+    return 0
 
 
 def notebook_parameters(name: str, values: dict, path: Path) -> dict:
@@ -193,7 +197,7 @@ def prepare_run(args: argparse.Namespace):
     if not notebooks:
         raise SetupError(f"no notebooks found in {args.notebook_dir}")
     values = run_values(args)
-    declared = {name: declared_names(path) for name, path in notebooks.items()}
+    declared = {name: notebook_run.declared_names(path) for name, path in notebooks.items()}
     known = sorted(n for n in set().union(*declared.values()) if n in SETTABLE)
     for name in parse_overrides(args.param):
         if name == "output_dir":
@@ -204,7 +208,17 @@ def prepare_run(args: argparse.Namespace):
     for name in notebooks:  # a notebook's own defaults with the given values, checked before any notebook starts
         parameters.for_notebook(name, values)
     root = run_folder.output_root(args.output_dir)
+    check_writable(root, args.output_dir)
     return notebooks, values, declared, params, root
+
+
+def check_writable(root: Path, given: str) -> None:
+    """A folder the run folder can be made in, tried with a folder made and removed again (as root,
+    ``os.access`` says yes to ``/proc``, where nothing can be made)."""
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".writable-", dir=root))
+    except OSError:
+        raise SetupError(f"invalid --output-dir {short(given)}: not writable") from None
 
 
 def main(argv=None) -> int:
@@ -221,8 +235,7 @@ def run(args: argparse.Namespace, argv, stop: interrupts.Stop) -> int:
     whatever stopped it: a signal (``stop``), a write that failed, or the last notebook's end."""
     try:
         if args.list:
-            list_notebooks(notebook_run.select(notebook_run.discover(Path(args.notebook_dir)), args.notebooks))
-            return 0
+            return list_quietly(notebook_run.select(notebook_run.discover(Path(args.notebook_dir)), args.notebooks))
         notebooks, values, declared, params, root = prepare_run(args)
         slots = scheduler.plan(args.gpus, params.device)
         stop.hold()  # the run folder and its cache folder are made whole; a signal meanwhile waits for arm()
@@ -336,7 +349,7 @@ def run_notebooks(notebooks, values, params, run_dir, args, meta, outcomes, slot
     for i, (name, path) in enumerate(notebooks.items(), 1):
         print(f"[{i}/{len(notebooks)}] {name} ...", flush=True)
         outcomes.append(notebook_run.Outcome(name, status="interrupted", gpu=slots[0].gpu, started=time.perf_counter()))
-        with notebook_run.kernel_environment(slots[0].env):
+        with notebook_run.kernel_environment(slots[0].env), notebook_run.forwarded_progress(sys.stdout):
             outcomes[-1] = notebook_run.execute(
                 path, run_dir, injected[name], kernel, args.timeout, progress=sys.stderr.isatty()
             )

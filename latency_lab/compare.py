@@ -20,7 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import metrics, results, run_folder, scheduler, tables
+from . import metrics, notebook_run, results, run_folder, scheduler, tables
 
 KEY_COLUMNS = (
     "op",
@@ -49,6 +49,15 @@ def resolve_run(name: str, output_dir: Path) -> Path:
         if candidate.is_dir():
             return candidate.resolve()
     raise CompareError(f"run {name!r} not found (neither a folder nor a run id under {output_dir})")
+
+
+def two_runs(name_a: str, name_b: str, output_dir: Path) -> tuple[Path, Path]:
+    """The folders of runs A and B (``resolve_run``): two runs, not one folder named twice (by a
+    link such as ``latest`` too)."""
+    a, b = resolve_run(name_a, output_dir), resolve_run(name_b, output_dir)
+    if a == b:
+        raise CompareError(f"run A {name_a!r} and run B {name_b!r} are the same folder ({a}): give two runs")
+    return a, b
 
 
 def load_run(path: Path) -> dict:
@@ -117,11 +126,32 @@ def differences(a: dict, b: dict, ignored: tuple[str, ...]) -> list[dict]:
     ]
 
 
+def shown(value) -> str:
+    """A value that differs between the runs, as text: ``(none)`` where a run has none, a list of
+    records (``quieted_noise``) as their names (each one's first value), else as ``tables.number``."""
+    if value is None:
+        return "(none)"
+    if isinstance(value, list) and value and all(isinstance(v, dict) and v for v in value):
+        return "; ".join(str(next(iter(v.values()))) for v in value)
+    return tables.number(value)
+
+
+def taken(notebook: str) -> list[str] | None:
+    """The parameters ``notebook`` takes (its parameters cell in the suite's notebooks, and the ones
+    every notebook applies); None for a notebook that is not among them."""
+    path = notebook_run.NOTEBOOK_DIR / f"{notebook}.ipynb"
+    return notebook_run.declared_names(path) if path.is_file() else None
+
+
 def parameter_differences(a: dict, b: dict, common: list[str]) -> list[dict]:
-    """Parameters that differ, per name, with the notebooks where they do."""
+    """Parameters that differ, per name, with the notebooks where they do; of each notebook only
+    those it takes (its results file holds every parameter, ``depths`` in 02 too)."""
     found: dict[tuple, dict] = {}
     for nb in common:
+        names = taken(nb)
         for d in differences(a["notebooks"][nb]["params"], b["notebooks"][nb]["params"], IGNORED_PARAMS):
+            if names is not None and d["name"] not in names:
+                continue
             key = (d["name"], json.dumps(d["a"]), json.dumps(d["b"]))
             found.setdefault(key, {**d, "notebooks": []})["notebooks"].append(nb)
     return list(found.values())
@@ -251,16 +281,22 @@ def _entry(notebook, key, metric, a, b, spread_a, spread_b, host=None, interval_
     """One number of both runs. With both runs' intervals: ``reproduced`` when B lies inside A's
     interval or A inside B's, else ``changed`` (the host states are already out of both: the
     intervals are fast-state ones). Without: beyond spread when the q1-q3 ranges do not overlap and,
-    for a host-bound time, the ratio exceeds how far the hosts moved."""
+    for a host-bound time, the ratio exceeds how far the hosts moved. ``decided``: the verdict in
+    words, with what it was decided on (intervals, q1-q3 ranges, the hosts' drift)."""
     both = _number(a) and _number(b)
-    beyond, verdict = None, None
+    beyond, verdict, decided = None, None, None
     if both and interval_a and interval_b:
         inside = interval_a[0] <= b <= interval_a[1] or interval_b[0] <= a <= interval_b[1]
         beyond, verdict = not inside, "reproduced" if inside else "changed"
+        decided = "reproduced: inside an interval" if inside else "changed: outside both intervals"
     elif both and spread_a and spread_b:
         beyond = spread_a[1] < spread_b[0] or spread_b[1] < spread_a[0]
+        decided = "differs: q1-q3 apart" if beyond else "same: q1-q3 overlap"
         if beyond and host is not None and a and not metric.startswith(HOST_FREE):
             beyond = abs(b / a - 1) > host
+            decided = decided if beyond else f"same: q1-q3 apart, within the hosts' {host:.0%}"
+    elif both:
+        decided = "not judged: no q1-q3"
     return {
         "notebook": notebook,
         "row": key,
@@ -274,6 +310,7 @@ def _entry(notebook, key, metric, a, b, spread_a, spread_b, host=None, interval_
         "b_interval": interval_b,
         "beyond_spread": beyond,
         "verdict": verdict,
+        "decided": decided,
     }
 
 
@@ -327,15 +364,13 @@ TABLE = (
     ("B", "b"),
     ("B q1-q3", "b_q1_q3"),
     ("B / A", "ratio"),
-    ("verdict", "verdict"),
-    ("beyond spread", "beyond_spread"),
+    ("verdict", "decided"),
 )  # (header, key of a comparison row)
 RANGES = ("a_interval", "a_q1_q3", "b_q1_q3")
 
 
 def cell(entry: dict, key: str) -> str:
-    """A comparison row's cell as text: numbers as ``tables.number`` prints them (``beyond_spread``:
-    yes, no or blank), spreads as ``q1-q3``."""
+    """A comparison row's cell as text: numbers as ``tables.number`` prints them, spreads as ``q1-q3``."""
     return fmt_range(entry[key]) if key in RANGES else tables.number(entry[key])
 
 
@@ -390,7 +425,7 @@ def text(report: dict) -> str:
     ):
         lines.append(f"{title}:" + ("" if items else " none"))
         lines += [
-            f"  {d['name']}: {tables.number(d['a'])} -> {tables.number(d['b'])}"
+            f"  {d['name']}: {shown(d['a'])} -> {shown(d['b'])}"
             + (f"  ({', '.join(d['notebooks'])})" if "notebooks" in d else "")
             for d in items
         ]
@@ -400,13 +435,17 @@ def text(report: dict) -> str:
     body = [[cell(e, k) for _, k in TABLE] for e in report["rows"]]
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
     for r in [header, *body]:
-        lines.append("  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+        lines.append(
+            "  ".join(
+                c.rjust(w) if 3 <= i < len(r) - 1 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))
+            ).rstrip()
+        )
     return "\n".join([*lines, tally(report)])
 
 
 def entries_table(entries: list[dict], with_notebook: bool = False, style: bool = False):
     """Comparison rows as one table (``tables.html_table``): row, metric, A and B with their
-    spreads, B / A and whether the difference is beyond the spread (those rows marked ``beyond``);
+    spreads, B / A and the verdict (rows beyond the spread, or changed, marked ``beyond``);
     ``with_notebook``: the notebook first; ``style``: with the stylesheet (outside the pages)."""
     shown = TABLE if with_notebook else TABLE[1:]
     rows = [[tables.Cell(cell(e, k), "num") if k in RANGES else e[k] for _, k in shown] for e in entries]
@@ -420,8 +459,7 @@ def _differences_table(items: list[dict]):
         return None
     notebooks = "notebooks" in items[0]
     rows = [
-        [d["name"], tables.number(d["a"]), tables.number(d["b"]), *([", ".join(d["notebooks"])] if notebooks else [])]
-        for d in items
+        [d["name"], shown(d["a"]), shown(d["b"]), *([", ".join(d["notebooks"])] if notebooks else [])] for d in items
     ]
     return tables.html_table(rows, ["name", "A", "B", *(["notebooks"] if notebooks else [])])
 
@@ -484,7 +522,7 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     try:
         root = Path(args.output_dir)
-        a, b = (load_run(resolve_run(n, root)) for n in (args.run_a, args.run_b))
+        a, b = (load_run(path) for path in two_runs(args.run_a, args.run_b, root))
         report = compare(a, b)
         page, data = write(report, report_folder(report, args.out))
     except (ValueError, OSError) as e:

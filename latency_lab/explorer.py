@@ -31,6 +31,7 @@ from pathlib import Path
 from . import compare, harness, host_overhead, metrics, registry, results, tables, thunder_traces, timing
 from . import model as llama
 from .parameters import CACHE_MODES, DTYPES, PRESETS, REPO_ROOT, ParameterError, Params, apply_threads, validate
+from .progress import say
 
 STEPS = ("prefill", "decode")
 # The widgets set all of these; ``seed`` comes from the notebook's parameters.
@@ -124,7 +125,7 @@ class Progress:
 
     def step(self, done: int, total: int, text: str) -> None:
         if self.echo:
-            print(f"[{done}/{total}] {text}", flush=True)
+            say(f"[{done}/{total}] {text}")
 
     def detail(self, text: str) -> None:
         pass

@@ -22,6 +22,7 @@ import torch
 from . import host_state, timing
 from .metrics import Stat
 from .model import compare_to_eager, logits_of
+from .progress import say
 from .registry import Executor
 
 HOST_REFERENCE = "host reference"  # the fixed Python loop timed in every round
@@ -161,7 +162,7 @@ Plan = dict[str, Callable[[Prepared], object]]
 
 
 def build_and_measure(
-    executors, module, kwargs: dict, plan: Plan, device: str, progress: Callable[[str], None] = print
+    executors, module, kwargs: dict, plan: Plan, device: str, progress: Callable[[str], None] = say
 ) -> tuple[dict[str, Prepared], dict[str, dict]]:
     """Build each executor and run ``plan`` on it before the next is built, so each is measured right
     after its own first call and a failure stays in its own row. A failure that poisons the CUDA
@@ -361,7 +362,7 @@ class Rounds:
 
 
 def rounds(
-    entries: list[Entry], device: str, warmup: int, iters: int, repeats: int, progress: Callable[[str], None] = print
+    entries: list[Entry], device: str, warmup: int, iters: int, repeats: int, progress: Callable[[str], None] = say
 ) -> Rounds:
     """Every entry in ``2 x repeats`` interleaved rounds after one discarded warm-up round. In each
     round every entry runs one block (``warmup`` calls, then ``iters`` timed calls; ``timing.block``)

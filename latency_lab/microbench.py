@@ -24,6 +24,7 @@ from .harness import Rounds
 from .metrics import Stat
 from .model import compare_to_eager
 from .parameters import Params
+from .progress import say
 from .reference import SEED_SINGLE_ADD_H100
 from .tables import number
 
@@ -235,9 +236,7 @@ def grid(params: Params, cfg: dict) -> sweep.Sweep:
     return sweep.Sweep("ops", {"op": params.ops, "size": params.sizes}, registry.selected(params.executors), make)
 
 
-def measure(
-    params: Params, cfg: dict, progress: Callable[[str], None] = print
-) -> tuple[list[sweep.Built], Rounds, int]:
+def measure(params: Params, cfg: dict, progress: Callable[[str], None] = say) -> tuple[list[sweep.Built], Rounds, int]:
     """Build every (op, size, executor), then time all of them in the same rounds; returns the builds,
     the rounds and the intra-op threads they ran with. The caller takes its rows, then releases."""
     timing.use_device(params.device)

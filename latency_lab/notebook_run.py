@@ -3,15 +3,18 @@ a real kernel, and nbconvert HTML. Used by ``runner.py`` and the tests."""
 
 from __future__ import annotations
 
+import ast
 import os
+import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, TextIO
 
-from . import results
-from .parameters import REPO_ROOT, short
+from . import progress, results
+from .parameters import EVERY_NOTEBOOK, REPO_ROOT, short
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 
@@ -50,6 +53,40 @@ def kernel_environment(values: dict[str, str | None]) -> Iterator[None]:
                 os.environ[name] = value
 
 
+@contextmanager
+def forwarded_progress(out: TextIO, indent: str = "    ", every: float = 0.2) -> Iterator[None]:
+    """Meanwhile, the progress lines of the kernels started (``progress.say``) printed to ``out`` as
+    they come, each indented and flushed (a pipe too); at the end, the last of them before it returns."""
+    fd, name = tempfile.mkstemp(prefix="latency-lab-progress-", suffix=".txt")
+    done = threading.Event()
+
+    def pump() -> None:
+        with open(fd, encoding="utf-8", errors="replace") as f:
+            pending = ""
+            while True:
+                last = done.is_set()
+                pending += f.read()
+                *lines, pending = pending.split("\n")
+                try:
+                    for line in lines:
+                        print(indent + line, file=out, flush=True)
+                except (OSError, ValueError):  # the output gone (a hang-up, a closed pipe)
+                    return
+                if last:
+                    return
+                done.wait(every)
+
+    thread = threading.Thread(target=pump, name="progress", daemon=True)
+    thread.start()
+    try:
+        with kernel_environment({progress.FILE: name}):
+            yield
+    finally:
+        done.set()
+        thread.join(5)
+        Path(name).unlink(missing_ok=True)
+
+
 def discover(notebook_dir: Path = NOTEBOOK_DIR) -> dict[str, Path]:
     """``{"01_model_setup": path, ...}`` in order."""
     return {p.stem: p for p in sorted(Path(notebook_dir).glob("[0-9][0-9]_*.ipynb"))}
@@ -76,6 +113,12 @@ def declared_parameters(path: Path) -> dict[str, dict]:
     import papermill
 
     return papermill.inspect_notebook(str(path))
+
+
+def declared_names(path: Path) -> list[str]:
+    """The parameters a notebook takes: its parameters cell's names and ``parameters.EVERY_NOTEBOOK``."""
+    names = list(declared_parameters(path))
+    return names + [n for n in EVERY_NOTEBOOK if n not in names]
 
 
 def kernel_name() -> str:
@@ -162,7 +205,26 @@ def error_line(error: dict | None) -> str:
         if error.get("cell_index") is not None
         else ""
     )
-    return f"{where}{error.get('ename')}: {str(error.get('evalue'))[:300]}"
+    return f"{where}{error.get('ename')}: {one_line(str(error.get('evalue')))[:300]}"
+
+
+TIMEOUT_PREVIEW = "Here is a preview of the cell contents:"  # nbclient's CellTimeoutError message
+
+
+def one_line(message: str) -> str:
+    """An error message as one line; nbclient's timeout message with its cell's first line in place of
+    the preview of its source (over 10 lines, the Python lists of its first and last five)."""
+    head, preview, contents = message.partition(TIMEOUT_PREVIEW)
+    if preview:
+        source = contents.strip().strip("-").strip()
+        first = source.splitlines()[0] if source else ""
+        if "\n...\n" in source:  # the long form: a list of lines, "...", a list of lines
+            try:
+                first = ast.literal_eval(first)[0]
+            except (ValueError, SyntaxError, IndexError, TypeError):
+                pass
+        message = f"{head.strip().rstrip('.')}; the cell's first line: {first}"
+    return " ".join(message.split())
 
 
 def cut(outcome: Outcome, run_dir: Path, reason: str) -> Outcome:

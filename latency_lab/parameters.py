@@ -101,11 +101,12 @@ class ParameterError(ValueError):
         super().__init__(f"invalid parameter {clip(str(name), 60)}={short(value)}: allowed {allowed}")
 
 
-def clip(text: str, limit: int = 80) -> str:
-    """``text``, or for a longer one its start and end around an ellipsis, with its length."""
+def clip(text: str, limit: int = 80, length: int | None = None) -> str:
+    """``text``, or for a longer one its start and end around an ellipsis, with its length (``length``:
+    of the value ``text`` shows, where that is not ``text`` itself)."""
     if len(text) <= limit:
         return text
-    return f"{text[: limit - 20]}…{text[-8:]} ({len(text):,} characters)"
+    return f"{text[: limit - 20]}…{text[-8:]} ({len(text) if length is None else length:,} characters)"
 
 
 _REPR = reprlib.Repr()
@@ -114,8 +115,9 @@ _REPR.maxlevel, _REPR.maxlist, _REPR.maxtuple, _REPR.maxstring, _REPR.maxlong = 
 
 def short(value, limit: int = 80) -> str:
     """``repr(value)`` for an error message, shortened: nesting and long lists cut by ``reprlib``
-    (so no value, however deep, can break the message), long text by ``clip``."""
-    return clip(_REPR.repr(value), limit)
+    (so no value, however deep, can break the message), long text by ``clip``, which counts a
+    string's own characters (not its quotes)."""
+    return clip(_REPR.repr(value), limit, len(value) if isinstance(value, str) else None)
 
 
 @dataclass(frozen=True)
@@ -209,15 +211,20 @@ def _repeats(value) -> int:
 
 
 def _names(name: str, value, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    """'all', or a comma list (or list) of names from ``allowed``, each given once."""
     if value in (None, "all"):
         return allowed
     items = [v.strip() for v in value.split(",")] if isinstance(value, str) else value
+    choices = ", ".join(allowed)
     if not isinstance(items, (list, tuple)) or not items or not all(isinstance(v, str) for v in items):
-        raise ParameterError(name, value, f"'all' or a non-empty list of {', '.join(allowed)}")
+        raise ParameterError(name, value, f"'all' or a non-empty list of {choices}")
     unknown = [v for v in items if v not in allowed]
     if unknown:
-        raise ParameterError(name, value, f"'all' or names from {', '.join(allowed)} (unknown: {', '.join(unknown)})")
-    return tuple(dict.fromkeys(items))
+        raise ParameterError(name, value, f"'all' or names from {choices} (unknown: {', '.join(unknown)})")
+    twice = list(dict.fromkeys(v for i, v in enumerate(items) if v in items[:i]))
+    if twice:
+        raise ParameterError(name, value, f"'all' or names from {choices}, each once (twice: {', '.join(twice)})")
+    return tuple(items)
 
 
 def _sizes(value, preset: str) -> tuple[str, ...]:

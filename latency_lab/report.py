@@ -13,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 
 from . import executor_timing, html_assets, results, run_folder, scheduler, tables
+from .parameters import NOTEBOOK_DEFAULTS, validate
 
 TIMING_NOTEBOOK = results.EXECUTOR_TIMING  # its results give the headline chart and the seed tables
 HOST, KERNEL, UNSPLIT = "host: CPU overhead (wall - kernel time)", "kernel time", "wall (no kernel time on a CPU)"
@@ -385,6 +386,27 @@ def ran_with(summary: dict, n: dict) -> dict[str, tuple]:
     return {k: (v, run.get(k)) for k, v in (n.get("params") or {}).items() if k != "output_dir" and v != run.get(k)}
 
 
+def _ran_with_line(summary: dict, n: dict) -> str:
+    """``ran_with`` as text; a value that is the notebook's own default (``own_default``: 02's seven
+    executors, say) where the run gave none is named so, not set against the run's as if amiss."""
+    given = (summary.get("parameters") or {}).get("given") or {}
+    return ", ".join(
+        f"{k} {tables.number(v)}, the notebook's own default (the run's default: {tables.number(r)})"
+        if k not in given and v == own_default(n["name"], k)
+        else f"{k} {tables.number(v)} (run: {tables.number(r)})"
+        for k, (v, r) in ran_with(summary, n).items()
+    )
+
+
+def own_default(notebook: str, name: str):
+    """``notebook``'s own default of parameter ``name`` (``NOTEBOOK_DEFAULTS``) as its results file
+    holds it (validated, lists as JSON has them); None where it has none."""
+    own = NOTEBOOK_DEFAULTS.get(notebook, {})
+    if name not in own:
+        return None
+    return json.loads(json.dumps(validate({"device": "cpu", name: own[name]}).to_dict()[name]))
+
+
 def _parameters_table(summary: dict):
     """The parameters some notebook ran with (its results' ``params``) at another value than the
     run's resolved one: per parameter the run's value and, where it differs, each notebook's; None
@@ -467,9 +489,7 @@ def _notebook(summary: dict, n: dict, timing: dict | None, charts_from: Path | N
         "no_findings": NO_FINDINGS.get(n["status"]),
         "error": _error(n),
         "links": _links(n),
-        "ran_with": ", ".join(
-            f"{k} {tables.number(v)} (run: {tables.number(r)})" for k, (v, r) in ran_with(summary, n).items()
-        ),
+        "ran_with": _ran_with_line(summary, n),
         "tables": shown,
         "charts": [_chart(f, "fig-" + n["name"][:2] + f"-{i}") for i, f in enumerate(figures)],
     }

@@ -14,6 +14,7 @@ from typing import Callable
 
 from . import harness, timing
 from .harness import Prepared, Rounds
+from .progress import say
 
 
 @dataclass
@@ -86,7 +87,7 @@ def cache_use_since(before: dict[str, int]) -> dict:
 
 
 def build(
-    sweeps: Sweep | list[Sweep], params, profile_steps: int = 5, progress: Callable[[str], None] = print
+    sweeps: Sweep | list[Sweep], params, profile_steps: int = 5, progress: Callable[[str], None] = say
 ) -> list[Built]:
     """Every point's case, then every executor on every point, each measured right after its first
     call: the compile caches its first call hit (``cache_use_since``), its output check, warm-up,

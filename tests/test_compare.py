@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -151,20 +152,56 @@ def test_lists_print_as_lists_and_only_spreads_as_ranges(runs, tmp_path):
     timing_notebook(c, {"eager": (10, 9, 11), "torch.compile": (5, 4, 6)}, {"eager": 12})
     path = c / "02_executor_timing.results.json"
     data = json.loads(path.read_text())
-    data["params"]["depths"] = [1, 2]
+    data["params"]["executors"] = ["eager", "thunder"]
     path.write_text(json.dumps(data))
     a = runs / "a" / "02_executor_timing.results.json"
     data = json.loads(a.read_text())
-    data["params"]["depths"] = [1, 2, 4]
+    data["params"]["executors"] = ["eager", "thunder", "torch.compile"]
     a.write_text(json.dumps(data))
     out = C.text(C.compare(C.load_run(runs / "a"), C.load_run(c)))
-    assert "depths: [1, 2, 4] -> [1, 2]" in out, out
+    assert "executors: [eager, thunder, torch.compile] -> [eager, thunder]" in out, out
     eager = next(
         line
         for line in out.splitlines()
         if line.startswith("02_executor_timing") and "eager" in line and "wall_ms" in line
     )
-    assert eager.split()[-5:-2] == ["9-11", "10", "9-11"]  # the q1-q3 spreads, as ranges
+    assert eager.split()[-7:-4] == ["9-11", "10", "9-11"]  # the q1-q3 spreads, as ranges
+    assert eager.endswith("1.00  same: q1-q3 overlap")  # the verdict says what it decided on
+
+
+def test_only_the_parameters_a_notebook_takes_are_compared(runs):
+    """02 takes no ``depths`` or ``prompt_lengths`` (06's sweeps), though its results file holds them."""
+    path = runs / "b" / "02_executor_timing.results.json"
+    data = json.loads(path.read_text())
+    data["params"].update(depths=[7], prompt_lengths=[9], seq_len=12)
+    path.write_text(json.dumps(data))
+    report = C.compare(C.load_run(runs / "a"), C.load_run(runs / "b"))
+    assert {d["name"]: d["notebooks"] for d in report["parameters"]} == {
+        "cache_mode": ["02_executor_timing"],
+        "seq_len": ["02_executor_timing"],
+    }
+
+
+def test_environment_differences_read_as_lines(runs):
+    """A GPU's record and the list of quieted messages as plain text, not Python's dicts and lists."""
+    for run, gpu, quieted in (("a", "NVIDIA H200", ["TF32 settings", "No CUDA runtime"]), ("b", "NVIDIA L40S", [])):
+        env = {"gpu": {"name": gpu, "count": 1}, "quieted_noise": [{"message": m, "why": "noise"} for m in quieted]}
+        (runs / run / "environment.json").write_text(json.dumps(env))
+    report = C.compare(C.load_run(runs / "a"), C.load_run(runs / "b"))
+    out = C.text(report)
+    assert "  gpu.name: NVIDIA H200 -> NVIDIA L40S" in out, out
+    assert "  quieted_noise: TF32 settings; No CUDA runtime -> []" in out
+    assert "{" not in out and "'" not in out.split("environment that differs:")[1].split("skipped")[0]
+    assert "<td>NVIDIA L40S</td>" in C.to_html(report)
+
+
+@pytest.mark.parametrize("b", ["a", "latest", "A_PATH"])
+def test_one_run_named_twice_is_an_error_naming_both(runs, capsys, b):
+    (runs / "latest").symlink_to("a")
+    b = str(runs / "a") if b == "A_PATH" else b
+    assert C.main(["a", b, "--output-dir", str(runs)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"run A 'a' and run B {b!r} are the same folder ({runs / 'a'})" in err, err
 
 
 WRONG_SHAPES = {
@@ -236,9 +273,11 @@ def test_nothing_is_written_into_a_published_copy(runs, tmp_path, capsys):
     assert C.main([str(reference), str(tmp_path / "x")]) == 0
     assert (tmp_path / "x" / "compare-reference-h200-vs-x.json").is_file()
     capsys.readouterr()
-    assert C.main([str(reference), str(reference)]) == 2
+    shutil.copytree(reference, tmp_path / "ref2")  # a second published copy
+    assert C.main([str(reference), str(tmp_path / "ref2")]) == 2
     assert "both runs are published copies" in capsys.readouterr().err
-    assert C.main([str(tmp_path / "x"), str(tmp_path / "x"), "--out", str(reference)]) == 2
+    timing_notebook(tmp_path / "y", {"eager": (10, 9, 11)}, {"eager": 12})
+    assert C.main([str(tmp_path / "x"), str(tmp_path / "y"), "--out", str(reference)]) == 2
     assert "is a published copy of a run; nothing writes into one" in capsys.readouterr().err
     assert sorted(p.name for p in reference.iterdir()) == before
 
@@ -250,7 +289,7 @@ def test_cli_prints_and_writes_the_report_into_run_b(runs):
     assert "parameters that differ:" in proc.stdout and "cache_mode: seed -> none" in proc.stdout
     assert "packages.torch: 2.9.1 -> 2.11.0" in proc.stdout
     line = next(t for t in proc.stdout.splitlines() if t.startswith("02_executor_timing") and "wall_ms" in t)
-    assert line.split()[-2:] == ["2.00", "yes"]
+    assert line.endswith("2.00  differs: q1-q3 apart"), line
     assert (
         "7 numbers compared, 5 with a spread in both runs; 4 differ by more than that spread (4 higher in B, 0 lower)"
         in proc.stdout
@@ -286,8 +325,10 @@ def test_out_folder(runs, capsys):
 def test_real_tiny_run_against_itself(tiny_run, tmp_path, capsys):
     """Every notebook's real results parse; a run against itself gives ratios of 1, nothing beyond
     its spread, and the wall times carry the spread 02 measured."""
-    assert C.main([str(tiny_run), str(tiny_run), "--out", str(tmp_path)]) == 0
-    report = json.loads((tmp_path / f"compare-{tiny_run.name}-vs-{tiny_run.name}.json").read_text())
+    copy = tmp_path / "copy"  # the same folder twice is an error
+    shutil.copytree(tiny_run, copy, ignore=shutil.ignore_patterns("*.ipynb", "*.html", "*.js", "*.css"))
+    assert C.main([str(tiny_run), str(copy), "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / f"compare-{tiny_run.name}-vs-copy.json").read_text())
     assert set(report["notebooks"]) == {p.name[: -len(results.SUFFIX)] for p in tiny_run.glob("*.results.json")}
     assert report["parameters"] == [] and report["environment"] == [] and report["skipped"] == []
     assert all(e["ratio"] in (1, None) and e["beyond_spread"] in (False, None) for e in report["rows"])
@@ -358,4 +399,6 @@ def test_a_difference_within_how_far_the_hosts_moved_is_not_beyond_spread(tmp_pa
     assert report["hosts_apart"] == pytest.approx(0.6)
     assert got["wall_ms"]["ratio"] == pytest.approx(1.3) and got["wall_ms"]["beyond_spread"] is False
     assert got["kernel_ms"]["beyond_spread"] is True
+    assert got["wall_ms"]["decided"] == "same: q1-q3 apart, within the hosts' 60%"  # why, in its own row
+    assert got["kernel_ms"]["decided"] == "differs: q1-q3 apart"
     assert "up to 60% apart" in C.tally(report)

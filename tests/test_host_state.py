@@ -170,6 +170,8 @@ def test_compare_says_reproduced_inside_the_interval_and_changed_outside(tmp_pat
     got = {(e["row"], e["metric"]): e for e in report["rows"]}
     assert got[("eager", "wall_ms")]["verdict"] == "reproduced"
     assert got[("torch.compile", "wall_ms")]["verdict"] == "changed"
+    assert got[("eager", "wall_ms")]["decided"] == "reproduced: inside an interval"  # what it decided on
+    assert got[("torch.compile", "wall_ms")]["decided"] == "changed: outside both intervals"
     assert "1 reproduced" in C.tally(report) and "1 changed" in C.tally(report)
 
 

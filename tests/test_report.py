@@ -3,6 +3,7 @@ run's pages drawn offline by headless Chromium."""
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import re
@@ -490,6 +491,28 @@ def test_index_tells_failed_interrupted_and_not_run_apart_and_shows_what_each_no
     assert "Ran with, unlike the run: repeats 4 (run: 20)" in page
     assert "<th>parameter</th><th>run</th><th>01</th><th>05</th>" in page
     assert '<tr><td>repeats</td><td>20</td><td class="differs">2</td><td class="differs">4</td></tr>' in page
+
+
+def test_a_notebooks_own_default_is_named_so_not_set_against_the_run(tmp_path):
+    """A default run: 02 runs its own seven executors (``NOTEBOOK_DEFAULTS``), the run resolves all of
+    them; the index says it is 02's default. Given on the command line, it is the plain difference."""
+    from latency_lab import parameters as P
+
+    run = tmp_path / "run"
+    run.mkdir()
+    own = P.for_notebook("02_executor_timing", {"device": "cpu"})
+    results.save(run, "02_executor_timing", own, {}, results.key_table("t", [{"x": 1}]))
+    resolved = P.validate({"device": "cpu"}).to_dict()
+    for given, wanted in (
+        ({}, "executors [eager, torch.compile, torch.compile:reduce-overhead, thunder, thunder:torch, "),
+        ({"executors": "thunder"}, "(run: ["),
+    ):
+        meta = {"run_id": "r", "started": "now", "seconds": 1.0, "command": "runner.py"}
+        meta["parameters"] = {"given": given, "resolved": resolved}
+        summary = report.summarize(run, meta, [notebook_run.Outcome("02_executor_timing", "ok", 1.0)])
+        page = report.index_html(summary, run)
+        line = html.unescape(page.split("Ran with, unlike the run: ")[1].split("</p>")[0])
+        assert wanted in line and ("the notebook's own default (the run's default: [" in line) == (not given), line
 
 
 def test_write_writes_what_it_can_and_names_the_rest(tmp_path):

@@ -244,6 +244,7 @@ def test_empty_output_dir_is_rejected(tmp_path):
     [
         (lambda d: (d / "file").write_text("x") and d / "file", "is a file"),
         (lambda d: (d / "file").write_text("x") and d / "file" / "sub", "is a file"),
+        (lambda d: Path("/proc"), "invalid --output-dir '/proc': not writable"),  # root too: nothing can be made there
     ],
 )
 def test_unusable_output_dir_is_a_one_line_setup_error(tmp_path, make, fragment):
@@ -310,6 +311,73 @@ def test_failing_notebook_is_marked_and_others_survive(tmp_path):
         assert (out / "r" / f).is_file(), f
     page = (out / "r" / "index.html").read_text()
     assert "some notebooks failed" in page and "deliberate failure" in page
+
+
+def test_progress_lines_reach_a_pipe_while_the_notebook_runs(tmp_path):
+    """``runner.py | tee log``: a notebook's progress lines (``progress.say``, as the builds and timing
+    rounds print them) come through the pipe as they are said, indented under the notebook's line;
+    its other output stays in the notebook."""
+    nbdir = tmp_path / "nbs"
+    nbdir.mkdir()
+    _notebook(
+        nbdir / "01_says.ipynb",
+        "import time\nfrom latency_lab.progress import say\n"
+        "print('a table row')\nsay('eager: building (first call: trace and compile) ...')\ntime.sleep(4)",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "runner.py"), "--notebook-dir", str(nbdir), "--output-dir", str(tmp_path / "out")],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cpu_environment(PYTHONPATH=str(ROOT)),  # the kernel imports this checkout's package
+    )
+    lines = [(time.perf_counter(), line.rstrip("\n")) for line in proc.stdout]
+    proc.wait(timeout=300)
+    text = [line for _, line in lines]
+    start, said, end = (
+        next(i for i, t in enumerate(text) if t.startswith(prefix))
+        for prefix in ("[1/1] 01_says ...", "    eager: building (first call", "[1/1] 01_says ok")
+    )
+    assert start < said < end, (text, proc.stderr.read())
+    assert lines[end][0] - lines[said][0] > 2, "the line came only when the notebook ended"
+    assert "a table row" not in "\n".join(text)
+
+
+def test_list_into_a_reader_that_stops_early_ends_quietly():
+    """``runner.py --list | head -1``: no BrokenPipeError traceback, exit 0."""
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "runner.py"), "--list"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=cpu_environment(),
+    )
+    assert proc.stdout.readline().strip() == NOTEBOOKS[0].encode()
+    proc.stdout.close()
+    assert proc.wait(timeout=120) == 0
+    err = proc.stderr.read().decode()
+    assert "BrokenPipeError" not in err and "Traceback" not in err, err
+
+
+def test_a_timeout_names_the_cells_first_line_not_its_source_as_a_list():
+    """nbclient's timeout message previews a long cell as Python lists of its lines: the terminal line
+    and the index show the cell's first line instead, on one line."""
+    from nbclient.exceptions import CellTimeoutError
+
+    from latency_lab import report
+
+    source = "import plotly.express as px\n" + "\n".join(f"x{i} = {i}" for i in range(12))
+    for cell in (source, "import time\ntime.sleep(60)"):
+        e = CellTimeoutError.error_from_timeout_and_cell("Cell execution timed out", 5, nbformat.v4.new_code_cell(cell))
+        error = {"cell": 3, "ename": type(e).__name__, "evalue": str(e)}
+        line = notebook_run.error_line(error)
+        first = cell.splitlines()[0]
+        assert line == (
+            "cell 3: CellTimeoutError: A cell timed out while it was being executed, after 5 seconds. "
+            f"The message was: Cell execution timed out; the cell's first line: {first}"
+        ), line
+        assert report._error({"error": error}) == line
 
 
 def test_list_shows_notebooks_and_parameters():
