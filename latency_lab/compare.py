@@ -350,7 +350,7 @@ def compare(a: dict, b: dict) -> dict:
 
 
 def fmt_range(v) -> str:
-    """A q1-q3 spread as ``q1-q3``; blank where none was measured."""
+    """An interval or a q1-q3 spread as ``lo-hi``; blank where none was measured."""
     return f"{tables.number(v[0])}-{tables.number(v[1])}" if v else ""
 
 
@@ -362,11 +362,12 @@ TABLE = (
     ("A interval", "a_interval"),
     ("A q1-q3", "a_q1_q3"),
     ("B", "b"),
+    ("B interval", "b_interval"),
     ("B q1-q3", "b_q1_q3"),
     ("B / A", "ratio"),
     ("verdict", "decided"),
 )  # (header, key of a comparison row)
-RANGES = ("a_interval", "a_q1_q3", "b_q1_q3")
+RANGES = ("a_interval", "a_q1_q3", "b_interval", "b_q1_q3")
 
 
 def cell(entry: dict, key: str) -> str:
