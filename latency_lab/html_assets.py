@@ -105,7 +105,7 @@ def figure_html(figure: dict, div_id: str) -> str:
         }
     ).replace("</", "<\\/")
     return (
-        f'<p id="{div_id}-hint" class="chart-hint" style="color:#8a4b00;font-style:italic">{CHART_HINT}</p>\n'
+        f'<p id="{div_id}-hint" class="chart-hint">{CHART_HINT}</p>\n'
         f'<div id="{div_id}" class="plotly-graph-div"></div>\n<script>(window.plotlyReady || Promise.resolve())'
         f'.then(function () {{ var f = {spec}; return Plotly.newPlot("{div_id}", f.data, f.layout, f.config); }})'
         f'.then(function () {{ document.getElementById("{div_id}-hint").remove(); }});</script>'

@@ -184,7 +184,7 @@ def test_pages_share_the_one_stylesheet(tmp_path):
     run, summary = _fake_run(tmp_path)
     report.write(run, summary)
     report.publish(run, tmp_path / "pub", allow_incomplete=True)
-    assert compare.main([str(run), str(run), "--out", str(tmp_path / "cmp")]) == 0
+    assert compare.main([str(run), str(tmp_path / "pub"), "--out", str(tmp_path / "cmp")]) == 0
     pages = [run / "index.html", run / "report.html", tmp_path / "pub" / "index.html"]
     pages += list((tmp_path / "cmp").glob("compare-*.html"))
     assert len(pages) == 4
