@@ -444,11 +444,12 @@ def text(report: dict) -> str:
     return "\n".join([*lines, tally(report)])
 
 
-def entries_table(entries: list[dict], with_notebook: bool = False, style: bool = False):
+def entries_table(entries: list[dict], with_notebook: str | None = None, style: bool = False):
     """Comparison rows as one table (``tables.html_table``): row, metric, A and B with their
     spreads, B / A and the verdict (rows beyond the spread, or changed, marked ``beyond``);
-    ``with_notebook``: the notebook first; ``style``: with the stylesheet (outside the pages)."""
-    shown = TABLE if with_notebook else TABLE[1:]
+    ``with_notebook``: the notebook first, under that header; ``style``: with the stylesheet
+    (outside the pages)."""
+    shown = ((with_notebook, "notebook"), *TABLE[1:]) if with_notebook else TABLE[1:]
     rows = [[tables.Cell(cell(e, k), "num") if k in RANGES else e[k] for _, k in shown] for e in entries]
     beyond = ["beyond" if e["beyond_spread"] else "" for e in entries]
     return tables.html_table(rows, [h for h, _ in shown], row_classes=beyond, style=style)

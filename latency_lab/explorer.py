@@ -604,9 +604,21 @@ def reference_rows(timing_results: dict) -> list[dict]:
     return [{c: r.get(c) for c in COLUMNS[1:]} for r in timing_results.get("rows") or []]
 
 
+SHAPING = (
+    "preset",
+    "device",
+    "dtype",
+    "layers",
+    "batch_size",
+    "seq_len",
+    "cache_mode",
+)  # settings a step's cost depends on
+
+
 def beside_reference(runs: list[dict], environment: dict, reference: Path = REFERENCE) -> dict:
     """``compare.compare`` of each run that measured (B) against the reference run's executor timing
-    (A, notebook 02's rows), one section per run."""
+    (A, notebook 02's rows), one section per run; a run with other ``SHAPING`` settings than A's is
+    shown beside it, not judged."""
     ref = compare.load_run(Path(reference))
     timing_results = ref["notebooks"].get(results.EXECUTOR_TIMING)
     if not timing_results:
@@ -636,14 +648,19 @@ def beside_reference(runs: list[dict], environment: dict, reference: Path = REFE
         "ran_on": {},
         "notebooks": {f"run {r['id']}": entry(r["params"], r["rows"]) for r in measured},
     }
-    return compare.compare(a, b)
+    report = compare.compare(a, b)
+    for d in report["parameters"]:  # other settings: the numbers side by side, no verdict on them
+        if d["name"] in SHAPING:
+            for e in (e for e in report["rows"] if e["notebook"] in d["notebooks"]):
+                e.update(verdict=None, beyond_spread=None, decided=f"not judged: another {d['name']} than A's")
+    return report
 
 
 def comparison_html(report: dict, page: Path | None = None) -> str:
     """The comparison's rows as one table (``compare.entries_table``; the full page, when written, is linked)."""
     differ = ", ".join(sorted({d["name"] for d in report["parameters"]})) or "none"
     link = f" Full report: <code>{html.escape(str(page))}</code>." if page else ""
-    table = compare.entries_table(report["rows"], with_notebook=True, style=True)
+    table = compare.entries_table(report["rows"], with_notebook="run", style=True)
     return (
         f"<p><b>A: {html.escape(report['a']['name'])} (its 02 executor timing) · B: this session's runs.</b> "
         f"Parameters that differ: {html.escape(differ)}. {html.escape(compare.tally(report))}{link}</p>{table}"
@@ -711,6 +728,7 @@ class ExplorerUI:
         self.explorer, self.seed, self.notebook_dir = explorer, params.seed, notebook_dir
         self.worker: threading.Thread | None = None
         self.stop_switch = StopSwitch()
+        self.compared: Path | None = None  # the reference the comparison shows, redone after each run
         wide = {"style": {"description_width": "8em"}}
         self.preset = w.Dropdown(options=PRESETS, value=params.preset, description="preset", **wide)
         self.dtype = w.Dropdown(options=sorted(set(DTYPES.values())), value=params.dtype, description="dtype", **wide)
@@ -857,7 +875,8 @@ class ExplorerUI:
         )
 
     def _refresh(self) -> None:
-        """Chart, table and the rows to pick details from, after a run."""
+        """Chart, table and the rows to pick details from, after a run; the comparison again, where
+        one is shown."""
         self.chart.outputs = (plotly_output(figure(self.explorer.runs)),)
         self.table.value = legend_html(self.explorer.runs) + table_html(self.explorer.rows())
         choices = [
@@ -868,6 +887,8 @@ class ExplorerUI:
         self.row_choice.options = choices
         if choices:
             self.row_choice.value = choices[-1][1]
+        if self.compared is not None:
+            self.on_compare(self.compared)
 
     def show_details(self) -> None:
         """The chosen row's details and its profiled step's timeline."""
@@ -898,6 +919,7 @@ class ExplorerUI:
         """Every run beside the reference run (``beside_reference``), shown and written as a page."""
         from . import environment
 
+        self.compared = reference
         try:
             report = beside_reference(self.explorer.runs, environment.collect(self.device.value), reference)
             page, _ = compare.write(report, self.explorer.output_dir)
