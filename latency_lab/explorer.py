@@ -604,21 +604,10 @@ def reference_rows(timing_results: dict) -> list[dict]:
     return [{c: r.get(c) for c in COLUMNS[1:]} for r in timing_results.get("rows") or []]
 
 
-SHAPING = (
-    "preset",
-    "device",
-    "dtype",
-    "layers",
-    "batch_size",
-    "seq_len",
-    "cache_mode",
-)  # settings a step's cost depends on
-
-
 def beside_reference(runs: list[dict], environment: dict, reference: Path = REFERENCE) -> dict:
     """``compare.compare`` of each run that measured (B) against the reference run's executor timing
-    (A, notebook 02's rows), one section per run; a run with other ``SHAPING`` settings than A's is
-    shown beside it, not judged."""
+    (A, notebook 02's rows), one section per run; a run of another model or step than A's
+    (``thunder_traces.SAME_MODEL``) is shown beside it, not judged."""
     ref = compare.load_run(Path(reference))
     timing_results = ref["notebooks"].get(results.EXECUTOR_TIMING)
     if not timing_results:
@@ -650,7 +639,7 @@ def beside_reference(runs: list[dict], environment: dict, reference: Path = REFE
     }
     report = compare.compare(a, b)
     for d in report["parameters"]:  # other settings: the numbers side by side, no verdict on them
-        if d["name"] in SHAPING:
+        if d["name"] in thunder_traces.SAME_MODEL:
             for e in (e for e in report["rows"] if e["notebook"] in d["notebooks"]):
                 e.update(verdict=None, beyond_spread=None, decided=f"not judged: another {d['name']} than A's")
     return report
