@@ -20,7 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import metrics, notebook_run, results, run_folder, scheduler, tables
+from . import host_state, metrics, notebook_run, results, run_folder, scheduler, tables
 
 KEY_COLUMNS = (
     "op",
@@ -278,14 +278,16 @@ def compare_notebook(name: str, a: dict, b: dict, host: float | None = None) -> 
 
 
 def _entry(notebook, key, metric, a, b, spread_a, spread_b, host=None, interval_a=None, interval_b=None) -> dict:
-    """One number of both runs. With both runs' intervals: ``reproduced`` when B lies inside A's
-    interval or A inside B's, else ``changed`` (the host states are already out of both: the
+    """One number of both runs. With both runs' intervals (each at least ``host_state.RUN_TO_RUN`` of
+    its value either side, ``host_state.floored``): ``reproduced`` when B lies inside A's interval or
+    A inside B's, else ``changed`` (the host states are already out of both: the
     intervals are fast-state ones). Without: beyond spread when the q1-q3 ranges do not overlap and,
     for a host-bound time, the ratio exceeds how far the hosts moved. ``decided``: the verdict in
     words, with what it was decided on (intervals, q1-q3 ranges, the hosts' drift)."""
     both = _number(a) and _number(b)
     beyond, verdict, decided = None, None, None
-    if both and interval_a and interval_b:
+    if both and interval_a and interval_b:  # a run made before the floor existed gets it here
+        interval_a, interval_b = host_state.floored(a, *interval_a), host_state.floored(b, *interval_b)
         inside = interval_a[0] <= b <= interval_a[1] or interval_b[0] <= a <= interval_b[1]
         beyond, verdict = not inside, "reproduced" if inside else "changed"
         decided = "reproduced: inside an interval" if inside else "changed: outside both intervals"

@@ -446,7 +446,8 @@ def state_text(rounds_: Rounds) -> str:
         "has a slow 10th percentile, and its ms headlines are slow-state ones; host time per host reference "
         "(each block's host time over the mean of its two references) cancels the state and is the host "
         "number to compare across runs. Intervals: bootstrap 95% of the median x sqrt(2), widened to its "
-        "medians over four time slices. Kernel times do not move with the host."
+        f"medians over four time slices and to at least +-{host_state.RUN_TO_RUN:.0%} of the value (what two runs "
+        "of the same tree differ by). Kernel times do not move with the host."
     )
 
 

@@ -10,10 +10,12 @@ when it is at most ``FAST_FACTOR`` x the 10th percentile of all references of th
 block is fast when both of its references are. A headline is the median over fast blocks (or over
 fast rounds for a within-round ratio or difference), and its **interval** is what a second run is
 promised to land in: the bootstrap's 95% interval of that median, widened by sqrt(2) (the second
-run's own estimate has the same error), and widened further to cover the medians of
-``CHUNKS`` consecutive time slices of the same samples (the fast state itself drifts by a few % over
-a minute; resampling alone does not see that). Host time per reference (``per_reference``) takes the
-**steady** blocks instead, fast or slow: those the host kept one state across.
+run's own estimate has the same error), widened further to cover the medians of ``CHUNKS``
+consecutive time slices of the same samples (the fast state itself drifts by a few % over a minute;
+resampling alone does not see that), and never narrower than ``RUN_TO_RUN`` of the value either side
+(what a second run differs by that no statistic of one run sees: ``floored``). Host time per
+reference (``per_reference``) takes the **steady** blocks instead, fast or slow: those the host kept
+one state across.
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ import statistics
 FAST_FACTOR = 1.25  # a reference within 25% of the 10th percentile of the rounds' references is fast
 MIN_FAST = 6  # fewer fast samples than this: the headline falls back to all samples, and says so
 CHUNKS = 4  # consecutive time slices whose medians the interval must cover
+# The least half-width of an interval, relative to its value: what two runs of the same tree, one right
+# after the other, differ by that no statistic within one run sees (the host's state mix changes over
+# minutes). Measured on an H100 machine (2026-12-05, runs of 05-07 a few minutes apart): host per
+# reference moved 2-10%, host ms 0.3-6% where the intervals' bootstrap and slices gave +-1-3%.
+RUN_TO_RUN = 0.10
 BOOTSTRAP = 2000
 CONFIDENCE = 0.95
 SEED = 0  # the bootstrap's resampling is seeded: the same samples give the same interval
@@ -81,7 +88,13 @@ def interval(samples) -> tuple[float, float]:
     if size >= 2:
         chunks = [statistics.median(xs[i * size : (i + 1) * size]) for i in range(CHUNKS)]
         lo, hi = min(lo, *chunks), max(hi, *chunks)
-    return lo, hi
+    return floored(m, lo, hi)
+
+
+def floored(value: float, lo: float, hi: float) -> tuple[float, float]:
+    """``(lo, hi)`` widened to at least ``RUN_TO_RUN`` x ``|value|`` either side of ``value``."""
+    margin = RUN_TO_RUN * abs(value)
+    return min(lo, value - margin), max(hi, value + margin)
 
 
 def select(samples, keep) -> tuple[list[float], bool]:
@@ -124,7 +137,8 @@ def per_reference(values, before, after) -> list[float]:
 
 METHOD = (
     f"median over fast blocks (both adjacent host references within {FAST_FACTOR:g} x their 10th percentile); "
-    f"interval: bootstrap {CONFIDENCE:.0%} of the median x sqrt(2), widened to cover {CHUNKS} consecutive time slices; "
+    f"interval: bootstrap {CONFIDENCE:.0%} of the median x sqrt(2), widened to cover {CHUNKS} consecutive time slices "
+    f"and to at least +-{RUN_TO_RUN:.0%} of the value (what two runs differ by); "
     f"host per reference: median over steady blocks (its two references within {FAST_FACTOR:g} x of each other)"
 )
 
@@ -159,4 +173,4 @@ def slope_interval(lines) -> tuple[float, float, float]:
 
         slices = [fit(chunk(i)) for i in range(CHUNKS)]
         lo, hi = min(lo, *slices), max(hi, *slices)
-    return value, lo, hi
+    return (value, *floored(value, lo, hi))
