@@ -424,9 +424,14 @@ def check_fits(p: Params, given: dict) -> None:
 
 def from_namespace(namespace: dict) -> Params:
     """Validate the parameters a notebook's ``parameters`` cell defined (pass ``globals()``) and apply
-    ``threads`` to this process, before the notebook times anything."""
+    ``threads`` to this process, before the notebook times anything; on a CPU, the run's kernels share
+    Inductor's instruction-set checks (``compile_cache.share_isa_checks``)."""
     params = validate({name: namespace[name] for name in SCHEMA if name in namespace})
     apply_threads(params)
+    if params.device == "cpu":
+        from . import compile_cache
+
+        compile_cache.share_isa_checks()
     return params
 
 

@@ -82,3 +82,31 @@ def test_a_cache_folder_that_cannot_be_made_is_a_setup_error(tmp_path, monkeypat
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "No space left on device" in err and "--compile-cache default" in err
     assert list(tmp_path.iterdir()) == []  # the run folder made just before is gone again
+
+
+def test_a_runs_kernels_share_inductors_cpu_instruction_set_checks(tmp_path, monkeypatch):
+    """The first kernel of a run checks an instruction set (Inductor compiles a probe and loads it in a
+    fresh Python: 50 s of a tiny 02's torch.compile on the H100 machine's host); a later kernel reads
+    the answer from the run's cache folder instead. Outside a run that shares caches nothing changes."""
+    from torch._inductor import cpu_vec_isa
+
+    checked = []
+
+    def probe(isa, code):  # stands in for the compile-and-load probe, whose answer it records
+        checked.append(code)
+        return "fails" not in code
+
+    monkeypatch.setattr(cpu_vec_isa.VecISA, "check_build", probe)
+    monkeypatch.delenv(compile_cache.MARKER, raising=False)
+    assert not compile_cache.share_isa_checks() and cpu_vec_isa.VecISA.check_build is probe
+    monkeypatch.setenv(compile_cache.MARKER, "run")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    assert compile_cache.share_isa_checks() and compile_cache.share_isa_checks()  # wrapped once
+    isa = cpu_vec_isa.VecAVX2()
+    assert isa.check_build("avx2 probe") and not isa.check_build("fails probe")
+    assert isa.check_build("avx2 probe") and not isa.check_build("fails probe")  # answered from the files
+    assert checked == ["avx2 probe", "fails probe"]
+    answers = sorted(p.read_text() for p in (tmp_path / "isa-checks").iterdir())
+    assert answers == ["builds", "does not build"]
+    cpu_vec_isa.VecISA.check_build = probe  # a later kernel: a new process with torch's own check
+    assert compile_cache.share_isa_checks() and isa.check_build("avx2 probe") and len(checked) == 2
