@@ -19,7 +19,7 @@ import pytest
 from conftest import CPU_ONLY, ROOT, cpu_environment, run_runner  # noqa: E402
 
 import tasks
-from latency_lab import notebook_run, results, run_folder
+from latency_lab import compare, notebook_run, results, run_folder, start_page
 from latency_lab import registry as E
 
 NOTEBOOKS = list(notebook_run.discover())
@@ -481,7 +481,10 @@ def test_full_disk_loses_nothing_and_leaves_no_temporaries(tmp_path, disk):
             assert json.loads(files["summary.json"].read_text())["notebooks"][0]["name"] == "01_ok"
         else:
             assert "summary.json" in proc.stderr
-        assert (out / "latest").resolve() == (out / "r").resolve()
+        if run_folder.usable(out / "r"):
+            assert (out / "latest").resolve() == (out / "r").resolve()
+        else:  # its one results file did not fit (2 KB): no usable run to point latest at
+            assert not os.path.lexists(out / "latest") and "is not moved" in proc.stdout, proc.stdout
         assert list(temp.iterdir()) == []
     finally:
         if disk.startswith("tmpfs"):
@@ -627,9 +630,9 @@ def _interruptible(tmp_path: Path) -> tuple[Path, Path]:
     return nbdir, pid_file
 
 
-def _start(tmp_path: Path, nbdir: Path, *prefix: str, **popen) -> subprocess.Popen:
-    """``runner.py`` (or ``prefix``, e.g. tasks.py run) on ``nbdir`` into ``tmp_path/out/r``, with
-    ``tmp_path/temp`` as its temp folder."""
+def _start(tmp_path: Path, nbdir: Path, *prefix: str, run_id="r", args=(), **popen) -> subprocess.Popen:
+    """``runner.py`` (or ``prefix``, e.g. tasks.py run) on ``nbdir`` into ``tmp_path/out/<run_id>``
+    (``args`` added), with ``tmp_path/temp`` as its temp folder."""
     cmd = [
         *(prefix or (sys.executable, str(ROOT / "runner.py"))),
         "--notebook-dir",
@@ -637,7 +640,8 @@ def _start(tmp_path: Path, nbdir: Path, *prefix: str, **popen) -> subprocess.Pop
         "--output-dir",
         str(tmp_path / "out"),
         "--run-id",
-        "r",
+        run_id,
+        *args,
     ]
     popen = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **popen}
     return subprocess.Popen(cmd, cwd=ROOT, env=cpu_environment(TMPDIR=str(tmp_path / "temp")), **popen)
@@ -730,7 +734,9 @@ def test_signal_during_start_up_writes_nothing_or_marks_the_run(tmp_path, signum
     summary = json.loads((run / "summary.json").read_text())
     assert summary["interrupted"] == signal.Signals(signum).name
     assert {n["status"] for n in summary["notebooks"]} <= {"not run", "interrupted"}
-    assert (run / "index.html").is_file() and (tmp_path / "out" / "latest").resolve() == run.resolve()
+    assert (run / "index.html").is_file()
+    assert not os.path.lexists(tmp_path / "out" / "latest")  # no notebook wrote results: no usable run to point at
+    assert "no notebook of this run wrote results" in stdout
 
 
 def test_stop_raises_until_held_and_keeps_the_first_signal():
@@ -809,6 +815,69 @@ def test_interrupt_while_a_kernel_starts_leaves_no_connection_file(tmp_path):
     assert list((tmp_path / "temp").iterdir()) == []
     summary = json.loads((tmp_path / "out" / "r" / "summary.json").read_text())
     assert [n["status"] for n in summary["notebooks"]] == ["interrupted", "not run", "not run"]
+
+
+TINY_CPU = ("--preset", "tiny", "--device", "cpu")
+REFERENCE = ROOT / "outputs" / "reference-h200"
+
+
+def test_a_run_cut_before_any_results_leaves_latest_compare_and_the_start_page_at_the_last_usable_run(tmp_path, capsys):
+    """Issue 24: one Ctrl-C before any notebook of a run wrote results. ``latest`` stays at the last run
+    that did, and ``compare REFERENCE latest`` (the README's command) and the start page take that run;
+    the cut run, named itself, is a one-line error that says why."""
+    out = tmp_path / "out"
+    (tmp_path / "temp").mkdir()
+    full = run_runner(*TINY_CPU, "--notebooks", "01", "--output-dir", str(out), "--run-id", "full", timeout=300)
+    assert full.returncode == 0, full.stdout + full.stderr
+    proc = _start(tmp_path, notebook_run.NOTEBOOK_DIR, run_id="cut", args=(*TINY_CPU, "--notebooks", "01"), text=True)
+    deadline = time.monotonic() + 120
+    while not _kernel_started(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and not run_folder.usable(out / "cut"), stdout + stderr
+    assert f"{out / 'latest'} is not moved: latest stays at full, the last usable run" in stdout, stdout
+    assert (out / "latest").resolve() == (out / "full").resolve() == run_folder.last_usable(out).resolve()
+    capsys.readouterr()
+    assert compare.main([str(REFERENCE), "latest", "--output-dir", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert f"B: {(out / 'full').resolve()}" in said and "02_executor_timing: only in A (reference-h200)" in said
+    assert compare.main(["full", "cut", "--output-dir", str(out)]) == 2
+    assert "holds no *.results.json file: no notebook of that run finished" in capsys.readouterr().err
+    page = start_page.text(outputs=out)
+    assert "*here*: this machine's last usable run, `outputs/latest` (full: tiny preset, cpu)" in page, page
+    seconds = json.loads((out / "full" / "summary.json").read_text())["notebooks"][0]["seconds"]
+    assert re.search(rf"\(01_model_setup\.ipynb\) \| [^|]+ \| {seconds:.0f} s \|", page), page
+
+
+def test_a_run_cut_in_its_second_notebook_is_the_last_usable_run_and_compares_on_the_first(tmp_path, capsys):
+    """Issue 24: Ctrl-C while 02 runs, 01 done. The run is the last usable one (``latest``, the start page)
+    and compares on 01, 02 named as skipped."""
+    out = tmp_path / "out"
+    (tmp_path / "temp").mkdir()
+    proc = _start(
+        tmp_path, notebook_run.NOTEBOOK_DIR, run_id="cut", args=(*TINY_CPU, "--notebooks", "01,02"), text=True
+    )
+    executed, deadline = out / "cut" / "02_executor_timing.ipynb", time.monotonic() + 180
+    while (notebook_run.last_started_cell(executed)["cell_index"] or 0) < 3 and proc.poll() is None:
+        assert time.monotonic() < deadline  # 02 past its parameters cells
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stdout + stderr
+    summary = json.loads((out / "cut" / "summary.json").read_text())
+    assert [(n["name"], n["status"]) for n in summary["notebooks"]] == [
+        ("01_model_setup", "ok"),
+        ("02_executor_timing", "interrupted"),
+    ]
+    assert (out / "latest").resolve() == (out / "cut").resolve() and "not moved" not in stdout
+    capsys.readouterr()
+    assert compare.main([str(REFERENCE), "latest", "--output-dir", str(out)]) == 0
+    report = json.loads((out / "cut" / "compare-reference-h200-vs-cut.json").read_text())
+    assert report["notebooks"] == ["01_model_setup"], report["notebooks"]
+    assert "02_executor_timing: only in A (reference-h200)" in report["skipped"], report["skipped"]
+    page = start_page.text(outputs=out)
+    assert "last usable run, `outputs/latest` (cut: tiny preset, cpu, interrupted (SIGINT))" in page, page
 
 
 def _tasks(*args: str) -> list[str]:
