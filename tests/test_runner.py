@@ -4,6 +4,7 @@ complete run folder; bad input is rejected early; a failing notebook leaves the 
 from __future__ import annotations
 
 import concurrent.futures
+import html
 import json
 import os
 import re
@@ -362,7 +363,7 @@ def test_list_into_a_reader_that_stops_early_ends_quietly():
 
 def test_a_timeout_names_the_cells_first_line_not_its_source_as_a_list():
     """nbclient's timeout message previews a long cell as Python lists of its lines: the terminal line
-    and the index show the cell's first line instead, on one line."""
+    and the index show the cell's first line instead (the error's ``first_line``), on one line."""
     from nbclient.exceptions import CellTimeoutError
 
     from latency_lab import report
@@ -370,7 +371,7 @@ def test_a_timeout_names_the_cells_first_line_not_its_source_as_a_list():
     source = "import plotly.express as px\n" + "\n".join(f"x{i} = {i}" for i in range(12))
     for cell in (source, "import time\ntime.sleep(60)"):
         e = CellTimeoutError.error_from_timeout_and_cell("Cell execution timed out", 5, nbformat.v4.new_code_cell(cell))
-        error = {"cell": 3, "ename": type(e).__name__, "evalue": str(e)}
+        error = {"cell": 3, "first_line": notebook_run.first_line(cell), "ename": type(e).__name__, "evalue": str(e)}
         line = notebook_run.error_line(error)
         first = cell.splitlines()[0]
         assert line == (
@@ -422,9 +423,13 @@ def test_dead_kernel_and_timeout_name_their_cell(tmp_path):
     status = {n["name"]: n for n in json.loads((out / "r" / "summary.json").read_text())["notebooks"]}
     for name in ("01_dies", "02_hangs"):  # cells: parameters, papermill's injected parameters, the culprit
         assert status[name]["status"] == "failed" and status[name]["error"]["cell_index"] == 2, status[name]
+        assert status[name]["error"]["cell"] == 3, status[name]  # its In [3], recorded or not
     assert "DeadKernel" in status["01_dies"]["error"]["ename"]
     assert "Timeout" in status["02_hangs"]["error"]["ename"] or "timed out" in status["02_hangs"]["error"]["evalue"]
-    assert re.search(r"01_dies failed in [\d.]+ s: cell (3|index 2): DeadKernelError", proc.stdout), proc.stdout
+    assert re.search(r"01_dies failed in [\d.]+ s: cell 3: DeadKernelError", proc.stdout), proc.stdout
+    _assert_stopped_here(out / "r", status["01_dies"], "DeadKernelError: Kernel died")
+    timed_out = "CellTimeoutError: A cell timed out while it was being executed, after 5 seconds"
+    _assert_stopped_here(out / "r", status["02_hangs"], timed_out)
     assert "Traceback" not in proc.stderr and "zmq" not in proc.stderr, proc.stderr  # issue 19: after the timeout
 
 
@@ -669,8 +674,7 @@ def _assert_marked(tmp_path: Path, signum: int) -> dict:
     cut = summary["notebooks"][1]
     assert cut["seconds"] > 0.5 and cut["files"] == {"ipynb": "02_slow.ipynb", "html": "02_slow.html"}, cut
     assert cut["error"]["ename"] == "Interrupted" and cut["error"]["cell_index"] == 2
-    for f in cut["files"].values():
-        assert (run / f).is_file()
+    _assert_stopped_here(run, cut, f"Interrupted: {signal.Signals(signum).name}")
     page = (run / "index.html").read_text()
     assert f"interrupted ({signal.Signals(signum).name})" in page
     assert "the run was interrupted in this notebook" in page and "not run: the run stopped before it" in page
@@ -678,6 +682,25 @@ def _assert_marked(tmp_path: Path, signum: int) -> dict:
     assert (tmp_path / "out" / "latest").resolve() == run.resolve()
     assert list((tmp_path / "temp").iterdir()) == []
     return summary
+
+
+def _assert_stopped_here(run: Path, n: dict, what: str) -> None:
+    """Notebook ``n`` (its summary entry) was cut short: its executed notebook and that notebook's HTML
+    carry one marker cell, right after the cell it stopped in, saying ``what`` stopped it, that cell's
+    number and first line and the seconds the index shows (with the same line); no cell after it ran."""
+    nb = nbformat.read(run / n["files"]["ipynb"], as_version=4)
+    marked = [i for i, c in enumerate(nb.cells) if notebook_run.STOPPED in c.metadata.get("tags", [])]
+    assert len(marked) == 1 and marked[0] == n["error"]["cell_index"] + 1, (marked, n["error"])
+    stopped_in, marker = nb.cells[marked[0] - 1], html.unescape(nb.cells[marked[0]].source)
+    assert n["error"]["cell"] is not None and stopped_in.execution_count in (n["error"]["cell"], None), n["error"]
+    said = f"The notebook stopped here, after {n['seconds']:.1f} s: cell {n['error']['cell']}: {what}"
+    first = f"; the cell's first line: {notebook_run.first_line(stopped_in.source)}</b>"
+    assert said in marker and first in marker and "The cells below did not run." in marker, marker
+    assert all(c.get("execution_count") is None for c in nb.cells[marked[0] + 1 :] if c.cell_type == "code")
+    page = html.unescape((run / n["files"]["html"]).read_text())
+    assert '<div class="alert alert-danger"><b>' + said in page and first in page
+    index = html.unescape((run / "index.html").read_text())  # its line for the notebook: the same facts
+    assert said.split(" s: ", 1)[1] in index and first.removesuffix("</b>") in index
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
@@ -852,7 +875,7 @@ def test_a_run_cut_before_any_results_leaves_latest_compare_and_the_start_page_a
 
 def test_a_run_cut_in_its_second_notebook_is_the_last_usable_run_and_compares_on_the_first(tmp_path, capsys):
     """Issue 24: Ctrl-C while 02 runs, 01 done. The run is the last usable one (``latest``, the start page)
-    and compares on 01, 02 named as skipped."""
+    and compares on 01, 02 named as skipped; 02's executed notebook and HTML say where it stopped."""
     out = tmp_path / "out"
     (tmp_path / "temp").mkdir()
     proc = _start(
@@ -870,6 +893,7 @@ def test_a_run_cut_in_its_second_notebook_is_the_last_usable_run_and_compares_on
         ("01_model_setup", "ok"),
         ("02_executor_timing", "interrupted"),
     ]
+    _assert_stopped_here(out / "cut", summary["notebooks"][1], "Interrupted: SIGINT")
     assert (out / "latest").resolve() == (out / "cut").resolve() and "not moved" not in stdout
     capsys.readouterr()
     assert compare.main([str(REFERENCE), "latest", "--output-dir", str(out)]) == 0
