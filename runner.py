@@ -9,7 +9,7 @@
     python runner.py publish RUN DEST         # a small copy of a run to commit or send
 
 Each run writes executed notebooks, HTML, one results JSON per notebook, environment.json,
-summary.json and index.html; ``outputs/latest`` points at the newest run. Invalid parameters are
+summary.json and index.html; ``outputs/latest`` points at the last usable run. Invalid parameters are
 rejected before any notebook starts; a failing notebook is marked in the index and the others run.
 """
 
@@ -285,7 +285,8 @@ def finish(
 ) -> int:
     """The end of every run, signals held: kernels killed (after an interrupt or an error), the cut
     notebook's time and partial files kept, the compile cache removed, summary and pages written
-    (each whole or not at all), ``latest`` moved; then one line and the exit status."""
+    (each whole or not at all), ``latest`` pointed at the last usable run (``run_folder.last_usable``:
+    this one, unless it wrote no results); then one line and the exit status."""
     interrupted = stop.received and signal.Signals(stop.received).name
     if interrupted or meta.get("stopped"):
         notebook_run.kill_children()
@@ -300,11 +301,15 @@ def finish(
     unwritten = report.write(run_dir, summary)
     run_folder.remove_temporaries(run_dir)
     problems = [f"could not write {', '.join(unwritten)}"] if unwritten else []
-    problems += filter(None, [run_folder.point_latest(root, run_dir)])
+    last = run_folder.last_usable(root)
+    problems += filter(None, [last and run_folder.point_latest(root, last)])
     if meta.get("stopped"):
         problems.insert(0, f"the run stopped: {clip(meta['stopped'], 300)}")
     for problem in problems:
         _say(f"runner.py: error: {problem}", file=sys.stderr)
+    if not run_folder.usable(run_dir):
+        kept = f"{run_folder.LATEST} stays at {last.name}, the last usable run" if last else "no run there did"
+        _say(f"note: no notebook of this run wrote results, so {root / run_folder.LATEST} is not moved: {kept}")
     page = run_dir / "index.html" if (run_dir / "index.html").is_file() else run_dir
     if interrupted:
         _say(f"INTERRUPTED ({interrupted}) · {page}")

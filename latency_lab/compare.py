@@ -2,7 +2,8 @@
 
 A run is a folder of ``<notebook>.results.json`` files (``environment.json`` and ``summary.json``
 beside them are used when present: the environment, and where each notebook ran), named by its id
-under ``--output-dir``, by a path, or ``latest``.
+under ``--output-dir``, by a path, or ``latest`` (the last usable run there: one interrupted after some
+notebooks finished compares on those).
 Per notebook both runs hold, per row (executor; op, size and executor in the op benchmarks) and
 metric (the vocabulary's names: ``metrics.is_metric``): both values, B / A, and whether the difference
 is larger than the spread: the two q1-q3 ranges do not overlap, and for a host-bound time the ratio
@@ -44,7 +45,12 @@ class CompareError(ValueError):
 
 
 def resolve_run(name: str, output_dir: Path) -> Path:
-    """The folder of a run given as a path, a run id under ``output_dir`` or ``latest``."""
+    """The folder of a run given as a path, a run id under ``output_dir`` or ``latest``: the last usable
+    run there (``run_folder.last_usable``, where the runner points its ``latest`` link)."""
+    if name == run_folder.LATEST:
+        if last := run_folder.last_usable(output_dir):
+            return last.resolve()
+        raise CompareError(f"no run for {name!r}: no run folder under {output_dir} holds a *{results.SUFFIX} file")
     for candidate in (output_dir / name, Path(name)):
         if candidate.is_dir():
             return candidate.resolve()
@@ -64,7 +70,8 @@ def load_run(path: Path) -> dict:
     """A run's results per notebook, its environment and its parameters."""
     found = sorted(path.glob(f"*{results.SUFFIX}"))
     if not found:
-        raise CompareError(f"{path} holds no *{results.SUFFIX} file: not a run folder")
+        what = "no notebook of that run finished" if run_folder.is_run(path) else "not a run folder"
+        raise CompareError(f"{path} holds no *{results.SUFFIX} file: {what}")
     notebooks, unreadable = {}, []
     for f in found:
         try:

@@ -3,7 +3,6 @@ a real kernel, and nbconvert HTML. Used by ``runner.py`` and the tests."""
 
 from __future__ import annotations
 
-import ast
 import os
 import tempfile
 import threading
@@ -14,9 +13,10 @@ from pathlib import Path
 from typing import Iterator, TextIO
 
 from . import progress, results
-from .parameters import EVERY_NOTEBOOK, REPO_ROOT, short
+from .parameters import EVERY_NOTEBOOK, REPO_ROOT, clip, short
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
+STOPPED = "latency-lab-stopped"  # the tag of the cell that says where a cut notebook stopped (``mark_stop``)
 
 
 @dataclass
@@ -135,7 +135,7 @@ def execute(path: Path, run_dir: Path, parameters: dict, kernel: str, timeout: i
 
     outcome = Outcome(path.stem)
     executed = run_dir / path.name
-    start = time.perf_counter()
+    start, cut_short = time.perf_counter(), False
     try:
         # No widget state in the saved notebook: a headless run has no one to click its widgets, and
         # plotly's FigureWidget state carries its whole JavaScript bundle (5 MB) into ipynb and HTML.
@@ -157,16 +157,24 @@ def execute(path: Path, run_dir: Path, parameters: dict, kernel: str, timeout: i
             extra_arguments=["--HistoryManager.enabled=False", "--IPKernelApp.log_level=ERROR"],
         )
         outcome.status = "ok"
-    except PapermillExecutionError as e:
+    except PapermillExecutionError as e:  # papermill marks the cell and its error in the notebook
         outcome.status = "failed"
-        outcome.error = {"cell": e.exec_count, "cell_index": e.cell_index, "ename": e.ename, "evalue": e.evalue}
+        outcome.error = {
+            "cell": e.exec_count,
+            "cell_index": e.cell_index,
+            "first_line": first_line(e.source),
+            "ename": e.ename,
+            "evalue": e.evalue,
+        }
     except Exception as e:  # kernel death, timeouts, bad notebooks: the run goes on
-        outcome.status = "failed"
+        outcome.status, cut_short = "failed", True
         outcome.error = {**last_started_cell(executed), "ename": type(e).__name__, "evalue": str(e)}
     outcome.seconds = time.perf_counter() - start
     if executed.exists():
         outcome.files["ipynb"] = executed.name
         try:
+            if cut_short:
+                mark_stop(executed, outcome)
             outcome.files["html"] = to_html(executed).name
         except Exception as e:  # the executed notebook and its results stay; the run goes on
             outcome.status = "failed"
@@ -180,22 +188,34 @@ def execute(path: Path, run_dir: Path, parameters: dict, kernel: str, timeout: i
 
 
 def last_started_cell(executed: Path) -> dict:
-    """The cell papermill started last (where a kernel died or a cell timed out): its execution
-    count and index, from the cell metadata papermill writes as it goes; None where unknown."""
+    """The cell papermill started last (where a kernel died, a cell timed out or a signal cut the
+    run): its execution count, index and first line, from the notebook papermill writes as it goes;
+    None where unknown. A code cell whose count the notebook did not record (a kernel that died in it
+    first) has the kernel's next one: one more than the cells' before it (papermill runs them in turn)."""
     import nbformat
 
+    unknown = {"cell": None, "cell_index": None, "first_line": None}
     try:
         cells = nbformat.read(executed, as_version=4).cells
     except Exception:  # no notebook written yet
-        return {"cell": None, "cell_index": None}
+        return unknown
     started = [i for i, c in enumerate(cells) if c.get("metadata", {}).get("papermill", {}).get("start_time")]
     if not started:
-        return {"cell": None, "cell_index": None}
-    return {"cell": cells[started[-1]].get("execution_count"), "cell_index": started[-1]}
+        return unknown
+    index = started[-1]
+    cell, count = cells[index], cells[index].get("execution_count")
+    if count is None and cell.cell_type == "code":
+        count = max((c.get("execution_count") or 0 for c in cells[:index] if c.cell_type == "code"), default=0) + 1
+    return {"cell": count, "cell_index": index, "first_line": first_line(cell.source)}
+
+
+def first_line(source: str) -> str:
+    """A cell's first line that is not blank, shortened (``clip``)."""
+    return clip(next((line.strip() for line in source.splitlines() if line.strip()), ""))
 
 
 def error_line(error: dict | None) -> str:
-    """One line for an outcome's error: where (cell), what, and the message."""
+    """One line for an outcome's error: where (cell), what, the message and the cell's first line."""
     if not error:
         return ""
     where = (
@@ -205,32 +225,46 @@ def error_line(error: dict | None) -> str:
         if error.get("cell_index") is not None
         else ""
     )
-    return f"{where}{error.get('ename')}: {one_line(str(error.get('evalue')))[:300]}"
+    first = f"; the cell's first line: {error['first_line']}" if error.get("first_line") else ""
+    return f"{where}{error.get('ename')}: {one_line(str(error.get('evalue')))[:300]}{first}"
 
 
 TIMEOUT_PREVIEW = "Here is a preview of the cell contents:"  # nbclient's CellTimeoutError message
 
 
 def one_line(message: str) -> str:
-    """An error message as one line; nbclient's timeout message with its cell's first line in place of
-    the preview of its source (over 10 lines, the Python lists of its first and last five)."""
-    head, preview, contents = message.partition(TIMEOUT_PREVIEW)
-    if preview:
-        source = contents.strip().strip("-").strip()
-        first = source.splitlines()[0] if source else ""
-        if "\n...\n" in source:  # the long form: a list of lines, "...", a list of lines
-            try:
-                first = ast.literal_eval(first)[0]
-            except (ValueError, SyntaxError, IndexError, TypeError):
-                pass
-        message = f"{head.strip().rstrip('.')}; the cell's first line: {first}"
-    return " ".join(message.split())
+    """An error message as one line; nbclient's timeout message without the preview of its cell's
+    source (the error's ``first_line`` names the cell)."""
+    head, preview, _ = message.partition(TIMEOUT_PREVIEW)
+    return " ".join((head.strip().rstrip(".") if preview else message).split())
+
+
+def stop_line(outcome: Outcome) -> str:
+    """Where and why a notebook stopped short, as its marker cell says it (``mark_stop``)."""
+    return f"The notebook stopped here, after {outcome.seconds:.1f} s: {error_line(outcome.error)}"
+
+
+def mark_stop(executed: Path, outcome: Outcome) -> None:
+    """Into the executed notebook cut short (a dead kernel, a timeout, a signal), right after the cell
+    it stopped in (first, where no cell started), a cell tagged ``STOPPED`` that says so: what stopped
+    it, in which cell, after how many seconds (``stop_line``, from the outcome the index shows too)."""
+    import html
+
+    import nbformat
+
+    nb = nbformat.read(executed, as_version=4)
+    said = f"<b>{html.escape(stop_line(outcome))}</b><br>The cells below did not run."
+    cell = nbformat.v4.new_markdown_cell(f'<div class="alert alert-danger">{said}</div>')
+    cell.metadata["tags"] = [STOPPED]
+    index = outcome.error.get("cell_index")
+    nb.cells.insert(0 if index is None else index + 1, cell)
+    results.write_atomic(executed, nbformat.writes(nb))
 
 
 def cut(outcome: Outcome, run_dir: Path, reason: str) -> Outcome:
     """A notebook the run was interrupted in (``reason``: the signal): the seconds it ran, the cell
-    it was in, and its partly executed notebook and that notebook's HTML (where it can be made) in
-    its files."""
+    it was in, and its partly executed notebook, marked where it stopped (``mark_stop``), and that
+    notebook's HTML (where they can be made) in its files."""
     if outcome.started is not None:
         outcome.seconds = time.perf_counter() - outcome.started
     executed = run_dir / f"{outcome.name}.ipynb"
@@ -238,6 +272,7 @@ def cut(outcome: Outcome, run_dir: Path, reason: str) -> Outcome:
     if executed.is_file():
         outcome.files["ipynb"] = executed.name
         try:
+            mark_stop(executed, outcome)
             outcome.files["html"] = to_html(executed).name
         except Exception:  # a notebook cut while papermill wrote it: the ipynb is what there is
             pass

@@ -1,5 +1,5 @@
 """The folders runs live in: ``--output-dir`` checked, a fresh run folder made, the ``latest`` link
-moved, and what a run folder or a published copy of one is."""
+moved to the last usable run, and what a run folder or a published copy of one is."""
 
 from __future__ import annotations
 
@@ -32,9 +32,30 @@ def check_run_id(run_id: str | None) -> None:
 def is_run(folder: Path) -> bool:
     """Whether ``folder`` is a run folder or a published copy of one: it holds results files, or the
     summary and index an interrupted run leaves."""
-    return folder.is_dir() and (
-        any(folder.glob(f"*{SUFFIX}")) or all((folder / f).is_file() for f in ("summary.json", "index.html"))
-    )
+    return folder.is_dir() and (usable(folder) or all((folder / f).is_file() for f in ("summary.json", "index.html")))
+
+
+def usable(folder: Path) -> bool:
+    """Whether a run can be read (compared, shown): it holds at least one results file, written by a
+    notebook that finished."""
+    return any(folder.glob(f"*{SUFFIX}"))
+
+
+def last_usable(root: Path) -> Path | None:
+    """The last usable run under ``root``, the one ``latest`` names: of its run folders (published
+    copies apart) that hold a results file, the one that wrote one last; None where none does. A run
+    interrupted before its first notebook finished is never it; one that finished some is."""
+    newest = {}
+    for folder in sorted(root.iterdir()) if root.is_dir() else ():
+        if folder.name == LATEST or not folder.is_dir() or is_published(folder):
+            continue
+        try:
+            written = [f.stat().st_mtime for f in folder.glob(f"*{SUFFIX}")]
+        except OSError:  # removed meanwhile
+            continue
+        if written:
+            newest[folder] = max(written)
+    return max(newest, key=newest.get, default=None)
 
 
 def is_published(folder: Path) -> bool:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import compile_cache, notebook_run, results
+from . import compile_cache, notebook_run, results, run_folder
 from .parameters import REPO_ROOT
 
 # Notebook -> notebooks of the same run whose results it reads, so it starts after they finish
@@ -156,9 +156,13 @@ def start_order(names: list[str], seconds: dict[str, float], runs_after=RUNS_AFT
 
 
 def previous_seconds(root: Path) -> dict[str, float]:
-    """Seconds per notebook that finished ok in the latest run under ``root`` (none: {})."""
+    """Seconds per notebook that finished ok in the last usable run under ``root`` (``run_folder.last_usable``;
+    none: {})."""
+    last = run_folder.last_usable(Path(root))
+    if last is None:
+        return {}
     try:
-        summary = json.loads((Path(root) / "latest" / "summary.json").read_text())
+        summary = json.loads((last / "summary.json").read_text())
         return {n["name"]: float(n["seconds"]) for n in summary["notebooks"] if n["status"] == "ok"}
     except (OSError, ValueError, KeyError, TypeError):
         return {}

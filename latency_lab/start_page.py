@@ -1,5 +1,6 @@
 """The start page ``tasks.py lab`` opens in JupyterLab: the notebooks in order, the question each
-answers, and how long each took in this machine's latest run and in the H200 reference run.
+answers, and how long each took in this machine's last usable run (``run_folder.last_usable``, what
+``outputs/latest`` points at) and in the H200 reference run.
 
     python -m latency_lab.start_page notebooks/START.md
 """
@@ -10,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import results
+from . import results, run_folder
 from .notebook_run import NOTEBOOK_DIR, discover
 from .parameters import REPO_ROOT
 
@@ -30,18 +31,21 @@ QUESTIONS = {
     results.LEVERS: "What does each remedy the seed proposes save Thunder-nvFuser, where does the saving land, and "
     "would the best together reach torch.compile?",
 }
-LATEST = REPO_ROOT / "outputs" / "latest"
-REFERENCE = REPO_ROOT / "outputs" / "reference-h200"
+OUTPUTS = REPO_ROOT / "outputs"
+REFERENCE = OUTPUTS / "reference-h200"
 
 
 def seconds_per_notebook(run: Path) -> tuple[dict[str, float], str]:
-    """Seconds per notebook of a run folder, and a short label of the run; empty without a summary."""
+    """Seconds per notebook that finished ok in a run folder, and a short label of the run (its name
+    alone without a readable summary: a run still going, or one whose runner was killed)."""
     try:
         summary = json.loads((run / "summary.json").read_text())
     except (OSError, ValueError):
-        return {}, ""
+        return {}, run.name
     resolved = (summary.get("parameters") or {}).get("resolved") or {}
     label = f"{summary.get('run_id')}: {resolved.get('preset', '?')} preset, {summary.get('device', '?')}"
+    if summary.get("interrupted"):
+        label += f", interrupted ({summary['interrupted']})"
     return {n["name"]: n["seconds"] for n in summary.get("notebooks", []) if n.get("status") == "ok"}, label
 
 
@@ -55,10 +59,12 @@ def title(path: Path) -> str:
         return path.stem
 
 
-def text(notebook_dir: Path = NOTEBOOK_DIR, latest: Path = LATEST, reference: Path = REFERENCE) -> str:
-    """The start page as Markdown, its links relative to ``notebook_dir``."""
-    here, here_label = seconds_per_notebook(latest)
-    ref, ref_label = seconds_per_notebook(reference)
+def text(notebook_dir: Path = NOTEBOOK_DIR, outputs: Path = OUTPUTS, reference: Path = REFERENCE) -> str:
+    """The start page as Markdown, its links relative to ``notebook_dir``; *here* is the last usable run
+    in ``outputs``."""
+    last = run_folder.last_usable(outputs)
+    here, here_label = seconds_per_notebook(last) if last else ({}, "")
+    ref, ref_label = seconds_per_notebook(reference) if reference.is_dir() else ({}, "")
 
     def secs(table: dict, name: str) -> str:
         return f"{table[name]:.0f} s" if name in table else "—"
@@ -68,8 +74,8 @@ def text(notebook_dir: Path = NOTEBOOK_DIR, latest: Path = LATEST, reference: Pa
         for name, path in discover(notebook_dir).items()
     ]
     here_note = (
-        f"*here*: this machine's latest run ({here_label})"
-        if here
+        f"*here*: this machine's last usable run, `outputs/latest` ({here_label})"
+        if last
         else "*here*: no run on this machine yet (`python runner.py --preset tiny` takes a few minutes on a CPU)"
     )
     return "\n".join(

@@ -4,6 +4,7 @@ complete run folder; bad input is rejected early; a failing notebook leaves the 
 from __future__ import annotations
 
 import concurrent.futures
+import html
 import json
 import os
 import re
@@ -19,7 +20,7 @@ import pytest
 from conftest import CPU_ONLY, ROOT, cpu_environment, run_runner  # noqa: E402
 
 import tasks
-from latency_lab import notebook_run, results, run_folder
+from latency_lab import compare, notebook_run, results, run_folder, start_page
 from latency_lab import registry as E
 
 NOTEBOOKS = list(notebook_run.discover())
@@ -362,7 +363,7 @@ def test_list_into_a_reader_that_stops_early_ends_quietly():
 
 def test_a_timeout_names_the_cells_first_line_not_its_source_as_a_list():
     """nbclient's timeout message previews a long cell as Python lists of its lines: the terminal line
-    and the index show the cell's first line instead, on one line."""
+    and the index show the cell's first line instead (the error's ``first_line``), on one line."""
     from nbclient.exceptions import CellTimeoutError
 
     from latency_lab import report
@@ -370,7 +371,7 @@ def test_a_timeout_names_the_cells_first_line_not_its_source_as_a_list():
     source = "import plotly.express as px\n" + "\n".join(f"x{i} = {i}" for i in range(12))
     for cell in (source, "import time\ntime.sleep(60)"):
         e = CellTimeoutError.error_from_timeout_and_cell("Cell execution timed out", 5, nbformat.v4.new_code_cell(cell))
-        error = {"cell": 3, "ename": type(e).__name__, "evalue": str(e)}
+        error = {"cell": 3, "first_line": notebook_run.first_line(cell), "ename": type(e).__name__, "evalue": str(e)}
         line = notebook_run.error_line(error)
         first = cell.splitlines()[0]
         assert line == (
@@ -422,9 +423,13 @@ def test_dead_kernel_and_timeout_name_their_cell(tmp_path):
     status = {n["name"]: n for n in json.loads((out / "r" / "summary.json").read_text())["notebooks"]}
     for name in ("01_dies", "02_hangs"):  # cells: parameters, papermill's injected parameters, the culprit
         assert status[name]["status"] == "failed" and status[name]["error"]["cell_index"] == 2, status[name]
+        assert status[name]["error"]["cell"] == 3, status[name]  # its In [3], recorded or not
     assert "DeadKernel" in status["01_dies"]["error"]["ename"]
     assert "Timeout" in status["02_hangs"]["error"]["ename"] or "timed out" in status["02_hangs"]["error"]["evalue"]
-    assert re.search(r"01_dies failed in [\d.]+ s: cell (3|index 2): DeadKernelError", proc.stdout), proc.stdout
+    assert re.search(r"01_dies failed in [\d.]+ s: cell 3: DeadKernelError", proc.stdout), proc.stdout
+    _assert_stopped_here(out / "r", status["01_dies"], "DeadKernelError: Kernel died")
+    timed_out = "CellTimeoutError: A cell timed out while it was being executed, after 5 seconds"
+    _assert_stopped_here(out / "r", status["02_hangs"], timed_out)
     assert "Traceback" not in proc.stderr and "zmq" not in proc.stderr, proc.stderr  # issue 19: after the timeout
 
 
@@ -481,7 +486,10 @@ def test_full_disk_loses_nothing_and_leaves_no_temporaries(tmp_path, disk):
             assert json.loads(files["summary.json"].read_text())["notebooks"][0]["name"] == "01_ok"
         else:
             assert "summary.json" in proc.stderr
-        assert (out / "latest").resolve() == (out / "r").resolve()
+        if run_folder.usable(out / "r"):
+            assert (out / "latest").resolve() == (out / "r").resolve()
+        else:  # its one results file did not fit (2 KB): no usable run to point latest at
+            assert not os.path.lexists(out / "latest") and "is not moved" in proc.stdout, proc.stdout
         assert list(temp.iterdir()) == []
     finally:
         if disk.startswith("tmpfs"):
@@ -627,9 +635,9 @@ def _interruptible(tmp_path: Path) -> tuple[Path, Path]:
     return nbdir, pid_file
 
 
-def _start(tmp_path: Path, nbdir: Path, *prefix: str, **popen) -> subprocess.Popen:
-    """``runner.py`` (or ``prefix``, e.g. tasks.py run) on ``nbdir`` into ``tmp_path/out/r``, with
-    ``tmp_path/temp`` as its temp folder."""
+def _start(tmp_path: Path, nbdir: Path, *prefix: str, run_id="r", args=(), **popen) -> subprocess.Popen:
+    """``runner.py`` (or ``prefix``, e.g. tasks.py run) on ``nbdir`` into ``tmp_path/out/<run_id>``
+    (``args`` added), with ``tmp_path/temp`` as its temp folder."""
     cmd = [
         *(prefix or (sys.executable, str(ROOT / "runner.py"))),
         "--notebook-dir",
@@ -637,7 +645,8 @@ def _start(tmp_path: Path, nbdir: Path, *prefix: str, **popen) -> subprocess.Pop
         "--output-dir",
         str(tmp_path / "out"),
         "--run-id",
-        "r",
+        run_id,
+        *args,
     ]
     popen = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **popen}
     return subprocess.Popen(cmd, cwd=ROOT, env=cpu_environment(TMPDIR=str(tmp_path / "temp")), **popen)
@@ -665,8 +674,7 @@ def _assert_marked(tmp_path: Path, signum: int) -> dict:
     cut = summary["notebooks"][1]
     assert cut["seconds"] > 0.5 and cut["files"] == {"ipynb": "02_slow.ipynb", "html": "02_slow.html"}, cut
     assert cut["error"]["ename"] == "Interrupted" and cut["error"]["cell_index"] == 2
-    for f in cut["files"].values():
-        assert (run / f).is_file()
+    _assert_stopped_here(run, cut, f"Interrupted: {signal.Signals(signum).name}")
     page = (run / "index.html").read_text()
     assert f"interrupted ({signal.Signals(signum).name})" in page
     assert "the run was interrupted in this notebook" in page and "not run: the run stopped before it" in page
@@ -674,6 +682,25 @@ def _assert_marked(tmp_path: Path, signum: int) -> dict:
     assert (tmp_path / "out" / "latest").resolve() == run.resolve()
     assert list((tmp_path / "temp").iterdir()) == []
     return summary
+
+
+def _assert_stopped_here(run: Path, n: dict, what: str) -> None:
+    """Notebook ``n`` (its summary entry) was cut short: its executed notebook and that notebook's HTML
+    carry one marker cell, right after the cell it stopped in, saying ``what`` stopped it, that cell's
+    number and first line and the seconds the index shows (with the same line); no cell after it ran."""
+    nb = nbformat.read(run / n["files"]["ipynb"], as_version=4)
+    marked = [i for i, c in enumerate(nb.cells) if notebook_run.STOPPED in c.metadata.get("tags", [])]
+    assert len(marked) == 1 and marked[0] == n["error"]["cell_index"] + 1, (marked, n["error"])
+    stopped_in, marker = nb.cells[marked[0] - 1], html.unescape(nb.cells[marked[0]].source)
+    assert n["error"]["cell"] is not None and stopped_in.execution_count in (n["error"]["cell"], None), n["error"]
+    said = f"The notebook stopped here, after {n['seconds']:.1f} s: cell {n['error']['cell']}: {what}"
+    first = f"; the cell's first line: {notebook_run.first_line(stopped_in.source)}</b>"
+    assert said in marker and first in marker and "The cells below did not run." in marker, marker
+    assert all(c.get("execution_count") is None for c in nb.cells[marked[0] + 1 :] if c.cell_type == "code")
+    page = html.unescape((run / n["files"]["html"]).read_text())
+    assert '<div class="alert alert-danger"><b>' + said in page and first in page
+    index = html.unescape((run / "index.html").read_text())  # its line for the notebook: the same facts
+    assert said.split(" s: ", 1)[1] in index and first.removesuffix("</b>") in index
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
@@ -730,7 +757,9 @@ def test_signal_during_start_up_writes_nothing_or_marks_the_run(tmp_path, signum
     summary = json.loads((run / "summary.json").read_text())
     assert summary["interrupted"] == signal.Signals(signum).name
     assert {n["status"] for n in summary["notebooks"]} <= {"not run", "interrupted"}
-    assert (run / "index.html").is_file() and (tmp_path / "out" / "latest").resolve() == run.resolve()
+    assert (run / "index.html").is_file()
+    assert not os.path.lexists(tmp_path / "out" / "latest")  # no notebook wrote results: no usable run to point at
+    assert "no notebook of this run wrote results" in stdout
 
 
 def test_stop_raises_until_held_and_keeps_the_first_signal():
@@ -809,6 +838,70 @@ def test_interrupt_while_a_kernel_starts_leaves_no_connection_file(tmp_path):
     assert list((tmp_path / "temp").iterdir()) == []
     summary = json.loads((tmp_path / "out" / "r" / "summary.json").read_text())
     assert [n["status"] for n in summary["notebooks"]] == ["interrupted", "not run", "not run"]
+
+
+TINY_CPU = ("--preset", "tiny", "--device", "cpu")
+REFERENCE = ROOT / "outputs" / "reference-h200"
+
+
+def test_a_run_cut_before_any_results_leaves_latest_compare_and_the_start_page_at_the_last_usable_run(tmp_path, capsys):
+    """Issue 24: one Ctrl-C before any notebook of a run wrote results. ``latest`` stays at the last run
+    that did, and ``compare REFERENCE latest`` (the README's command) and the start page take that run;
+    the cut run, named itself, is a one-line error that says why."""
+    out = tmp_path / "out"
+    (tmp_path / "temp").mkdir()
+    full = run_runner(*TINY_CPU, "--notebooks", "01", "--output-dir", str(out), "--run-id", "full", timeout=300)
+    assert full.returncode == 0, full.stdout + full.stderr
+    proc = _start(tmp_path, notebook_run.NOTEBOOK_DIR, run_id="cut", args=(*TINY_CPU, "--notebooks", "01"), text=True)
+    deadline = time.monotonic() + 120
+    while not _kernel_started(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and not run_folder.usable(out / "cut"), stdout + stderr
+    assert f"{out / 'latest'} is not moved: latest stays at full, the last usable run" in stdout, stdout
+    assert (out / "latest").resolve() == (out / "full").resolve() == run_folder.last_usable(out).resolve()
+    capsys.readouterr()
+    assert compare.main([str(REFERENCE), "latest", "--output-dir", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert f"B: {(out / 'full').resolve()}" in said and "02_executor_timing: only in A (reference-h200)" in said
+    assert compare.main(["full", "cut", "--output-dir", str(out)]) == 2
+    assert "holds no *.results.json file: no notebook of that run finished" in capsys.readouterr().err
+    page = start_page.text(outputs=out)
+    assert "*here*: this machine's last usable run, `outputs/latest` (full: tiny preset, cpu)" in page, page
+    seconds = json.loads((out / "full" / "summary.json").read_text())["notebooks"][0]["seconds"]
+    assert re.search(rf"\(01_model_setup\.ipynb\) \| [^|]+ \| {seconds:.0f} s \|", page), page
+
+
+def test_a_run_cut_in_its_second_notebook_is_the_last_usable_run_and_compares_on_the_first(tmp_path, capsys):
+    """Issue 24: Ctrl-C while 02 runs, 01 done. The run is the last usable one (``latest``, the start page)
+    and compares on 01, 02 named as skipped; 02's executed notebook and HTML say where it stopped."""
+    out = tmp_path / "out"
+    (tmp_path / "temp").mkdir()
+    proc = _start(
+        tmp_path, notebook_run.NOTEBOOK_DIR, run_id="cut", args=(*TINY_CPU, "--notebooks", "01,02"), text=True
+    )
+    executed, deadline = out / "cut" / "02_executor_timing.ipynb", time.monotonic() + 180
+    while (notebook_run.last_started_cell(executed)["cell_index"] or 0) < 3 and proc.poll() is None:
+        assert time.monotonic() < deadline  # 02 past its parameters cells
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stdout + stderr
+    summary = json.loads((out / "cut" / "summary.json").read_text())
+    assert [(n["name"], n["status"]) for n in summary["notebooks"]] == [
+        ("01_model_setup", "ok"),
+        ("02_executor_timing", "interrupted"),
+    ]
+    _assert_stopped_here(out / "cut", summary["notebooks"][1], "Interrupted: SIGINT")
+    assert (out / "latest").resolve() == (out / "cut").resolve() and "not moved" not in stdout
+    capsys.readouterr()
+    assert compare.main([str(REFERENCE), "latest", "--output-dir", str(out)]) == 0
+    report = json.loads((out / "cut" / "compare-reference-h200-vs-cut.json").read_text())
+    assert report["notebooks"] == ["01_model_setup"], report["notebooks"]
+    assert "02_executor_timing: only in A (reference-h200)" in report["skipped"], report["skipped"]
+    page = start_page.text(outputs=out)
+    assert "last usable run, `outputs/latest` (cut: tiny preset, cpu, interrupted (SIGINT))" in page, page
 
 
 def _tasks(*args: str) -> list[str]:

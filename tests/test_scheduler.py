@@ -120,7 +120,7 @@ def test_start_order_longest_chain_first_with_the_dependencies_before():
         S.start_order(["a", "b"], {}, runs_after={"a": ("b",), "b": ("a",)})
 
 
-def test_previous_seconds_reads_the_latest_run(tmp_path):
+def test_previous_seconds_reads_the_last_usable_run(tmp_path):
     assert S.previous_seconds(tmp_path) == {}
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "summary.json").write_text(
@@ -133,7 +133,9 @@ def test_previous_seconds_reads_the_latest_run(tmp_path):
             }
         )
     )
-    (tmp_path / "latest").symlink_to("r")
+    assert S.previous_seconds(tmp_path) == {}  # no results: not a usable run
+    for f in ("01_a.ipynb", "01_a.results.json"):  # an executed notebook: a run folder, not a published copy
+        (tmp_path / "r" / f).write_text("{}")
     assert S.previous_seconds(tmp_path) == {"01_a": 12.5}
 
 
