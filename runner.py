@@ -153,19 +153,6 @@ def list_quietly(notebooks: dict[str, Path]) -> int:
     return 0
 
 
-def notebook_parameters(name: str, values: dict, path: Path) -> dict:
-    """What the runner injects into notebook ``name``: every parameter its cell declares and any of its
-    own defaults (``parameters.NOTEBOOK_DEFAULTS``), resolved from ``values`` and the package alone, so
-    an edited parameters cell never changes a batch run. An undeclared ``EVERY_NOTEBOOK`` parameter goes
-    in when given (else the notebook's setup resolves the same default itself)."""
-    names = {
-        *notebook_run.declared_parameters(path),
-        *parameters.NOTEBOOK_DEFAULTS.get(name, {}),
-        *(n for n in parameters.EVERY_NOTEBOOK if n in values),
-    }
-    return parameters.injected(parameters.for_notebook(name, values), names)
-
-
 def cache_folder(mode: str, run_dir: Path) -> Path | None:
     """The run's fresh compile-cache folder (``--compile-cache run``), or None; a folder that cannot
     be made is a setup error, and the run folder made just before is removed again (it is empty)."""
@@ -340,7 +327,7 @@ def run_notebooks(notebooks, values, params, run_dir, args, meta, outcomes, slot
     where = f"GPUs {', '.join(s.gpu for s in slots)} side by side" if len(slots) > 1 else f"device {params.device}"
     print(f"run {run_dir} · {len(notebooks)} notebooks · {where} · kernel {kernel}", flush=True)
     injected = {
-        name: {**notebook_parameters(name, values, path), "output_dir": str(run_dir.resolve())}
+        name: {**notebook_run.injected_parameters(name, values, path), "output_dir": str(run_dir.resolve())}
         for name, path in notebooks.items()
     }
     if len(slots) > 1:
