@@ -668,23 +668,19 @@ def many_html(report: dict, title: str | None = None, status=None) -> str:
             ],
             seed_tables=[tables.html_table(t) for t in report["seed_tables"]],
             skipped=report["skipped"],
-            notebooks=[
-                (
-                    nb,
-                    tables.html_table(
-                        [many_cells(line) for line in report["rows"] if line["notebook"] == nb],
-                        many_columns(report),
-                        row_classes=[
-                            "beyond" if any(o and o["beyond_spread"] for o in line["others"]) else ""
-                            for line in report["rows"]
-                            if line["notebook"] == nb
-                        ],
-                    ),
-                )
-                for nb in report["notebooks"]
-            ],
+            notebooks=[(nb, _many_table(report, nb)) for nb in report["notebooks"]],
         )
     )
+
+
+def _many_table(report: dict, notebook: str):
+    """The wide table of ``notebook``'s numbers (lines with one beyond the spread marked); None
+    where it has none (its results hold no metric, as 01's)."""
+    lines = [line for line in report["rows"] if line["notebook"] == notebook]
+    if not lines:
+        return None
+    beyond = ["beyond" if any(o and o["beyond_spread"] for o in line["others"]) else "" for line in lines]
+    return tables.html_table([many_cells(line) for line in lines], many_columns(report), row_classes=beyond)
 
 
 def write_many(report: dict, folder: Path) -> tuple[Path, Path]:
