@@ -91,8 +91,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         const="",
         metavar="ADDRESS",
         help="run on a Ray cluster: each notebook one task per GPU type, one GPU each; ADDRESS: HOST:PORT, "
-        "ray://HOST:PORT or auto (none: RAY_ADDRESS, else Ray started on this machine). One run folder per "
-        "type and a fleet page side by side (needs latency-lab[cluster])",
+        "ray://HOST:PORT or auto (none: RAY_ADDRESS, else a cluster running here, else Ray started here). "
+        "One run folder per type and a fleet page side by side (needs latency-lab[cluster])",
     )
     ap.add_argument(
         "--accelerators",

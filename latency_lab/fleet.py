@@ -38,7 +38,7 @@ SHARED = (html_assets.PLOTLY_JS, html_assets.NOTEBOOK_CSS)  # written once per f
 INSTALL = "pip install 'latency-lab[cluster]' (or: python3 tasks.py install --cluster)"
 ADDRESSES = (
     "HOST:PORT (a head node's GCS), ray://HOST:PORT (Ray Client), auto (the cluster `ray start` made on this "
-    "machine), or none (RAY_ADDRESS, else Ray started on this machine)"
+    "machine), or none (RAY_ADDRESS, else a cluster running on this machine, else Ray started here)"
 )
 
 
@@ -60,12 +60,6 @@ def check_options(args) -> list[str] | None:
         )
     if args.ray.strip() != args.ray:
         raise SetupError(f"invalid --ray {short(args.ray)}: allowed {ADDRESSES}")
-    device = args.device or "auto"
-    if device not in DEVICES:
-        raise SetupError(
-            f"invalid --device {short(device)} with --ray: each task sees one GPU, as cuda:0; allowed "
-            f"{', '.join(DEVICES)}"
-        )
     if args.accelerators is None:
         return None
     names = [t.strip() for t in args.accelerators.split(",")]
@@ -80,9 +74,16 @@ def check_options(args) -> list[str] | None:
 
 
 def checked_values(values: dict) -> dict:
-    """The values the caller checks the input with: the device is the nodes' to resolve, so a GPU
-    device is checked as the CPU here (the tasks check again on their nodes)."""
-    return {**values, "device": "cpu"} if values.get("device", "auto") != "cpu" else values
+    """The values the caller checks the input with: the device is the nodes' to resolve (one of
+    ``DEVICES``, else SetupError), so a GPU device is checked as the CPU here (the tasks check
+    again on their nodes)."""
+    device = values.get("device", "auto")
+    if device not in DEVICES:
+        raise SetupError(
+            f"invalid --device {short(device)} with --ray: each task sees one GPU, as cuda:0; allowed "
+            f"{', '.join(DEVICES)}"
+        )
+    return {**values, "device": "cpu"} if device != "cpu" else values
 
 
 def runtime_env(path: str | None) -> dict | None:
@@ -123,7 +124,7 @@ def connect(args) -> dict:
         import ray
     except ImportError:
         raise SetupError(f"--ray needs Ray, which is not installed: {INSTALL}") from None
-    address = args.ray or None  # none: RAY_ADDRESS, else Ray started on this machine
+    address = args.ray or None  # none: RAY_ADDRESS, else a cluster running here, else Ray started here
     if address:
         reachable(address)
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}

@@ -224,6 +224,7 @@ def free_port() -> int:
         (["--ray", "--accelerators", "H100,,H200"], "invalid --accelerators 'H100,,H200': an empty name; allowed a"),
         (["--ray", "--accelerators", "H100,H100"], "H100 given twice"),
         (["--ray", "--device", "cuda:1"], "invalid --device 'cuda:1' with --ray: each task sees one GPU"),
+        (["--ray", "-p", "device=cuda:1"], "invalid --device 'cuda:1' with --ray: each task sees one GPU"),
         (["--runtime-env", "x.json"], "invalid --runtime-env 'x.json': allowed only with --ray"),
         (["--ray", "127.0.0.1:PORT"], "nothing answers there (Connection refused); allowed HOST:PORT"),
         (["--ray", "127.0.0.1"], "invalid --ray '127.0.0.1': allowed HOST:PORT"),
