@@ -303,7 +303,9 @@ def run_fleet(tasks: fleet.Fleet, stop: interrupts.Stop, cluster: dict, meta: di
     meta["ray"] = {"address": cluster["address"], "types": tasks.types}
     meta["device"] = tasks.values["device"]  # as given: each node resolves it
     types = ", ".join(tasks.types)
-    print(f"run {tasks.dir} · {len(tasks.notebooks)} notebooks × GPU types {types} · Ray {cluster['address']}")
+    print(
+        f"run {tasks.dir} · {len(tasks.notebooks)} notebooks × GPU types {types} · Ray {cluster['address']}", flush=True
+    )
     try:
         try:
             stop.arm()
@@ -326,6 +328,10 @@ def run_fleet(tasks: fleet.Fleet, stop: interrupts.Stop, cluster: dict, meta: di
         summaries, meta["stopped"] = [], meta.get("stopped") or str(e)
     finally:
         ray.shutdown()
+    if meta.get("stopped"):
+        _say(f"runner.py: error: the run stopped: {clip(meta['stopped'], 300)}", file=sys.stderr)
+    if tasks.unwritten:
+        _say(f"runner.py: error: could not write {', '.join(tasks.unwritten)}", file=sys.stderr)
     page = tasks.dir / "index.html"
     if interrupted:
         _say(f"INTERRUPTED ({interrupted}) · {page}")
@@ -343,7 +349,7 @@ def run_fleet(tasks: fleet.Fleet, stop: interrupts.Stop, cluster: dict, meta: di
         f"{'FAILED: ' + ', '.join(failed) if failed else 'all tasks ok'}"
         f"{' · FAILED ROWS: ' + '; '.join(rows) if rows else ''} · {meta['seconds']} s · {page}"
     )
-    return EXIT_FAILED if failed or rows or meta.get("stopped") or not summaries else 0
+    return EXIT_FAILED if failed or rows or meta.get("stopped") or tasks.unwritten or not summaries else 0
 
 
 def finish(

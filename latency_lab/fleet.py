@@ -193,6 +193,7 @@ class Fleet:
         self.running: dict = {}  # ObjectRef -> (type, notebook, index in its outcomes)
         self.waiting = [(t, n) for n in notebooks for t in types]
         self.finished: set[tuple[str, str]] = set()
+        self.unwritten: list[str] = []  # pages that could not be written (a full disk), per type
         for t in types:
             (fleet_dir / t).mkdir()
             notebook_run.write_shared_assets(fleet_dir / t)
@@ -291,7 +292,7 @@ class Fleet:
                 "ray": {"address": meta["ray"]["address"], "accelerator_type": self.types[t]},
             }
             summary = report.summarize(self.dir / t, type_meta, outcomes)
-            report.write(self.dir / t, summary)
+            self.unwritten += [f"{t}/{page}" for page in report.write(self.dir / t, summary)]
             summaries.append(summary)
         page = fleet_page(self.dir, list(self.types), summaries, meta)
         results.write_atomic(self.dir / "index.html", page["html"])
@@ -300,7 +301,7 @@ class Fleet:
 
 
 def where_ran(gpu: str | None, env: dict | None) -> str:
-    """`` · GPU 0 on host`` (``scheduler.ran_on`` and the task's node); "" where the task never ran."""
+    """`` · GPU 0 · on host`` (``scheduler.ran_on`` and the task's node); "" where the task never ran."""
     from .scheduler import ran_on
 
     host = ((env or {}).get("ray") or {}).get("host")

@@ -249,3 +249,12 @@ def test_a_gpu_type_the_cluster_lacks_names_those_it_has(ray_cluster, tmp_path):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "invalid --accelerators 'T1,H100': the cluster has no H100; allowed T1, T2" in proc.stderr
     assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_ray_not_installed_says_how_to_install_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray: ImportError
+    code = runner.main(["--ray", "--preset", "tiny", "--notebooks", "01", "--output-dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert "--ray needs Ray, which is not installed: pip install 'latency-lab[cluster]'" in err
+    assert list((tmp_path / "out").iterdir()) == []
