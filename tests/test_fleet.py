@@ -258,3 +258,25 @@ def test_ray_not_installed_says_how_to_install_it(tmp_path, capsys, monkeypatch)
     assert code == 2 and err.count("\n") == 1
     assert "--ray needs Ray, which is not installed: pip install 'latency-lab[cluster]'" in err
     assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_a_lost_node_or_a_task_that_raised_is_its_rows_error():
+    """What ``Fleet.run`` makes of each of Ray's errors for a task: the node or worker lost, said so;
+    a task that raised (a parameter that does not fit the node's GPU, say), the notebook's error."""
+    needs_ray()
+    from ray import exceptions as E
+
+    from latency_lab.fleet import task_error
+
+    assert task_error(E.NodeDiedError("node 9f died")) == {
+        "cell": None,
+        "cell_index": None,
+        "ename": "NodeDiedError",
+        "evalue": "the task's node died: node 9f died",
+    }
+    assert task_error(E.WorkerCrashedError())["evalue"].startswith("the task's worker died (killed, or out of memory)")
+    raised = E.RayTaskError("run_notebook", "Traceback ...", ValueError("invalid layers 99: fits 40 GiB\nmore"))
+    assert (task_error(raised)["ename"], task_error(raised)["evalue"]) == (
+        "ValueError",
+        "invalid layers 99: fits 40 GiB",
+    )
