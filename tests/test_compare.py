@@ -466,6 +466,7 @@ def test_many_runs_set_a_against_each_other_run_on_one_page(tmp_path, capsys):
     assert "H200 against H100: " in out and "L40S against H100: " in out and "changed: outside both intervals" in out
     page = (tmp_path / "L40S" / "compare-H100-vs-H200-vs-L40S.html").read_text()
     assert "<th>L40S verdict</th>" in page and "seed DGX H100 (ms)" in page
+    assert page.count("<style") == 1 and ' style="' not in page  # the pages' one stylesheet
     assert '<td class="differs">changed: outside both intervals</td>' in page
     assert json.loads((tmp_path / "L40S" / "compare-H100-vs-H200-vs-L40S.json").read_text())["notebooks"] == [
         "02_executor_timing"
