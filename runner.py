@@ -7,6 +7,7 @@
     python runner.py --list                   # notebooks and their parameters
     python runner.py compare RUN_A RUN_B      # two runs side by side (ids, paths or latest)
     python runner.py publish RUN DEST         # a small copy of a run to commit or send
+    python runner.py --ray [ADDRESS]          # on a Ray cluster: one run folder per GPU type, one fleet page
 
 Each run writes executed notebooks, HTML, one results JSON per notebook, environment.json,
 summary.json and index.html; ``outputs/latest`` points at the last usable run. Invalid parameters are
@@ -37,6 +38,7 @@ if __name__ == "__main__":  # a Python without the suite's packages hands over t
 from latency_lab import (
     compile_cache,
     environment,
+    fleet,
     interrupts,
     notebook_changes,
     notebook_run,
@@ -83,6 +85,22 @@ def parse_args(argv=None) -> argparse.Namespace:
         "One GPU chosen: one after another on it. On a CPU (--device cpu, or no GPU) or a machine "
         "with one GPU it changes nothing (default: one after another on --device)",
     )
+    ap.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="run on a Ray cluster: each notebook one task per GPU type, one GPU each; ADDRESS: HOST:PORT, "
+        "ray://HOST:PORT or auto (none: RAY_ADDRESS, else a cluster running here, else Ray started here). "
+        "One run folder per type and a fleet page side by side (needs latency-lab[cluster])",
+    )
+    ap.add_argument(
+        "--accelerators",
+        metavar="H100,H200,L40S",
+        help="with --ray: the GPU types to run on, as Ray names them (accelerator_type:<T>; default: every "
+        "type the cluster has)",
+    )
+    ap.add_argument("--runtime-env", metavar="FILE", help="with --ray: a JSON file, Ray's runtime_env for the tasks")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds a single cell may run, > 0 (default: 1800)")
     ap.add_argument("--notebook-dir", default=str(notebook_run.NOTEBOOK_DIR), help=argparse.SUPPRESS)
     ap.add_argument("--list", action="store_true", help="list notebooks and their parameters, then exit")
@@ -132,6 +150,7 @@ def check_args(args: argparse.Namespace) -> None:
     if not args.output_dir.strip():
         raise SetupError("invalid --output-dir '': allowed a folder path")
     run_folder.check_run_id(args.run_id)
+    fleet.check_options(args)
 
 
 def list_notebooks(notebooks: dict[str, Path]) -> None:
@@ -151,19 +170,6 @@ def list_quietly(notebooks: dict[str, Path]) -> int:
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to fail at exit
     return 0
-
-
-def notebook_parameters(name: str, values: dict, path: Path) -> dict:
-    """What the runner injects into notebook ``name``: every parameter its cell declares and any of its
-    own defaults (``parameters.NOTEBOOK_DEFAULTS``), resolved from ``values`` and the package alone, so
-    an edited parameters cell never changes a batch run. An undeclared ``EVERY_NOTEBOOK`` parameter goes
-    in when given (else the notebook's setup resolves the same default itself)."""
-    names = {
-        *notebook_run.declared_parameters(path),
-        *parameters.NOTEBOOK_DEFAULTS.get(name, {}),
-        *(n for n in parameters.EVERY_NOTEBOOK if n in values),
-    }
-    return parameters.injected(parameters.for_notebook(name, values), names)
 
 
 def cache_folder(mode: str, run_dir: Path) -> Path | None:
@@ -197,6 +203,7 @@ def prepare_run(args: argparse.Namespace):
     if not notebooks:
         raise SetupError(f"no notebooks found in {args.notebook_dir}")
     values = run_values(args)
+    checked = fleet.checked_values(values) if args.ray is not None else values  # a GPU on the nodes, not here
     declared = {name: notebook_run.declared_names(path) for name, path in notebooks.items()}
     known = sorted(n for n in set().union(*declared.values()) if n in SETTABLE)
     for name in parse_overrides(args.param):
@@ -204,9 +211,9 @@ def prepare_run(args: argparse.Namespace):
             raise ParameterError(name, values[name], "no value: the runner sets it; use --output-dir")
         if name not in known:
             raise ParameterError(name, values[name], "parameters of the selected notebooks: " + ", ".join(known))
-    params = validate(values)
+    params = validate(checked)
     for name in notebooks:  # a notebook's own defaults with the given values, checked before any notebook starts
-        parameters.for_notebook(name, values)
+        parameters.for_notebook(name, checked)
     root = run_folder.output_root(args.output_dir)
     check_writable(root, args.output_dir)
     return notebooks, values, declared, params, root
@@ -237,10 +244,15 @@ def run(args: argparse.Namespace, argv, stop: interrupts.Stop) -> int:
         if args.list:
             return list_quietly(notebook_run.select(notebook_run.discover(Path(args.notebook_dir)), args.notebooks))
         notebooks, values, declared, params, root = prepare_run(args)
-        slots = scheduler.plan(args.gpus, params.device)
-        stop.hold()  # the run folder and its cache folder are made whole; a signal meanwhile waits for arm()
-        run_dir = run_folder.new_run_dir(root, args.run_id, params.preset, params.device)
-        cache_root = cache_folder(args.compile_cache, run_dir)
+        if args.ray is not None:
+            cluster = fleet.connect(args)
+            stop.hold()
+            run_dir, cache_root = run_folder.new_run_dir(root, args.run_id, params.preset, "ray"), None
+        else:
+            slots = scheduler.plan(args.gpus, params.device)
+            stop.hold()  # the run folder and its cache folder are made whole; a signal meanwhile waits for arm()
+            run_dir = run_folder.new_run_dir(root, args.run_id, params.preset, params.device)
+            cache_root = cache_folder(args.compile_cache, run_dir)
     except ValueError as e:  # ParameterError and SetupError included
         print(f"runner.py: error: {e}", file=sys.stderr)
         return EXIT_SETUP
@@ -256,6 +268,8 @@ def run(args: argparse.Namespace, argv, stop: interrupts.Stop) -> int:
         "parameters": {"given": values, "resolved": {**params.to_dict(), "output_dir": str(run_dir.resolve())}},
         "compile_cache": {"mode": args.compile_cache},
     }
+    if args.ray is not None:
+        return run_fleet(fleet.Fleet(cluster["types"], notebooks, values, run_dir, args), stop, cluster, meta, t0)
     outcomes: list[notebook_run.Outcome] = []
     kernels = {**compile_cache.environment(cache_root), results.RUN_DIR: str(run_dir.resolve())}
     try:
@@ -278,6 +292,64 @@ def run(args: argparse.Namespace, argv, stop: interrupts.Stop) -> int:
     outcomes = scheduler.in_order(list(notebooks), outcomes)
     meta["seconds"] = round(time.perf_counter() - t0, 1)
     return finish(stop, root, run_dir, cache_root, meta, outcomes)
+
+
+def run_fleet(tasks: fleet.Fleet, stop: interrupts.Stop, cluster: dict, meta: dict, t0: float) -> int:
+    """``--ray``: the tasks submitted and collected (``fleet.Fleet``), whatever stops them (a signal,
+    an error) ending the run as ``finish`` does: the running tasks cancelled, each type's folder and
+    the fleet page written; one line and the exit status. ``latest`` is left as it is."""
+    import ray
+
+    meta["ray"] = {"address": cluster["address"], "types": tasks.types}
+    meta["device"] = tasks.values["device"]  # as given: each node resolves it
+    types = ", ".join(tasks.types)
+    print(
+        f"run {tasks.dir} · {len(tasks.notebooks)} notebooks × GPU types {types} · Ray {cluster['address']}", flush=True
+    )
+    try:
+        try:
+            stop.arm()
+            tasks.run()
+        except Exception as e:  # a write that failed, or a bug: the run is finished all the same
+            meta["stopped"] = f"{type(e).__name__}: {e}"
+            if not isinstance(e, OSError):
+                traceback.print_exc()
+        finally:
+            stop.hold()
+    except KeyboardInterrupt:  # Interrupted, or the KeyboardInterrupt Ray raises in its place from ray.wait
+        stop.received = stop.received or signal.SIGINT
+    interrupted = stop.received and signal.Signals(stop.received).name
+    tasks.cancel(interrupted or "stopped")
+    meta.update(seconds=round(time.perf_counter() - t0, 1), interrupted=interrupted)
+    try:
+        summaries = tasks.finish(meta)
+    except Exception as e:  # a full disk: what was written stays
+        _say(f"runner.py: error: could not write the fleet's pages: {type(e).__name__}: {e}", file=sys.stderr)
+        summaries, meta["stopped"] = [], meta.get("stopped") or str(e)
+    finally:
+        ray.shutdown()
+    if meta.get("stopped"):
+        _say(f"runner.py: error: the run stopped: {clip(meta['stopped'], 300)}", file=sys.stderr)
+    if tasks.unwritten:
+        _say(f"runner.py: error: could not write {', '.join(tasks.unwritten)}", file=sys.stderr)
+    page = tasks.dir / "index.html"
+    if interrupted:
+        _say(f"INTERRUPTED ({interrupted}) · {page}")
+        return 128 + stop.received
+    failed = [
+        f"{t} {n['name']}" for t, sm in zip(tasks.types, summaries) for n in sm["notebooks"] if n["status"] != "ok"
+    ]
+    rows = [
+        f"{t} {n['name']}: {', '.join(n['failed_rows'])}"
+        for t, sm in zip(tasks.types, summaries)
+        for n in sm["notebooks"]
+        if n.get("failed_rows")
+    ]
+    _say(
+        f"{'FAILED: ' + ', '.join(failed) if failed else 'all tasks ok'}"
+        f"{' · FAILED ROWS: ' + '; '.join(rows) if rows else ''} · {meta['seconds']} s · {page}"
+    )
+    return EXIT_FAILED if failed or rows or meta.get("stopped") or tasks.unwritten or not summaries else 0
 
 
 def finish(
@@ -345,7 +417,7 @@ def run_notebooks(notebooks, values, params, run_dir, args, meta, outcomes, slot
     where = f"GPUs {', '.join(s.gpu for s in slots)} side by side" if len(slots) > 1 else f"device {params.device}"
     print(f"run {run_dir} · {len(notebooks)} notebooks · {where} · kernel {kernel}", flush=True)
     injected = {
-        name: {**notebook_parameters(name, values, path), "output_dir": str(run_dir.resolve())}
+        name: {**notebook_run.injected_parameters(name, values, path), "output_dir": str(run_dir.resolve())}
         for name, path in notebooks.items()
     }
     if len(slots) > 1:

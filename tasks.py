@@ -5,8 +5,10 @@
     python3 tasks.py test [pytest args]       # ruff (lint, format check), then the test suite, in parallel
     python3 tasks.py lab                      # JupyterLab on the project, opened at a start page
     python3 tasks.py install                  # only the setup
+    python3 tasks.py install --cluster        # and Ray, for runner.py --ray (or LATENCY_LAB_CLUSTER=1 before any task)
 
-Needs nothing but Python 3.11+. nvFuser is added where ``nvidia-smi`` sees a GPU on Linux x86-64. In a
+Needs nothing but Python 3.11+. nvFuser is added where ``nvidia-smi`` sees a GPU on Linux x86-64; Ray
+(pyproject's ``cluster`` extra) only when asked, and then in every later setup of the same ``.venv``. In a
 git checkout every task also installs the clean filter that keeps notebook outputs out of commits.
 A task runs as the terminal's foreground job (Ctrl-C goes to it alone); SIGINT, SIGTERM and SIGHUP
 sent to tasks.py are passed on to it, and tasks.py waits for it and exits with its status.
@@ -38,6 +40,7 @@ FILTER = "notebook-outputs"  # .gitattributes applies it to notebooks/*.ipynb
 START_PAGE = "notebooks/START.md"  # written by ``tasks.py lab`` (latency_lab.start_page); not tracked
 LAB_CONFIG = ROOT / ".jupyter"  # labconfig: Markdown opens rendered (the start page, the README)
 SUITE_MODULES = ("torch", "papermill", "nbconvert", "plotly")  # what runner.py cannot start without
+CLUSTER = "LATENCY_LAB_CLUSTER"  # =1: install the cluster extra (Ray) too, as ``install --cluster`` does
 
 
 def has_gpu() -> bool:
@@ -65,26 +68,34 @@ def install_plan(gpu: bool) -> str:
     return f"{', '.join(pins(gpu))} ({why}); torch's wheel is large: the first setup takes minutes"
 
 
-def _stamp(gpu: bool) -> str:
-    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + str(gpu).encode()).hexdigest()
+def _stamp(gpu: bool, cluster: bool = False) -> str:
+    text = (ROOT / "pyproject.toml").read_bytes() + str(gpu).encode() + (b"cluster" if cluster else b"")
+    return hashlib.sha256(text).hexdigest()
+
+
+def wants_cluster(asked: bool = False) -> bool:
+    """Whether the setup includes the cluster extra: asked (``--cluster``, ``LATENCY_LAB_CLUSTER=1``),
+    or the ``.venv`` was set up with it (it stays)."""
+    return asked or os.environ.get(CLUSTER) == "1" or (STAMP.exists() and STAMP.read_text() == _stamp(has_gpu(), True))
 
 
 def is_set_up() -> bool:
     """Whether ``.venv`` is set up for the current pyproject.toml (``install`` would do nothing)."""
-    return STAMP.exists() and STAMP.read_text() == _stamp(has_gpu())
+    return STAMP.exists() and STAMP.read_text() == _stamp(has_gpu(), wants_cluster())
 
 
-def install() -> None:
-    gpu = has_gpu()
-    want = _stamp(gpu)
+def install(cluster: bool = False) -> None:
+    gpu, cluster = has_gpu(), wants_cluster(cluster)
+    want = _stamp(gpu, cluster)
     if STAMP.exists() and STAMP.read_text() == want:
         return
-    print(f"tasks.py: setting up {VENV}: {install_plan(gpu)} ...", flush=True)
+    extra = "; Ray (the cluster extra, for runner.py --ray)" if cluster else ""
+    print(f"tasks.py: setting up {VENV}: {install_plan(gpu)}{extra} ...", flush=True)
     if not PY.exists():
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
     pip = [str(PY), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     subprocess.run([*pip, "--upgrade", "pip"], check=True)
-    subprocess.run([*pip, "-e", f"{ROOT}[test{',gpu' if gpu else ''}]"], check=True)
+    subprocess.run([*pip, "-e", f"{ROOT}[test{',gpu' if gpu else ''}{',cluster' if cluster else ''}]"], check=True)
     subprocess.run(
         [
             str(PY),
@@ -259,7 +270,10 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] not in tasks:
         print(__doc__, file=sys.stderr)
         return 2
-    install()
+    if argv[0] == "install" and argv[1:] not in ([], ["--cluster"]):
+        print(f"tasks.py install: unknown arguments {' '.join(argv[1:])}; allowed: --cluster", file=sys.stderr)
+        return 2
+    install(cluster=argv[1:] == ["--cluster"])
     install_git_filter()
     if tasks[argv[0]] is None:
         return 0

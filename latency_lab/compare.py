@@ -1,4 +1,4 @@
-"""Compare two runs: ``python runner.py compare RUN_A RUN_B``.
+"""Compare two runs: ``python runner.py compare RUN_A RUN_B``; or more: ``compare RUN_A RUN_B RUN_C ...``.
 
 A run is a folder of ``<notebook>.results.json`` files (``environment.json`` and ``summary.json``
 beside them are used when present: the environment, and where each notebook ran), named by its id
@@ -12,6 +12,10 @@ levels against each other). The parameters and environments that differ come fir
 metrics and notebooks found in one run only, and files that cannot be read, are listed as skipped.
 The report is printed and written as ``compare-<A>-vs-<B>.html`` and ``.json`` into RUN_B's folder
 (RUN_A's when B is a published copy, which nothing writes into), or into ``--out``.
+
+With more than two runs (``compare_many``), A is set against each other run as above, and the pairs
+are merged into one page: per number A's value and range, then each other run's value, range, ratio
+to A and verdict; the seed's tables get one column per run (``runner.py --ray``'s fleet page).
 """
 
 from __future__ import annotations
@@ -64,6 +68,18 @@ def two_runs(name_a: str, name_b: str, output_dir: Path) -> tuple[Path, Path]:
     if a == b:
         raise CompareError(f"run A {name_a!r} and run B {name_b!r} are the same folder ({a}): give two runs")
     return a, b
+
+
+def resolve_runs(names: list[str], output_dir: Path) -> list[Path]:
+    """The folders of the runs named (``resolve_run``), none twice; two runs as ``two_runs`` says it."""
+    if len(names) == 2:
+        return list(two_runs(*names, output_dir))
+    paths = [resolve_run(n, output_dir) for n in names]
+    for i, path in enumerate(paths):
+        if path in paths[:i]:
+            first = names[paths.index(path)]
+            raise CompareError(f"runs {first!r} and {names[i]!r} are the same folder ({path}): give each run once")
+    return paths
 
 
 def load_run(path: Path) -> dict:
@@ -498,6 +514,198 @@ def to_html(report: dict) -> str:
     )
 
 
+# --- N runs: A against each other run ------------------------------------------------------------------
+
+PER_RUN = ("b", "b_interval", "b_q1_q3", "ratio", "beyond_spread", "verdict", "decided")  # of a pair's row
+
+
+def compare_many(runs: list[dict]) -> dict:
+    """Run A (the first of ``runs``) against each other run, pair by pair (``compare``: the same
+    verdicts), merged: one line per number A and some other run hold, with A's value and, per other
+    run, its value, ranges, ratio to A and verdict (None where that run lacks the number); per
+    notebook where each run ran, and the parameters and environment entries that differ anywhere."""
+    a, others = runs[0], runs[1:]
+    pairs = [compare(a, b) for b in others]
+    lines: dict[tuple, dict] = {}
+    for i, pair in enumerate(pairs):
+        for e in pair["rows"]:
+            key = (e["notebook"], e["row"], e["metric"])
+            line = lines.setdefault(key, {**{k: e[k] for k in TABLE_KEYS_A}, "others": [None] * len(pairs)})
+            line["others"][i] = {k: e[k] for k in PER_RUN}
+    notebooks = [n for n in a["notebooks"] if any(n in p["notebooks"] for p in pairs)]
+    rows = sorted(lines.values(), key=lambda line: notebooks.index(line["notebook"]))
+    return {
+        "runs": [{"name": r["name"], "path": r["path"]} for r in runs],
+        "notebooks": notebooks,
+        "ran_on": [{"name": n, "runs": [r["ran_on"].get(n) or "not recorded" for r in runs]} for n in notebooks],
+        "parameters": _differing(pairs, "parameters"),
+        "environment": _differing(pairs, "environment"),
+        "skipped": [f"{b['name']}: {s}" for b, p in zip(others, pairs) for s in p["skipped"]],
+        "tallies": [f"{b['name']} against {a['name']}: {tally(p)}" for b, p in zip(others, pairs)],
+        "seed_tables": seed_tables(runs),
+        "rows": rows,
+    }
+
+
+TABLE_KEYS_A = ("notebook", "row", "metric", "a", "a_interval", "a_q1_q3")
+
+
+def _differing(pairs: list[dict], section: str) -> list[dict]:
+    """Entries of ``section`` (parameters, environment) that differ between A and any other run:
+    name, A's value and each other run's (None where that pair did not differ: the same as A)."""
+    found: dict[str, dict] = {}
+    for i, pair in enumerate(pairs):
+        for d in pair[section]:
+            entry = found.setdefault(d["name"], {"name": d["name"], "a": d["a"], "others": [_SAME] * len(pairs)})
+            entry["others"][i] = d["b"]
+    return list(found.values())
+
+
+_SAME = "= A"  # an entry that differs in another pair only
+
+
+def seed_tables(runs: list[dict]) -> list[dict]:
+    """The seed's tables (``executor_timing.seed_tables``) with one column per run that measured the
+    seed's step on a GPU (``report.seed_step``); none without such a run."""
+    from .executor_timing import seed_tables as tables_of
+    from .report import seed_step
+
+    merged: dict[str, dict] = {}
+    shown = [r for r in runs if seed_step(r["notebooks"].get(results.EXECUTOR_TIMING) or {})]
+    for i, run in enumerate(shown):
+        for t in tables_of(run["notebooks"][results.EXECUTOR_TIMING].get("rows") or []):
+            title = t["title"].replace(" and here", " and each run")
+            table = merged.setdefault(
+                title,
+                {
+                    "title": title,
+                    "columns": [t["columns"][0], t["columns"][1]]
+                    + [t["columns"][2].replace("here", r["name"], 1) for r in shown],
+                    "rows": {},
+                },
+            )
+            for label, seed, here, _ in t["rows"]:
+                table["rows"].setdefault(label, [label, seed] + [None] * len(shown))[2 + i] = here
+    return [{**t, "rows": list(t["rows"].values())} for t in merged.values()]
+
+
+def _range(entry: dict, side: str) -> str:
+    """A run's interval for a number, else its q1-q3 (so marked); blank where it has neither."""
+    if entry.get(f"{side}_interval"):
+        return fmt_range(entry[f"{side}_interval"])
+    return f"q1-q3 {fmt_range(entry[f'{side}_q1_q3'])}" if entry.get(f"{side}_q1_q3") else ""
+
+
+def many_columns(report: dict) -> list[str]:
+    """The wide table's headers: row, metric, A's value and range, then per other run its value,
+    range, ratio to A and verdict."""
+    a, others = report["runs"][0]["name"], [r["name"] for r in report["runs"][1:]]
+    return [
+        "row",
+        "metric",
+        a,
+        f"{a} range",
+        *(f"{b}{s}" for b in others for s in ("", " range", f" / {a}", " verdict")),
+    ]
+
+
+def many_cells(line: dict) -> list:
+    """One line of the wide table (``many_columns``), a verdict beyond the spread marked."""
+    cells = [line["row"], line["metric"], line["a"], _range(line, "a")]
+    for o in line["others"]:
+        if o is None:
+            cells += [None, None, None, "not in this run"]
+        else:
+            cells += [
+                o["b"],
+                _range(o, "b"),
+                o["ratio"],
+                tables.Cell(o["decided"], "differs" if o["beyond_spread"] else ""),
+            ]
+    return cells
+
+
+def many_text(report: dict) -> str:
+    """The N-run report as plain text: the runs, where each notebook ran, what differs, skipped
+    items, the wide table and one tally per other run."""
+    names = [r["name"] for r in report["runs"]]
+    lines = [f"{'A: ' if i == 0 else ''}{r['name']}: {r['path']}" for i, r in enumerate(report["runs"])]
+    lines.append("ran on (" + " | ".join(names) + "):")
+    lines += [f"  {d['name']}: {' | '.join(d['runs'])}" for d in report["ran_on"]]
+    for title, items in (
+        ("parameters that differ", report["parameters"]),
+        ("environment that differs", report["environment"]),
+    ):
+        lines.append(f"{title}:" + ("" if items else " none"))
+        lines += [f"  {d['name']}: {' | '.join(shown(v) for v in [d['a'], *d['others']])}" for d in items]
+    if report["skipped"]:
+        lines.append("skipped: " + "; ".join(report["skipped"]))
+    header = ["notebook", *many_columns(report)]
+    body = [
+        [line["notebook"], *(tables.number(c.value if isinstance(c, tables.Cell) else c) for c in many_cells(line))]
+        for line in report["rows"]
+    ]
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *body]]
+    return "\n".join([*lines, *report["tallies"]])
+
+
+def many_html(report: dict, title: str | None = None, status=None) -> str:
+    """The N-run page (``templates/compare_many.html.j2``): ``status`` (a fleet's table of tasks)
+    first, where each notebook ran, what differs, the seed's tables, skipped items, then one wide
+    table per notebook."""
+    names = [r["name"] for r in report["runs"]]
+
+    def differing(items):
+        rows = [[d["name"], *(shown(v) for v in [d["a"], *d["others"]])] for d in items]
+        return tables.html_table(rows, ["name", *names]) if rows else None
+
+    return str(
+        tables.render(
+            "compare_many.html.j2",
+            title=title or f"latency-lab compare: {' vs '.join(names)}",
+            runs=report["runs"],
+            status=status,
+            tallies=report["tallies"],
+            differences=[
+                (
+                    "Ran on",
+                    tables.html_table([[d["name"], *d["runs"]] for d in report["ran_on"]], ["notebook", *names]),
+                ),
+                ("Parameters that differ", differing(report["parameters"])),
+                ("Environment that differs", differing(report["environment"])),
+            ],
+            seed_tables=[tables.html_table(t) for t in report["seed_tables"]],
+            skipped=report["skipped"],
+            notebooks=[(nb, _many_table(report, nb)) for nb in report["notebooks"]],
+        )
+    )
+
+
+def _many_table(report: dict, notebook: str):
+    """The wide table of ``notebook``'s numbers (lines with one beyond the spread marked); None
+    where it has none (its results hold no metric, as 01's)."""
+    lines = [line for line in report["rows"] if line["notebook"] == notebook]
+    if not lines:
+        return None
+    beyond = ["beyond" if any(o and o["beyond_spread"] for o in line["others"]) else "" for line in lines]
+    return tables.html_table([many_cells(line) for line in lines], many_columns(report), row_classes=beyond)
+
+
+def write_many(report: dict, folder: Path) -> tuple[Path, Path]:
+    """The N-run page and its JSON as ``compare-A-vs-B-vs-C`` (``compare-A-vs-N-runs`` when the
+    names would make too long a file name) in ``folder``."""
+    names = [r["name"] for r in report["runs"]]
+    stem = "compare-" + "-vs-".join(names)
+    if len(stem) > 200:
+        stem = f"compare-{names[0]}-vs-{len(names) - 1}-runs"
+    folder.mkdir(parents=True, exist_ok=True)
+    page, data = folder / f"{stem}.html", folder / f"{stem}.json"
+    results.write_atomic(page, many_html(report))
+    results.write_atomic(data, json.dumps(report, indent=1, default=str))
+    return page, data
+
+
 def report_folder(report: dict, out: str | None) -> Path:
     """Where the report goes: ``out``, else RUN_B's folder, else RUN_A's; never a published copy
     (``runner.py publish``, such as the committed ``outputs/reference-h200``)."""
@@ -507,10 +715,12 @@ def report_folder(report: dict, out: str | None) -> Path:
                 f"--out {out} is a published copy of a run; nothing writes into one: choose another folder"
             )
         return Path(out)
-    for side in ("b", "a"):
-        if not run_folder.is_published(Path(report[side]["path"])):
-            return Path(report[side]["path"])
-    raise CompareError("both runs are published copies, which nothing writes into: give --out DIR for the report")
+    paths = [r["path"] for r in report["runs"]] if "runs" in report else [report["a"]["path"], report["b"]["path"]]
+    for path in reversed(paths):
+        if not run_folder.is_published(Path(path)):
+            return Path(path)
+    which = "both runs are" if len(paths) == 2 else "all runs are"
+    raise CompareError(f"{which} published copies, which nothing writes into: give --out DIR for the report")
 
 
 def write(report: dict, folder: Path) -> tuple[Path, Path]:
@@ -528,17 +738,22 @@ def main(argv: list[str]) -> int:
     )
     ap.add_argument("run_a", help="run A (the baseline): a run id under --output-dir, a path, or latest")
     ap.add_argument("run_b", help="run B: a run id, a path, or latest")
+    ap.add_argument("more", nargs="*", metavar="RUN", help="more runs: each set against A beside B (one page)")
     ap.add_argument("--output-dir", default="outputs", help="folder that holds the runs (default: outputs)")
     ap.add_argument("--out", help="folder for the report (default: RUN_B's folder)")
     args = ap.parse_args(argv)
     try:
         root = Path(args.output_dir)
-        a, b = (load_run(path) for path in two_runs(args.run_a, args.run_b, root))
-        report = compare(a, b)
-        page, data = write(report, report_folder(report, args.out))
+        runs = [load_run(path) for path in resolve_runs([args.run_a, args.run_b, *args.more], root)]
+        if len(runs) == 2:
+            report = compare(*runs)
+            page, data = write(report, report_folder(report, args.out))
+        else:
+            report = compare_many(runs)
+            page, data = write_many(report, report_folder(report, args.out))
     except (ValueError, OSError) as e:
         print(f"runner.py compare: error: {e}", file=sys.stderr)
         return 2
-    print(text(report))
+    print(text(report) if len(runs) == 2 else many_text(report))
     print(f"report: {page} · {data}")
     return 0

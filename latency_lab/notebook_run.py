@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, TextIO
 
-from . import progress, results
+from . import parameters, progress, results
 from .parameters import EVERY_NOTEBOOK, REPO_ROOT, clip, short
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
@@ -119,6 +119,19 @@ def declared_names(path: Path) -> list[str]:
     """The parameters a notebook takes: its parameters cell's names and ``parameters.EVERY_NOTEBOOK``."""
     names = list(declared_parameters(path))
     return names + [n for n in EVERY_NOTEBOOK if n not in names]
+
+
+def injected_parameters(name: str, values: dict, path: Path) -> dict:
+    """What a run injects into notebook ``name``: every parameter its cell declares and any of its
+    own defaults (``parameters.NOTEBOOK_DEFAULTS``), resolved from ``values`` and the package alone, so
+    an edited parameters cell never changes a batch run. An undeclared ``EVERY_NOTEBOOK`` parameter goes
+    in when given (else the notebook's setup resolves the same default itself)."""
+    names = {
+        *declared_parameters(path),
+        *parameters.NOTEBOOK_DEFAULTS.get(name, {}),
+        *(n for n in EVERY_NOTEBOOK if n in values),
+    }
+    return parameters.injected(parameters.for_notebook(name, values), names)
 
 
 def kernel_name() -> str:

@@ -221,7 +221,7 @@ def _timing(run_dir: Path, summary: dict) -> dict | None:
         return None
 
 
-def _seed_step(timing: dict) -> bool:
+def seed_step(timing: dict) -> bool:
     """Whether a timing run measured the seed's step on a GPU (the only runs shown beside the seed's)."""
     p = timing.get("params") or {}
     return str(p.get("device", "")).startswith("cuda") and p.get("preset") == "seed"
@@ -243,7 +243,7 @@ def headline_figure(timing: dict, device: str) -> dict:
     from .registry import REGISTRY
 
     here = sorted((r for r in timing.get("rows", []) if r.get("wall_ms") is not None), key=lambda r: r["wall_ms"])
-    beside = _seed_step(timing)
+    beside = seed_step(timing)
     order = list(dict.fromkeys([*(r["executor"] for r in here), *(seed["rows"] if beside else ())]))
     labels = {**{n: REGISTRY[n].label for n in order if n in REGISTRY}, **{r["executor"]: r["label"] for r in here}}
     cols = seed["columns"]
@@ -477,7 +477,7 @@ def _notebook(summary: dict, n: dict, timing: dict | None, charts_from: Path | N
     ran with unlike the run, its key table, the seed tables (02 on the seed's step) and, from
     ``charts_from`` (the run folder, for report.html), its charts."""
     shown = [tables.html_table(n["key_table"])] if n["key_table"] else []
-    if n["name"] == TIMING_NOTEBOOK and timing and _seed_step(timing):
+    if n["name"] == TIMING_NOTEBOOK and timing and seed_step(timing):
         shown += [tables.html_table(t) for t in executor_timing.seed_tables(timing.get("rows", []))]
     figures = notebook_figures(charts_from, n["files"]) if charts_from else []
     return {

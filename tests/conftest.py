@@ -4,7 +4,8 @@ CPU-only kernels for every test that starts notebooks; the ``gpu`` marker.
 Under pytest-xdist (``tasks.py test`` runs ``-n <CPUs> --dist loadgroup``) the tests that read the
 tiny run are one group, run by one worker, which builds the run once while the others take the rest;
 were they spread anyway (``--dist load``), a file lock still has one worker build it for all. The
-``gpu`` tests are one group too: one GPU, one of them at a time, as in a serial run."""
+``gpu`` tests are one group too: one GPU, one of them at a time, as in a serial run; and so are the
+tests on one local Ray cluster (tests/test_fleet.py)."""
 
 from __future__ import annotations
 
@@ -29,22 +30,24 @@ def cpu_environment(**extra: str) -> dict[str, str]:
     return {**os.environ, **CPU_ONLY, **extra}
 
 
-def run_runner(*args: str, timeout: int = 1200) -> subprocess.CompletedProcess:
-    """``python runner.py ARGS`` in the repo root, output captured; its kernels see no GPU."""
+def run_runner(*args: str, timeout: int = 1200, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``python runner.py ARGS`` in the repo root, output captured; its kernels see no GPU; ``env``:
+    more variables."""
     return subprocess.run(
         [sys.executable, str(ROOT / "runner.py"), *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=cpu_environment(),
+        env=cpu_environment(**(env or {})),
     )
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into the node IDs
 def pytest_collection_modifyitems(config, items):
     """``gpu`` tests run where CUDA is present and are skipped, with the reason, where it is not.
-    Under xdist, the ``tiny_run`` tests and the ``gpu`` tests are each one ``xdist_group``."""
+    Under xdist, the ``tiny_run`` tests, the ``gpu`` tests and the tests on the module's Ray cluster
+    (``ray_cluster``, tests/test_fleet.py) are each one ``xdist_group``."""
     import torch
 
     if config.pluginmanager.hasplugin("xdist"):
@@ -53,6 +56,8 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.xdist_group("tiny_run"))
             elif "gpu" in item.keywords:
                 item.add_marker(pytest.mark.xdist_group("gpu"))
+            elif "ray_cluster" in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group("ray"))
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="gpu: needs a CUDA GPU (torch.cuda.is_available() is False here)")

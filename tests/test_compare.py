@@ -411,3 +411,81 @@ def test_a_difference_within_how_far_the_hosts_moved_is_not_beyond_spread(tmp_pa
     assert got["wall_ms"]["decided"] == "same: q1-q3 apart, within the hosts' 60%"  # why, in its own row
     assert got["kernel_ms"]["decided"] == "differs: q1-q3 apart"
     assert "up to 60% apart" in C.tally(report)
+
+
+# --- N runs: A against each other run, one page ---------------------------------------------------------
+
+
+def seed_timing(run: Path, scale: float, interval: bool = True):
+    """02's results of the seed's step on a GPU (``report.seed_step``): wall and kernel time, kernels
+    and the host time with an interval, as the seed's tables and the fleet page read them."""
+    rows = [
+        {
+            "executor": n,
+            "label": n.upper(),
+            "status": "ok",
+            "wall_ms": w * scale,
+            "wall_q1_ms": w * scale * 0.99,
+            "wall_q3_ms": w * scale * 1.01,
+            "kernel_ms": w / 4,
+            "kernels_per_step": 20,
+            "cpu_overhead_ms": w * scale - w / 4,
+            "host_ms": w * scale * 0.9,
+            **({"host_lo_ms": w * scale * 0.85, "host_hi_ms": w * scale * 0.95} if interval else {}),
+        }
+        for n, w in (("eager", 1.0), ("torch.compile", 0.5))
+    ]
+    results.save(
+        run,
+        "02_executor_timing",
+        Params(preset="seed", device="cuda", output_dir=str(run)),
+        {"gpu": {"name": run.name}},
+        results.key_table("timing", rows),
+        rows=rows,
+    )
+    (run / "environment.json").write_text(json.dumps({"gpu": {"name": run.name}, "cpu": "x"}))
+
+
+def test_many_runs_set_a_against_each_other_run_on_one_page(tmp_path, capsys):
+    """Three runs: each line has A's number and, per other run, its number, range, ratio and the
+    verdict ``compare A B`` gives that pair; the seed's tables get one column per run; the CLI
+    writes ``compare-A-vs-B-vs-C`` into the last run's folder."""
+    for name, scale in (("H100", 1.0), ("H200", 1.02), ("L40S", 2.0)):
+        seed_timing(tmp_path / name, scale)
+    runs = [C.load_run(tmp_path / n) for n in ("H100", "H200", "L40S")]
+    report = C.compare_many(runs)
+    pairs = [C.compare(runs[0], runs[1]), C.compare(runs[0], runs[2])]
+    by = {(e["row"], e["metric"]): e for e in report["rows"]}
+    for i, pair in enumerate(pairs):
+        for e in pair["rows"]:
+            other = by[(e["row"], e["metric"])]["others"][i]
+            assert (other["b"], other["verdict"], other["decided"]) == (e["b"], e["verdict"], e["decided"])
+    host = by[("eager", "host_ms")]
+    assert host["a_interval"] == (0.85, 0.95)
+    assert [o["verdict"] for o in host["others"]] == ["reproduced", "changed"]
+    assert [o["beyond_spread"] for o in by[("eager", "kernels_per_step")]["others"]] == [None, None]
+    assert [d["runs"] for d in report["ran_on"]] == [["not recorded"] * 3]
+    [gpu] = report["environment"]
+    assert (gpu["name"], gpu["a"], gpu["others"]) == ("gpu.name", "H100", ["H200", "L40S"])
+    wall = next(t for t in report["seed_tables"] if t["title"].startswith("Wall time per step: seed (DGX H100"))
+    assert wall["columns"] == ["executor", "seed DGX H100 (ms)", "H100 (ms)", "H200 (ms)", "L40S (ms)"]
+    assert wall["rows"][0][:5] == ["EAGER", 1.014, 1.0, 1.02, 2.0]
+    assert C.main([str(tmp_path / n) for n in ("H100", "H200", "L40S")]) == 0
+    out = capsys.readouterr().out
+    assert "H200 against H100: " in out and "L40S against H100: " in out and "changed: outside both intervals" in out
+    page = (tmp_path / "L40S" / "compare-H100-vs-H200-vs-L40S.html").read_text()
+    assert "<th>L40S verdict</th>" in page and "seed DGX H100 (ms)" in page
+    assert page.count("<style") == 1 and ' style="' not in page  # the pages' one stylesheet
+    assert '<td class="differs">changed: outside both intervals</td>' in page
+    assert json.loads((tmp_path / "L40S" / "compare-H100-vs-H200-vs-L40S.json").read_text())["notebooks"] == [
+        "02_executor_timing"
+    ]
+
+
+def test_many_runs_name_a_run_given_twice_and_a_run_without_common_notebooks(runs, capsys):
+    assert C.main(["a", "b", "a", "--output-dir", str(runs)]) == 2
+    assert f"runs 'a' and 'a' are the same folder ({runs / 'a'}): give each run once" in capsys.readouterr().err
+    results.save(runs / "other", "03_trace_counters", Params(), {}, results.key_table("t", [{"executor": "x"}]))
+    assert C.main(["a", "b", "other", "--output-dir", str(runs)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "have no notebook in common" in err

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 (NVFUSER,) = {p.split("==")[0] for p in tasks.pins(True)} - {p.split("==")[0] for p in tasks.pins(False)}
 
 
-@pytest.mark.parametrize("extras", ["test", "test,gpu"])
+@pytest.mark.parametrize("extras", ["test", "test,gpu", "test,cluster"])
 def test_the_pins_resolve_together(tmp_path, extras):
     """pip's resolver accepts pyproject's pins together (a dry run: nothing is installed): torch,
     Thunder and transformers as DESIGN.md pins them; with nvFuser's build where the index has it
@@ -32,7 +32,8 @@ def test_the_pins_resolve_together(tmp_path, extras):
         pytest.skip(f"the package index here has no {NVFUSER}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
-    for pin in tasks.pins("gpu" in extras):
+    cluster = ["ray==2.60.0"] if "cluster" in extras else []  # pyproject's cluster extra
+    for pin in [*tasks.pins("gpu" in extras), *cluster]:
         name, version = pin.split("==")
         assert got.get(name) == version, (pin, got.get(name))
 
