@@ -152,20 +152,23 @@ def test_depth_fit_interval_from_the_blocks_and_a_difference_of_fits():
     assert d["resolved"] and d["lo"] < 0.7 < d["hi"]
 
 
+def walls_with_interval(run, walls: dict, width: float) -> None:
+    """A run folder with 02's results for ``walls`` (executor -> block walls), each wall's interval
+    +-``width`` of it."""
+    import json
+
+    timing_notebook(run, walls, {})
+    path = run / "02_executor_timing.results.json"
+    data = json.loads(path.read_text())
+    for row in data["rows"]:
+        row.update(wall_lo_ms=row["wall_ms"] * (1 - width), wall_hi_ms=row["wall_ms"] * (1 + width))
+    path.write_text(json.dumps(data))
+
+
 def test_compare_says_reproduced_inside_the_interval_and_changed_outside(tmp_path):
-    def notebook(run, eager, tc):
-        timing_notebook(run, {"eager": eager, "torch.compile": tc}, {})
-        import json
-
-        path = run / "02_executor_timing.results.json"
-        data = json.loads(path.read_text())
-        for row in data["rows"]:
-            w = row["wall_ms"]
-            row.update(wall_lo_ms=w * 0.95, wall_hi_ms=w * 1.05)
-        path.write_text(json.dumps(data))
-
-    notebook(tmp_path / "a", (1.40, 1.38, 1.43), (0.53, 0.52, 0.54))
-    notebook(tmp_path / "b", (1.42, 1.30, 1.90), (0.70, 0.69, 0.71))  # eager reproduces; torch.compile moved
+    walls_with_interval(tmp_path / "a", {"eager": (1.40, 1.38, 1.43), "torch.compile": (0.53, 0.52, 0.54)}, 0.05)
+    # eager reproduces; torch.compile moved
+    walls_with_interval(tmp_path / "b", {"eager": (1.42, 1.30, 1.90), "torch.compile": (0.70, 0.69, 0.71)}, 0.05)
     report = C.compare(*(C.load_run(tmp_path / n) for n in "ab"))
     got = {(e["row"], e["metric"]): e for e in report["rows"]}
     assert got[("eager", "wall_ms")]["verdict"] == "reproduced"
@@ -271,20 +274,9 @@ def test_compare_floors_an_older_runs_narrow_interval_and_still_flags_a_lever_si
     """Runs made before the floor carry +-1-3% intervals (the H100 pair of 2026-12-05: 4 of 40 host
     numbers 'changed' by 2-6%); compare floors them, so the same tree reads reproduced, while a change
     the size of a lever (nv-linear: -15% of thunder's host time) still reads changed."""
-
-    def notebook(run, eager, thunder):
-        timing_notebook(run, {"eager": eager, "thunder": thunder}, {})
-        import json
-
-        path = run / "02_executor_timing.results.json"
-        data = json.loads(path.read_text())
-        for row in data["rows"]:
-            w = row["wall_ms"]
-            row.update(wall_lo_ms=w * 0.99, wall_hi_ms=w * 1.01)
-        path.write_text(json.dumps(data))
-
-    notebook(tmp_path / "a", (1.50, 1.49, 1.51), (1.53, 1.52, 1.54))
-    notebook(tmp_path / "b", (1.56, 1.55, 1.57), (1.31, 1.30, 1.32))  # eager +4%: noise; thunder -14%: a lever
+    walls_with_interval(tmp_path / "a", {"eager": (1.50, 1.49, 1.51), "thunder": (1.53, 1.52, 1.54)}, 0.01)
+    # eager +4%: noise; thunder -14%: a lever
+    walls_with_interval(tmp_path / "b", {"eager": (1.56, 1.55, 1.57), "thunder": (1.31, 1.30, 1.32)}, 0.01)
     report = C.compare(*(C.load_run(tmp_path / n) for n in "ab"))
     got = {(e["row"], e["metric"]): e for e in report["rows"]}
     assert got[("eager", "wall_ms")]["verdict"] == "reproduced"
