@@ -524,7 +524,7 @@ def test_edited_parameters_cell_changes_neither_the_batch_run_nor_git(tmp_path):
 
 def test_tasks_lab_writes_the_start_page_and_opens_lab_there(monkeypatch):
     calls = []
-    monkeypatch.setattr(tasks, "install", lambda: None)
+    monkeypatch.setattr(tasks, "install", lambda cluster=False: None)
     monkeypatch.setattr(tasks, "install_git_filter", lambda: calls.append("filter"))
 
     def run(cmd, **kw):
