@@ -733,7 +733,7 @@ def test_interrupt_stops_kills_the_kernel_and_marks_the_run(tmp_path, signum):
     ],
 )
 def test_signal_during_start_up_writes_nothing_or_marks_the_run(tmp_path, signum, when):
-    """A signal before the run folder exists ends the runner quietly with nothing written; one as
+    """A signal before the run folder exists ends the runner with one line, nothing written; one as
     the folder appears (``when`` seconds after) finishes the run as interrupted, all notebooks not
     run: never an unmarked folder, a traceback or a compile-cache folder left behind."""
     nbdir, _ = _interruptible(tmp_path)
@@ -753,6 +753,8 @@ def test_signal_during_start_up_writes_nothing_or_marks_the_run(tmp_path, signum
     assert list((tmp_path / "temp").iterdir()) == []
     if when == "before":
         assert not (tmp_path / "out").exists()
+        name = signal.Signals(signum).name
+        assert stderr == f"runner.py: interrupted ({name}) before any notebook started; nothing written\n", stderr
         return
     summary = json.loads((run / "summary.json").read_text())
     assert summary["interrupted"] == signal.Signals(signum).name
