@@ -906,6 +906,26 @@ def test_a_run_cut_in_its_second_notebook_is_the_last_usable_run_and_compares_on
     assert "last usable run, `outputs/latest` (cut: tiny preset, cpu, interrupted (SIGINT))" in page, page
 
 
+def test_the_start_page_shows_both_references_each_notebook_from_the_folder_that_holds_it(tmp_path):
+    """Issue 24: the H100 reference, and the earlier H200 one whose 07 (cut there) comes from
+    reference-h200-levers, each column headed and its folders named below the table."""
+    page = start_page.text(outputs=tmp_path)
+    seconds = {
+        folder: {
+            n["name"]: n["seconds"]
+            for n in json.loads((REFERENCE.parent / folder / "summary.json").read_text())["notebooks"]
+        }
+        for folder in ("reference-h100", "reference-h200", "reference-h200-levers")
+    }
+    assert "| notebook | answers | here | H100 reference | H200 reference (earlier) |" in page
+    for name in notebook_run.discover():
+        h200 = seconds["reference-h200-levers" if name == "07_levers" else "reference-h200"][name]
+        row = rf"\({name}\.ipynb\) \| [^|]+ \| — \| {seconds['reference-h100'][name]:.0f} s \| {h200:.0f} s \|"
+        assert re.search(row, page), (name, page)
+    assert "*H100 reference*: `outputs/reference-h100` (h100-ref-1+h100-ref-2: seed preset, cuda)" in page
+    assert "`outputs/reference-h200-levers` (h200-07: seed preset, cuda) for 07." in page
+
+
 def _tasks(*args: str) -> list[str]:
     if not tasks.is_set_up():
         pytest.skip(f"{tasks.VENV} is not set up: tasks.py would install it first")
