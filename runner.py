@@ -32,8 +32,10 @@ if __name__ == "__main__":  # a Python without the suite's packages hands over t
     import tasks
 
     tasks.use_suite_python(__file__, sys.argv[1:])
-    for _s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # until main's own, nothing made yet: stop at once
-        signal.signal(_s, lambda signum, frame: os._exit(128 + signum))  # (an exception could be lost in an import)
+    from latency_lab.interrupts import SIGNALS, quit_at_once  # (imports no torch)
+
+    for _s in SIGNALS:  # until main's own, nothing made yet: one line and stop at once
+        signal.signal(_s, quit_at_once)
 
 from latency_lab import (
     compile_cache,
@@ -257,7 +259,7 @@ def run(args: argparse.Namespace, argv, stop: interrupts.Stop) -> int:
         print(f"runner.py: error: {e}", file=sys.stderr)
         return EXIT_SETUP
     except interrupts.Interrupted as e:
-        print(f"runner.py: interrupted ({e}) before the run started; nothing written", file=sys.stderr)
+        print(f"runner.py: {interrupts.BEFORE_START.format(e)}", file=sys.stderr)
         return e.code
     started, t0 = datetime.now().isoformat(timespec="seconds"), time.perf_counter()
     meta = {

@@ -164,7 +164,7 @@ def tied(timed: Rounds, fast: str, slow: str) -> bool:
 
 def ranking_text(table: list[dict], timed: Rounds) -> str:
     """Fastest to slowest by median wall time; two neighbours whose within-round ratio does not
-    separate them are a tie ("~")."""
+    separate them are a tie ("~", explained where there is one)."""
     ranked = sorted((r for r in table if r["wall_ms"] is not None), key=lambda r: r["wall_ms"])
     if not ranked:
         return "No executor produced a wall time here."
@@ -172,10 +172,12 @@ def ranking_text(table: list[dict], timed: Rounds) -> str:
     for prev, r in zip(ranked, ranked[1:]):
         sign = "~" if tied(timed, prev["executor"], r["executor"]) else "<"
         order += f" {sign} {r['executor']} ({number(r['wall_ms'])} ms)"
-    return (
-        f"Fastest to slowest by median wall time: {order}. '~': the within-round ratio of the two "
-        "does not separate them (its quartiles include 1)."
+    tie = (
+        " '~': the within-round ratio of the two does not separate them (its quartiles include 1)."
+        if " ~ " in order
+        else ""
     )
+    return f"Fastest to slowest by median wall time: {order}.{tie}"
 
 
 def seed_order_text(table: list[dict], timed: Rounds, params) -> str | None:

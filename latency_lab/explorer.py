@@ -683,26 +683,33 @@ def plotly_output(fig) -> dict:
 
 
 class _WidgetProgress(Progress):
-    """The widgets' progress: bar, status line and a log of the last steps, one line each."""
+    """The widgets' progress: bar, status line and a log of the last steps, one line each; once Stop
+    is pressed, the status line says what finishes before the run stops."""
 
     live = True
 
     def __init__(self, ui: "ExplorerUI", echo: bool):
         super().__init__(echo)
-        self.ui, self.text, self.lines = ui, "", []
+        self.ui, self.text, self.shown, self.lines = ui, "", "", []
 
     def step(self, done: int, total: int, text: str) -> None:
         super().step(done, total, text)
         ui = self.ui
         ui.progress.max, ui.progress.value, ui.progress.description = total, done, f"{done}/{total}"
-        self.text = text
+        self.text = self.shown = text
         ui.status.value = html_escape(text)
         self.lines = (self.lines + [f"[{done}/{total}] {text}"])[-8:]
         log = "\n".join(self.lines)
         ui.log.value = f"<pre>{html.escape(log)}</pre>"
 
     def detail(self, text: str) -> None:
-        self.ui.status.value = html_escape(f"{self.text} · {text}")
+        self.shown = f"{self.text} · {text}"
+        self.show()
+
+    def show(self) -> None:
+        """What runs now on the status line; after Stop, as what finishes first."""
+        stopping = self.ui.stop_switch.is_set()
+        self.ui.status.value = html_escape(f"stopping: finishing {self.shown} ..." if stopping else self.shown)
 
 
 class ExplorerUI:
@@ -717,6 +724,7 @@ class ExplorerUI:
         self.explorer, self.seed, self.notebook_dir = explorer, params.seed, notebook_dir
         self.worker: threading.Thread | None = None
         self.stop_switch = StopSwitch()
+        self.reporter: _WidgetProgress | None = None  # the running (or last) run's progress
         self.compared: Path | None = None  # the reference the comparison shows, redone after each run
         wide = {"style": {"description_width": "8em"}}
         self.preset = w.Dropdown(options=PRESETS, value=params.preset, description="preset", **wide)
@@ -844,7 +852,8 @@ class ExplorerUI:
         self.stop_switch = StopSwitch()
         self.run_button.disabled, self.stop_button.disabled = True, False
         try:
-            run = self.explorer.run(settings, _WidgetProgress(self, echo), self.stop_switch)
+            self.reporter = _WidgetProgress(self, echo)
+            run = self.explorer.run(settings, self.reporter, self.stop_switch)
             colour = "#c22" if run["error"] or run["stopped"] else "#a60" if run["noisy"] else "inherit"
             self.status.value = f"<b style='color:{colour}'>{html_escape(summary_line(run))}</b>"
             self._refresh()
@@ -857,11 +866,12 @@ class ExplorerUI:
             self.progress.description = "idle"
 
     def on_stop(self) -> None:
+        """Stop before the next call; the status line says at once what finishes first (a first call,
+        say, runs to its end) and keeps saying it while that runs."""
         self.stop_switch.set()
-        running = self.progress.description != "idle" and self.status.value
-        self.status.value = html_escape("stopping before the next call ...") + (
-            f" (what runs now finishes first: {running})" if running else ""
-        )
+        self.stop_button.disabled = True
+        if self.reporter and self.progress.description != "idle":
+            self.reporter.show()
 
     def _refresh(self) -> None:
         """Chart, table and the rows to pick details from, after a run; the comparison again, where

@@ -10,11 +10,23 @@ A second Ctrl-C cannot cut the finishing short. ``received`` is the first signal
 
 from __future__ import annotations
 
+import os
 import signal
 from contextlib import contextmanager
 from typing import Iterator
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+BEFORE_START = "interrupted ({}) before any notebook started; nothing written"
+
+
+def quit_at_once(signum, frame) -> None:
+    """The runner's handler while it starts, before ``Stop``'s and before anything is made: one line
+    on stderr, then exit at once (an exception could be lost in an import)."""
+    try:
+        os.write(2, f"runner.py: {BEFORE_START.format(signal.Signals(signum).name)}\n".encode())
+    except OSError:  # the terminal is gone (a hang-up)
+        pass
+    os._exit(128 + signum)
 
 
 class Interrupted(KeyboardInterrupt):

@@ -17,6 +17,8 @@ from typing import Callable
 THUNDER_TORCH = ("apex", "cudnn", "sdpa")
 THUNDER_TORCHCOMPILE = ("apex", "cudnn", "sdpa", "torchcompile")
 THUNDER_TORCHCOMPILE_CAT = ("apex", "cudnn", "sdpa", "torchcompile_cat", "nvfuser")
+# What thunder needs before it registers an optional executor of those lists (thunder 0.2.6).
+OPTIONAL_NEEDS = {"cudnn": "the cuDNN frontend, pip nvidia-cudnn-frontend", "apex": "NVIDIA Apex"}
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,12 @@ def thunder_executors(wanted: tuple[str, ...], notes: list[str]) -> list:
     registered = {ex.name: ex for ex in thunder.get_all_executors()}
     missing = [n for n in wanted if n not in registered]
     if missing:
-        notes.append(f"skipped, not registered in thunder here: {', '.join(missing)}")
+        needs = "; ".join(f"{n} needs {OPTIONAL_NEEDS.get(n, 'its library')}" for n in missing)
+        notes.append(
+            f"skipped {', '.join(missing)}: in the seed's executor list, not in thunder's here (thunder registers "
+            f"these optional executors only where their library is installed, and it is not here: {needs}); the "
+            "list's other executors run"
+        )
     return [registered[n] for n in wanted if n in registered]
 
 

@@ -264,6 +264,34 @@ def test_widgets_run_in_a_worker_show_errors_and_keep_working(tiny_params, tmp_p
     assert ui.on_compare(tmp_path / "no-such-run") is None and "not a run folder" in ui.comparison.value
 
 
+def test_stop_says_at_once_what_finishes_first(tiny_params, tmp_path, monkeypatch):
+    """Issue 24: Stop during a first call that runs 14 s more: the status line says at once what
+    finishes first, and keeps saying it while that call reports its phase."""
+    ui = X.ExplorerUI(X.Explorer(tmp_path), tiny_params, tmp_path / "saved.json")
+    pressed, seen = threading.Event(), []
+
+    def long_first_call(settings, progress, stop, *args):
+        progress.step(1, 4, "thunderfx: first call (build, trace, compile)")
+        progress.detail("Dynamo tracing · 18 s")
+        pressed.wait(60)
+        progress.detail("Dynamo tracing · 19 s")  # the call goes on after Stop
+        seen.append(ui.status.value)
+        return {"stopped": "thunderfx, first call"}
+
+    monkeypatch.setattr(X, "measure", long_first_call)
+    worker = ui.on_run()
+    deadline = time.monotonic() + 60
+    while "18 s" not in ui.status.value and time.monotonic() < deadline:
+        time.sleep(0.01)
+    ui.on_stop()
+    running = "thunderfx: first call (build, trace, compile) · Dynamo tracing"
+    assert ui.status.value == f"stopping: finishing {running} · 18 s ..." and ui.stop_button.disabled
+    pressed.set()
+    worker.join(60)
+    assert seen == [f"stopping: finishing {running} · 19 s ..."]
+    assert "stopped (thunderfx, first call)" in ui.status.value
+
+
 def test_out_of_range_numbers_are_red_messages_not_silent_clamps(tiny_params, tmp_path, monkeypatch):
     """Layers 0 and threads 99 reach validation (a ParameterError naming them), as every other bad value does."""
     ui = X.ExplorerUI(X.Explorer(tmp_path), tiny_params, tmp_path / "saved.json")

@@ -522,6 +522,29 @@ def test_edited_parameters_cell_changes_neither_the_batch_run_nor_git(tmp_path):
     assert all(not c.outputs and c.execution_count is None for c in staged.cells if c.cell_type == "code")
 
 
+def test_opening_a_notebook_in_jupyterlab_changes_nothing_git_sees(tmp_path):
+    """Issue 24: on opening a notebook JupyterLab sets the kernel's language_info (its Python version
+    and more) and autosaves; the project's pre-save hook saves the language_info git stores, so the
+    file stays byte for byte the committed one and git status lists nothing."""
+    from test_notebook_files import git, make_repo
+
+    repo = make_repo(tmp_path / "repo", ("00_explorer",))
+    path = repo / "notebooks" / "00_explorer.ipynb"
+    committed, log = path.read_bytes(), tmp_path / "server.log"
+    with running_lab(repo, tmp_path) as server, chromium_page(tmp_path / "profile") as page:
+        page.call("Page.navigate", url=server.url("/lab/tree/notebooks/00_explorer.ipynb"))
+        page.wait(f"!!(window.jupyterapp && {PANEL})", 180, "the notebook panel", log)
+        page.wait(f"{PANEL}.context.model.metadata.language_info?.version", 180, "the kernel's language_info", log)
+        before = path.stat().st_mtime_ns
+        page.js(f"{PANEL}.context.save()")  # as autosave does
+        deadline = time.monotonic() + 60
+        while path.stat().st_mtime_ns == before and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert path.stat().st_mtime_ns != before, "JupyterLab did not save the notebook"
+    assert path.read_bytes() == committed
+    assert git(repo, "status", "--porcelain", "--", "notebooks/00_explorer.ipynb") == ""
+
+
 def test_tasks_lab_writes_the_start_page_and_opens_lab_there(monkeypatch):
     calls = []
     monkeypatch.setattr(tasks, "install", lambda cluster=False: None)

@@ -733,7 +733,7 @@ def test_interrupt_stops_kills_the_kernel_and_marks_the_run(tmp_path, signum):
     ],
 )
 def test_signal_during_start_up_writes_nothing_or_marks_the_run(tmp_path, signum, when):
-    """A signal before the run folder exists ends the runner quietly with nothing written; one as
+    """A signal before the run folder exists ends the runner with one line, nothing written; one as
     the folder appears (``when`` seconds after) finishes the run as interrupted, all notebooks not
     run: never an unmarked folder, a traceback or a compile-cache folder left behind."""
     nbdir, _ = _interruptible(tmp_path)
@@ -753,6 +753,8 @@ def test_signal_during_start_up_writes_nothing_or_marks_the_run(tmp_path, signum
     assert list((tmp_path / "temp").iterdir()) == []
     if when == "before":
         assert not (tmp_path / "out").exists()
+        name = signal.Signals(signum).name
+        assert stderr == f"runner.py: interrupted ({name}) before any notebook started; nothing written\n", stderr
         return
     summary = json.loads((run / "summary.json").read_text())
     assert summary["interrupted"] == signal.Signals(signum).name
@@ -902,6 +904,26 @@ def test_a_run_cut_in_its_second_notebook_is_the_last_usable_run_and_compares_on
     assert "02_executor_timing: only in A (reference-h200)" in report["skipped"], report["skipped"]
     page = start_page.text(outputs=out)
     assert "last usable run, `outputs/latest` (cut: tiny preset, cpu, interrupted (SIGINT))" in page, page
+
+
+def test_the_start_page_shows_both_references_each_notebook_from_the_folder_that_holds_it(tmp_path):
+    """Issue 24: the H100 reference, and the earlier H200 one whose 07 (cut there) comes from
+    reference-h200-levers, each column headed and its folders named below the table."""
+    page = start_page.text(outputs=tmp_path)
+    seconds = {
+        folder: {
+            n["name"]: n["seconds"]
+            for n in json.loads((REFERENCE.parent / folder / "summary.json").read_text())["notebooks"]
+        }
+        for folder in ("reference-h100", "reference-h200", "reference-h200-levers")
+    }
+    assert "| notebook | answers | here | H100 reference | H200 reference (earlier) |" in page
+    for name in notebook_run.discover():
+        h200 = seconds["reference-h200-levers" if name == "07_levers" else "reference-h200"][name]
+        row = rf"\({name}\.ipynb\) \| [^|]+ \| — \| {seconds['reference-h100'][name]:.0f} s \| {h200:.0f} s \|"
+        assert re.search(row, page), (name, page)
+    assert "*H100 reference*: `outputs/reference-h100` (h100-ref-1+h100-ref-2: seed preset, cuda)" in page
+    assert "`outputs/reference-h200-levers` (h200-07: seed preset, cuda) for 07." in page
 
 
 def _tasks(*args: str) -> list[str]:

@@ -239,6 +239,9 @@ def test_ranking_separates_only_what_the_within_round_ratio_separates():
     text = executor_timing.ranking_text(table, timed)
     assert text.startswith("Fastest to slowest by median wall time: torch.compile (0.750 ms) < ")
     assert "eager (1.50 ms) ~ thunder:torch" in text or "thunder:torch (1.48 ms) ~ eager" in text
+    assert text.endswith("'~': the within-round ratio of the two does not separate them (its quartiles include 1).")
+    separated = executor_timing.ranking_text([r for r in table if r["executor"] != "thunder:torch"], timed)
+    assert separated == "Fastest to slowest by median wall time: torch.compile (0.750 ms) < eager (1.50 ms)."
     assert executor_timing.tied(timed, "eager", "thunder:torch") and not executor_timing.tied(
         timed, "torch.compile", "eager"
     )

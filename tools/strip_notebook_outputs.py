@@ -3,6 +3,7 @@
 metadata or widget state, so a notebook run in JupyterLab (autosave included) commits as its cells
 only. Reads a notebook on stdin, writes it on stdout; keeps key order and nbformat's one-space indent,
 so a clean notebook passes through unchanged. Standard library only (git runs it with any Python).
+``pre_save`` is the project's Jupyter pre-save hook (``.jupyter/jupyter_server_config.py``).
 
     git config filter.notebook-outputs.clean "python3 tools/strip_notebook_outputs.py"   # tasks.py does this
 """
@@ -32,9 +33,22 @@ def strip(text: str) -> str:
     metadata = nb.get("metadata", {})
     for key in NOTEBOOK_METADATA:
         metadata.pop(key, None)
+    plain_language_info(metadata)
+    return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+
+
+def plain_language_info(metadata: dict) -> None:
+    """The kernel's ``language_info`` reduced to the language's name (its Python version varies by machine)."""
     if "name" in metadata.get("language_info", {}):
         metadata["language_info"] = {"name": metadata["language_info"]["name"]}
-    return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+
+
+def pre_save(model: dict, **_) -> None:
+    """Jupyter's pre-save hook: a notebook is saved with the ``language_info`` git stores. JupyterLab
+    sets the kernel's on opening a notebook, then autosaves it; so an unchanged notebook is saved
+    byte for byte as committed, and git sees no change."""
+    if model.get("type") == "notebook":
+        plain_language_info(model["content"].get("metadata", {}))
 
 
 if __name__ == "__main__":
