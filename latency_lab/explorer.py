@@ -75,7 +75,7 @@ COLUMNS = [
     "first_call_s",
     "reason",
 ]
-REFERENCE = REPO_ROOT / "outputs" / "reference-h200"
+REFERENCE = REPO_ROOT / "outputs" / "reference-h100"
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
 
@@ -752,7 +752,7 @@ class ExplorerUI:
         self.save_button = w.Button(description="Save", icon="save")
         self.save_path = w.Text(value=str(save_path), description="save to", layout=w.Layout(width="40em"))
         self.compare_button = w.Button(
-            description="Beside H200 reference", icon="columns", layout=w.Layout(width="16em")
+            description="Beside H100 reference", icon="columns", layout=w.Layout(width="16em")
         )
         self.progress = w.IntProgress(value=0, min=0, max=1, description="idle")
         self.status = w.HTML()

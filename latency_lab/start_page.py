@@ -18,7 +18,7 @@ from .parameters import REPO_ROOT
 QUESTIONS = {
     results.EXPLORER: "How fast is a setting you pick (executors, preset, dtype, device, layers, tokens, threads)? "
     "Runs side by side; from any row its Thunder trace, profiler timeline and top ops; "
-    "one click sets them beside the H200 reference.",
+    "one click sets them beside the H100 reference.",
     results.MODEL_SETUP: "What does one step have to do (parameters, bytes, the memory-bandwidth floor), in which "
     "environment, and which executors can run here?",
     results.EXECUTOR_TIMING: "How do the executors compare on the seed's step, measured with the seed's own methods?",

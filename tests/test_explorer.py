@@ -219,9 +219,9 @@ def test_runs_beside_the_reference(tiny_params, tmp_path):
     assert any("thunder" in s and "only in A" in s for s in report["skipped"])
     numbers = [e for e in report["rows"] if e["metric"] != "status"]
     assert numbers and all(e["verdict"] is None and e["beyond_spread"] is None for e in numbers)  # a tiny CPU run
-    assert all(e["decided"].startswith("not judged: another ") for e in numbers)  # beside seed H200, not judged
+    assert all(e["decided"].startswith("not judged: another ") for e in numbers)  # beside seed H100, not judged
     page = X.comparison_html(report)
-    assert "reference-h200" in page and "<td>wall_ms</td>" in page and "<th>run</th>" in page
+    assert "reference-h100" in page and "<td>wall_ms</td>" in page and "<th>run</th>" in page
     assert "<th>notebook</th>" not in page
 
 
@@ -257,10 +257,10 @@ def test_widgets_run_in_a_worker_show_errors_and_keep_working(tiny_params, tmp_p
     )
     ui.save_path.value = str(tmp_path / "saved.json" / "below-a-file.json")
     assert ui.on_save() is None and "save failed" in ui.status.value
-    assert ui.on_compare() and "reference-h200" in ui.comparison.value and "run 3" in ui.comparison.value
+    assert ui.on_compare() and "reference-h100" in ui.comparison.value and "run 3" in ui.comparison.value
     ui.on_run().join()  # a later run: the comparison shown is redone with it
     assert "run 4" in ui.comparison.value
-    assert list(tmp_path.glob("compare-reference-h200-vs-explorer.html"))
+    assert list(tmp_path.glob("compare-reference-h100-vs-explorer.html"))
     assert ui.on_compare(tmp_path / "no-such-run") is None and "not a run folder" in ui.comparison.value
 
 
