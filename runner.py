@@ -443,7 +443,7 @@ def publish(argv: list[str]) -> int:
     the suite (results, summary, environment, index)."""
     ap = argparse.ArgumentParser(prog="runner.py publish", description=report.publish.__doc__)
     ap.add_argument("run", nargs="+", help="a run folder (or outputs/latest); several: one suite run in parts")
-    ap.add_argument("dest", help="a new folder, e.g. outputs/reference-h200")
+    ap.add_argument("dest", help="a new folder, e.g. outputs/reference-h100")
     ap.add_argument(
         "--incomplete",
         action="store_true",

@@ -708,7 +708,7 @@ def write_many(report: dict, folder: Path) -> tuple[Path, Path]:
 
 def report_folder(report: dict, out: str | None) -> Path:
     """Where the report goes: ``out``, else RUN_B's folder, else RUN_A's; never a published copy
-    (``runner.py publish``, such as the committed ``outputs/reference-h200``)."""
+    (``runner.py publish``, such as the committed ``outputs/reference-h100``)."""
     if out:
         if run_folder.is_published(Path(out)):
             raise CompareError(

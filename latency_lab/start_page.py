@@ -1,6 +1,6 @@
 """The start page ``tasks.py lab`` opens in JupyterLab: the notebooks in order, the question each
 answers, and how long each took in this machine's last usable run (``run_folder.last_usable``, what
-``outputs/latest`` points at) and in the reference runs (H100, and the earlier H200).
+``outputs/latest`` points at) and in the published reference run.
 
     python -m latency_lab.start_page notebooks/START.md
 """
@@ -32,12 +32,7 @@ QUESTIONS = {
     "would the best together reach torch.compile?",
 }
 OUTPUTS = REPO_ROOT / "outputs"
-# A column per reference run: its heading and its folders; a notebook's time comes from the first
-# folder where it finished (the H200 run's 07 was cut and ran alone in reference-h200-levers).
-REFERENCES = {
-    "H100 reference": (OUTPUTS / "reference-h100",),
-    "H200 reference (earlier)": (OUTPUTS / "reference-h200", OUTPUTS / "reference-h200-levers"),
-}
+REFERENCE = OUTPUTS / "reference-h100"  # the published reference run (``runner.py publish``)
 
 
 def seconds_per_notebook(run: Path) -> tuple[dict[str, float], str]:
@@ -54,20 +49,6 @@ def seconds_per_notebook(run: Path) -> tuple[dict[str, float], str]:
     return {n["name"]: n["seconds"] for n in summary.get("notebooks", []) if n.get("status") == "ok"}, label
 
 
-def reference_seconds(folders) -> tuple[dict[str, float], str]:
-    """Seconds per notebook over a reference's folders, each from the first that finished it, and
-    the folders used, each with its run's label (and its notebooks, where it gave only some)."""
-    seconds, used = {}, []
-    for folder in folders:
-        found, label = seconds_per_notebook(folder)
-        mine = [name for name in found if name not in seconds]
-        seconds.update({name: found[name] for name in mine})
-        if mine:  # a later folder: the notebooks it gave
-            only = f" for {', '.join(name[:2] for name in mine)}" if used else ""
-            used.append(f"`outputs/{folder.name}` ({label}){only}")
-    return seconds, ", ".join(used) or "not found"
-
-
 def title(path: Path) -> str:
     """The notebook's first heading, or its file name."""
     try:
@@ -78,20 +59,18 @@ def title(path: Path) -> str:
         return path.stem
 
 
-def text(notebook_dir: Path = NOTEBOOK_DIR, outputs: Path = OUTPUTS, references: dict = REFERENCES) -> str:
+def text(notebook_dir: Path = NOTEBOOK_DIR, outputs: Path = OUTPUTS, reference: Path = REFERENCE) -> str:
     """The start page as Markdown, its links relative to ``notebook_dir``; *here* is the last usable run
-    in ``outputs``, then a column per reference (``REFERENCES``)."""
+    in ``outputs``, beside the reference run's times."""
     last = run_folder.last_usable(outputs)
     here, here_label = seconds_per_notebook(last) if last else ({}, "")
-    refs = {heading: reference_seconds(folders) for heading, folders in references.items()}
+    ref, ref_label = seconds_per_notebook(reference) if reference.is_dir() else ({}, "not found")
 
     def secs(table: dict, name: str) -> str:
         return f"{table[name]:.0f} s" if name in table else "—"
 
     rows = [
-        f"| [{title(path)}]({path.name}) | {QUESTIONS.get(name, '')} | {secs(here, name)} | "
-        + " | ".join(secs(seconds, name) for seconds, _ in refs.values())
-        + " |"
+        f"| [{title(path)}]({path.name}) | {QUESTIONS.get(name, '')} | {secs(here, name)} | {secs(ref, name)} |"
         for name, path in discover(notebook_dir).items()
     ]
     here_note = (
@@ -108,12 +87,12 @@ def text(notebook_dir: Path = NOTEBOOK_DIR, outputs: Path = OUTPUTS, references:
             "Each opens with the suite's kernel, `latency-lab (.venv)`; `python runner.py` runs them all headlessly "
             "with the package's defaults (an edited parameters cell does not change a batch run).",
             "",
-            f"| notebook | answers | here | {' | '.join(refs)} |",
-            "|---" * (3 + len(refs)) + "|",
+            "| notebook | answers | here | reference |",
+            "|---|---|---|---|",
             *rows,
             "",
-            "; ".join([here_note, *(f"*{heading}*: {used}" for heading, (_, used) in refs.items())])
-            + ". Most of a notebook's time is first calls (tracing and compiling).",
+            f"{here_note}; *reference*: `outputs/{reference.name}` ({ref_label}). Most of a notebook's time is "
+            "first calls (tracing and compiling).",
             "",
             "More: [README](../README.md) · runs: `outputs/` (each with an `index.html`).",
             "",

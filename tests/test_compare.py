@@ -272,15 +272,15 @@ def test_a_run_of_unreadable_files_only_is_named_so(runs, capsys):
 
 
 def test_nothing_is_written_into_a_published_copy(runs, tmp_path, capsys):
-    """``compare X outputs/reference-h200``: the report goes to X's folder, never into the committed
+    """``compare X outputs/reference-h100``: the report goes to X's folder, never into the committed
     reference; with two published copies it needs --out, and --out cannot be one either."""
-    reference = ROOT / "outputs" / "reference-h200"
+    reference = ROOT / "outputs" / "reference-h100"
     before = sorted(p.name for p in reference.iterdir())
     timing_notebook(tmp_path / "x", {"eager": (10, 9, 11)}, {"eager": 12})
     assert C.main([str(tmp_path / "x"), str(reference)]) == 0
-    assert (tmp_path / "x" / "compare-x-vs-reference-h200.json").is_file()
+    assert (tmp_path / "x" / "compare-x-vs-reference-h100.json").is_file()
     assert C.main([str(reference), str(tmp_path / "x")]) == 0
-    assert (tmp_path / "x" / "compare-reference-h200-vs-x.json").is_file()
+    assert (tmp_path / "x" / "compare-reference-h100-vs-x.json").is_file()
     capsys.readouterr()
     shutil.copytree(reference, tmp_path / "ref2")  # a second published copy
     assert C.main([str(reference), str(tmp_path / "ref2")]) == 2
@@ -346,14 +346,14 @@ def test_real_tiny_run_against_itself(tiny_run, tmp_path, capsys):
 
 
 def test_published_reference_against_a_fresh_tiny_run(tiny_run, tmp_path, capsys):
-    """The committed H200 reference is a run compare reads; against this machine's tiny run the
+    """The committed H100 reference is a run compare reads; against this machine's tiny run the
     report names the parameters and environment that differ, and compares what both measured."""
-    reference = ROOT / "outputs" / "reference-h200"
-    assert sum(p.stat().st_size for p in reference.iterdir()) < 3e6
-    summary = json.loads((reference / "summary.json").read_text())  # published with --incomplete: 07 was cut there
-    assert summary["published"] and {n["name"]: n["status"] for n in summary["notebooks"]}["02_executor_timing"] == "ok"
+    reference = ROOT / "outputs" / "reference-h100"
+    assert sum(p.stat().st_size for p in reference.iterdir()) < 4e6  # every block of eight notebooks: 3.6 MB
+    summary = json.loads((reference / "summary.json").read_text())
+    assert summary["published"] and {n["status"] for n in summary["notebooks"]} == {"ok"}  # complete
     assert C.main([str(reference), str(tiny_run), "--out", str(tmp_path)]) == 0
-    report = json.loads((tmp_path / f"compare-reference-h200-vs-{tiny_run.name}.json").read_text())
+    report = json.loads((tmp_path / f"compare-reference-h100-vs-{tiny_run.name}.json").read_text())
     differing = {e["name"] for e in report["parameters"]}
     assert {"preset", "device"} <= differing, report["parameters"]
     assert any(e["name"] == "gpu" or "gpu" in str(e) for e in report["environment"]), report["environment"]

@@ -843,7 +843,7 @@ def test_interrupt_while_a_kernel_starts_leaves_no_connection_file(tmp_path):
 
 
 TINY_CPU = ("--preset", "tiny", "--device", "cpu")
-REFERENCE = ROOT / "outputs" / "reference-h200"
+REFERENCE = ROOT / "outputs" / "reference-h100"
 
 
 def test_a_run_cut_before_any_results_leaves_latest_compare_and_the_start_page_at_the_last_usable_run(tmp_path, capsys):
@@ -866,7 +866,7 @@ def test_a_run_cut_before_any_results_leaves_latest_compare_and_the_start_page_a
     capsys.readouterr()
     assert compare.main([str(REFERENCE), "latest", "--output-dir", str(out)]) == 0
     said = capsys.readouterr().out
-    assert f"B: {(out / 'full').resolve()}" in said and "02_executor_timing: only in A (reference-h200)" in said
+    assert f"B: {(out / 'full').resolve()}" in said and "02_executor_timing: only in A (reference-h100)" in said
     assert compare.main(["full", "cut", "--output-dir", str(out)]) == 2
     assert "holds no *.results.json file: no notebook of that run finished" in capsys.readouterr().err
     page = start_page.text(outputs=out)
@@ -899,31 +899,30 @@ def test_a_run_cut_in_its_second_notebook_is_the_last_usable_run_and_compares_on
     assert (out / "latest").resolve() == (out / "cut").resolve() and "not moved" not in stdout
     capsys.readouterr()
     assert compare.main([str(REFERENCE), "latest", "--output-dir", str(out)]) == 0
-    report = json.loads((out / "cut" / "compare-reference-h200-vs-cut.json").read_text())
+    report = json.loads((out / "cut" / "compare-reference-h100-vs-cut.json").read_text())
     assert report["notebooks"] == ["01_model_setup"], report["notebooks"]
-    assert "02_executor_timing: only in A (reference-h200)" in report["skipped"], report["skipped"]
+    assert "02_executor_timing: only in A (reference-h100)" in report["skipped"], report["skipped"]
     page = start_page.text(outputs=out)
     assert "last usable run, `outputs/latest` (cut: tiny preset, cpu, interrupted (SIGINT))" in page, page
 
 
-def test_the_start_page_shows_both_references_each_notebook_from_the_folder_that_holds_it(tmp_path):
-    """Issue 24: the H100 reference, and the earlier H200 one whose 07 (cut there) comes from
-    reference-h200-levers, each column headed and its folders named below the table."""
+def test_the_start_page_shows_the_reference_runs_time_per_notebook(tmp_path):
+    """Issue 24: each notebook's seconds in the published reference (complete: all eight), the column
+    headed and the folder named below the table; a notebook it lacks reads as a dash."""
     page = start_page.text(outputs=tmp_path)
-    seconds = {
-        folder: {
-            n["name"]: n["seconds"]
-            for n in json.loads((REFERENCE.parent / folder / "summary.json").read_text())["notebooks"]
-        }
-        for folder in ("reference-h100", "reference-h200", "reference-h200-levers")
-    }
-    assert "| notebook | answers | here | H100 reference | H200 reference (earlier) |" in page
+    summary = json.loads((REFERENCE / "summary.json").read_text())
+    seconds = {n["name"]: n["seconds"] for n in summary["notebooks"]}
+    assert "| notebook | answers | here | reference |" in page
     for name in notebook_run.discover():
-        h200 = seconds["reference-h200-levers" if name == "07_levers" else "reference-h200"][name]
-        row = rf"\({name}\.ipynb\) \| [^|]+ \| — \| {seconds['reference-h100'][name]:.0f} s \| {h200:.0f} s \|"
-        assert re.search(row, page), (name, page)
-    assert "*H100 reference*: `outputs/reference-h100` (h100-ref-1+h100-ref-2: seed preset, cuda)" in page
-    assert "`outputs/reference-h200-levers` (h200-07: seed preset, cuda) for 07." in page
+        assert re.search(rf"\({name}\.ipynb\) \| [^|]+ \| — \| {seconds[name]:.0f} s \|", page), (name, page)
+    assert "*reference*: `outputs/reference-h100` (h100-ref-1+h100-ref-2: seed preset, cuda)" in page
+    partial = tmp_path / "ref"
+    partial.mkdir()
+    summary["notebooks"] = [n for n in summary["notebooks"] if n["name"] != "07_levers"]
+    (partial / "summary.json").write_text(json.dumps(summary))
+    assert re.search(
+        r"\(07_levers\.ipynb\) \| [^|]+ \| — \| — \|", start_page.text(outputs=tmp_path, reference=partial)
+    )
 
 
 def _tasks(*args: str) -> list[str]:
