@@ -120,13 +120,13 @@ def connect(args) -> dict:
     ``{"address", "types"}``, each type a folder name, its resource name (None: any GPU)."""
     wanted = check_options(args)
     env = runtime_env(args.runtime_env)
+    address = args.ray or None  # none: RAY_ADDRESS, else a cluster running here, else Ray started here
+    if address:
+        reachable(address)
     try:
         import ray
     except ImportError:
         raise SetupError(f"--ray needs Ray, which is not installed: {INSTALL}") from None
-    address = args.ray or None  # none: RAY_ADDRESS, else a cluster running here, else Ray started here
-    if address:
-        reachable(address)
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         ray.init(address=address, runtime_env=env, log_to_driver=False, configure_logging=False)

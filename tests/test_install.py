@@ -28,6 +28,8 @@ def test_the_pins_resolve_together(tmp_path, extras):
         text=True,
         timeout=900,
     )
+    if "NewConnectionError" in proc.stderr:  # the GPU machines here have no network
+        pytest.skip("no package index is reachable from this machine")
     if "gpu" in extras and f"No matching distribution found for {NVFUSER}" in proc.stderr:
         pytest.skip(f"the package index here has no {NVFUSER}")
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -331,7 +331,8 @@ def test_progress_lines_reach_a_pipe_while_the_notebook_runs(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=cpu_environment(PYTHONPATH=str(ROOT)),  # the kernel imports this checkout's package
+        # the kernel imports this checkout's package, and what PYTHONPATH had (the GPU machine's bundle)
+        env=cpu_environment(PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))),
     )
     lines = [(time.perf_counter(), line.rstrip("\n")) for line in proc.stdout]
     proc.wait(timeout=300)
