@@ -3,11 +3,11 @@ against the baseline in the same rounds; rows, key table, findings and the count
 
 A lever is a registry entry (``registry.LEVERS``: one compile option changed); ``thunder:torchcompile``
 (a fusion executor that takes the linears) and ``thunder:cudagraphs`` (the known cure) can stand beside
-them (02 times them by default). Each configuration's row: its output check, fusion regions and symbols of its final trace,
-kernels and kernel time, wall and steady-state host time (interleaved rounds with the baseline), and
-its host time taken apart in place (``thunder_breakdown.InSitu``), so each lever's saving lands on the
-part it is meant to shrink. The best levers are then combined and timed again beside the baseline and
-torch.compile at every depth asked for.
+them (02 times them by default). Each configuration's row: its output check, fusion regions and symbols
+of its final trace, kernels and kernel time, wall and steady-state host time (interleaved rounds with
+the baseline), and its host time taken apart in place (``thunder_breakdown.InSitu``), so each lever's
+saving lands on the part it is meant to shrink. The best levers are then combined and timed again
+beside the baseline and torch.compile at every depth asked for.
 """
 
 from __future__ import annotations
