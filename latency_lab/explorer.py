@@ -28,10 +28,13 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import compare, harness, host_overhead, metrics, registry, results, tables, thunder_traces, timing
-from . import model as llama
-from .parameters import CACHE_MODES, DTYPES, PRESETS, REPO_ROOT, ParameterError, Params, apply_threads, validate
-from .progress import say
+from .core import harness, metrics, registry, results, timing
+from .core import model as llama
+from .core.parameters import CACHE_MODES, DTYPES, PRESETS, REPO_ROOT, ParameterError, Params, apply_threads, validate
+from .core.progress import say
+from .pages import tables
+from .run import compare
+from .studies import host_overhead, thunder_traces
 
 STEPS = ("prefill", "decode")
 # The widgets set all of these; ``seed`` comes from the notebook's parameters.
@@ -898,7 +901,7 @@ class ExplorerUI:
         self.details.value = details_html(run, executor, self.notebook_dir)
         timeline = (run["details"].get(executor) or {}).get("timeline")
         if timeline:
-            from .profiler_timeline import timeline_figure
+            from .studies.profiler_timeline import timeline_figure
 
             fig = timeline_figure(timeline["rows"], f"run {number} · {executor}: one profiled step")
             self.timeline.outputs = (plotly_output(fig),)
@@ -916,7 +919,7 @@ class ExplorerUI:
 
     def on_compare(self, reference: Path = REFERENCE) -> dict | None:
         """Every run beside the reference run (``beside_reference``), shown and written as a page."""
-        from . import environment
+        from .core import environment
 
         self.compared = reference
         try:

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from latency_lab import explorer as X
-from latency_lab import parameters as P
-from latency_lab import registry as E
+from latency_lab.core import parameters as P
+from latency_lab.core import registry as E
 
 
 @pytest.fixture(scope="module")

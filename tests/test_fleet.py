@@ -266,7 +266,7 @@ def test_a_lost_node_or_a_task_that_raised_is_its_rows_error():
     needs_ray()
     from ray import exceptions as E
 
-    from latency_lab.fleet import task_error
+    from latency_lab.run.fleet import task_error
 
     assert task_error(E.NodeDiedError("node 9f died")) == {
         "cell": None,

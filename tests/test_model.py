@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from latency_lab import model as llama
-from latency_lab import parameters as P
+from latency_lab.core import model as llama
+from latency_lab.core import parameters as P
 
 
 def test_seed_config_verbatim_with_layers():

@@ -16,8 +16,8 @@ import pytest
 from conftest import ROOT, run_runner
 
 import tasks
-from latency_lab import notebook_changes, notebook_run
-from latency_lab import parameters as P
+from latency_lab.core import parameters as P
+from latency_lab.run import notebook_changes, notebook_run
 
 sys.path.insert(0, str(ROOT / "tools"))
 import strip_notebook_outputs as strip  # noqa: E402

@@ -2,7 +2,7 @@
 
 import pytest
 
-from latency_lab import parameters as P
+from latency_lab.core import parameters as P
 
 
 def test_defaults_resolve_for_cpu():

@@ -19,14 +19,14 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from . import harness, registry, sweep, timing
-from .harness import Rounds
-from .metrics import Stat
-from .model import compare_to_eager
-from .parameters import Params
-from .progress import say
-from .reference import SEED_SINGLE_ADD_H100
-from .tables import number
+from ..core import harness, registry, sweep, timing
+from ..core.harness import Rounds
+from ..core.metrics import Stat
+from ..core.model import compare_to_eager
+from ..core.parameters import Params
+from ..core.progress import say
+from ..core.reference import SEED_SINGLE_ADD_H100
+from ..pages.tables import number
 
 PROFILE_STEPS = 5  # profiled calls per row: kernels per call is exact, so a few suffice
 CPU_THREADS = 1  # intra-op threads while measuring on a CPU (see ``intra_op_threads``)

@@ -59,7 +59,7 @@ SWEEP_DEFAULTS = {
 }
 TINY_SWEEPS = {"depths": (1, 2), "prompt_lengths": (1, 6), "decode_tokens": 4}
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # Notebooks whose defaults differ from SCHEMA's. Each parameters cell mirrors SCHEMA and this table (a
 # test checks it), and the runner injects every parameter a notebook declares with the package's value,

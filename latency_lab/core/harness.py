@@ -466,7 +466,7 @@ def standard_plan(
     record here, before the next executor is built), ``%timeit`` when ``timeit(fn)`` is given, and
     kernels per step from the profiler. Wall and host time come later, from ``rounds``. The output
     check is ``check(prepared)`` when given, else the logits against ``reference_logits``."""
-    from . import thunder_traces
+    from ..studies import thunder_traces
 
     steps = max(3, min(params.iters, 10)) if profile_steps is None else profile_steps
     plan: Plan = {"output": check or (lambda p: check_output(p, reference_logits, params.dtype, params.layers))}
