@@ -456,7 +456,7 @@ def publish(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["compare"]:  # python runner.py compare RUN_A RUN_B (latency_lab/compare.py)
+    if sys.argv[1:2] == ["compare"]:  # python runner.py compare RUN_A RUN_B (latency_lab/run/compare.py)
         from latency_lab.run import compare
 
         sys.exit(compare.main(sys.argv[2:]))

@@ -203,7 +203,8 @@ def test_server_lists_notebooks_and_runs_the_suite_kernel(lab):
             "\n".join(
                 [
                     "import tempfile",
-                    "from latency_lab import explorer as X, parameters as P",
+                    "from latency_lab import explorer as X",
+                    "from latency_lab.core import parameters as P",
                     "p = P.validate(preset='tiny', device='cpu', executors='eager')",
                     "ui = X.ExplorerUI(X.Explorer(tempfile.mkdtemp()), p, '/dev/null')",
                     "ui.run_button.click(); ui.worker.join()",

@@ -286,14 +286,14 @@ def test_failing_notebook_is_marked_and_others_survive(tmp_path):
     nbdir.mkdir()
     _notebook(
         nbdir / "01_ok.ipynb",
-        "from latency_lab import parameters as P, results\n"
+        "from latency_lab.core import parameters as P, results\n"
         "p = P.validate(preset=preset)\n"
         "results.save(output_dir, '01_ok', p, {}, results.key_table('ok', [{'x': 1}]))",
     )
     _notebook(nbdir / "02_fails.ipynb", "raise RuntimeError('deliberate failure')")
     _notebook(
         nbdir / "03_after.ipynb",
-        "from latency_lab import parameters as P, results\n"
+        "from latency_lab.core import parameters as P, results\n"
         "results.save(output_dir, '03_after', P.validate(), {}, results.key_table('after', [{'y': 2}]))",
     )
     proc = run_runner(
@@ -446,7 +446,7 @@ def test_full_disk_loses_nothing_and_leaves_no_temporaries(tmp_path, disk):
     nbdir.mkdir(), out.mkdir(), temp.mkdir()
     _notebook(
         nbdir / "01_ok.ipynb",
-        "from latency_lab import parameters as P, results\n"
+        "from latency_lab.core import parameters as P, results\n"
         "results.save(output_dir, '01_ok', P.validate(preset=preset), {}, results.key_table('ok', [{'x': 1}]))",
     )
     limit = None
@@ -625,7 +625,7 @@ def _interruptible(tmp_path: Path) -> tuple[Path, Path]:
     nbdir.mkdir()
     _notebook(
         nbdir / "01_quick.ipynb",
-        "from latency_lab import parameters as P, results\n"
+        "from latency_lab.core import parameters as P, results\n"
         "results.save(output_dir, '01_quick', P.validate(preset=preset), {}, results.key_table('q', [{'x': 1}]))",
     )
     _notebook(
@@ -1139,7 +1139,7 @@ def test_runner_names_notebooks_that_ignore_a_parameter_and_records_what_each_ra
         nb.cells = [
             params,
             nbformat.v4.new_code_cell(
-                "from latency_lab import parameters as P, results\n"
+                "from latency_lab.core import parameters as P, results\n"
                 "p = P.from_namespace(globals())\n"
                 f"results.save(output_dir, {name!r}, p, {{}}, results.key_table('t', [{{'x': 1}}]))"
             ),

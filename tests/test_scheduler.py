@@ -222,7 +222,7 @@ def test_an_interrupt_kills_the_running_ones_and_marks_them():
 # --- real workers and kernels -----------------------------------------------------------------------------
 
 RECORD = (
-    "import os, time, types\nfrom latency_lab import results\nstarted = time.time()\n{body}\n"
+    "import os, time, types\nfrom latency_lab.core import results\nstarted = time.time()\n{body}\n"
     "results.save(output_dir, {name!r}, types.SimpleNamespace(to_dict=dict), {{}},"
     " results.key_table('t', [{{'x': 1}}]),"
     " seen={{'gpu': os.environ.get('CUDA_VISIBLE_DEVICES'), 'cpus': sorted(os.sched_getaffinity(0)),"
