@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from latency_lab.core import model, parameters, registry, results, sweep
+from latency_lab.core import model_config, parameters, registry, results, sweep
 from latency_lab.core.harness import Rounds, Timed
 from latency_lab.studies import microbench
 
-TINY = model.config_dict("tiny", 1)
-SEED = model.config_dict("seed", 1)
+TINY = model_config.config_dict("tiny", 1)
+SEED = model_config.config_dict("seed", 1)
 EXECUTORS = ["eager", "torch.compile:reduce-overhead", "thunder", "thunder:torch"]  # registry order
 
 

@@ -132,7 +132,7 @@ def size_tokens(label: str, seq_len: int) -> int:
 
 
 def dims(cfg: dict, tokens: int, batch: int = 1) -> Dims:
-    """The op sizes from a model config (``model.config_dict``)."""
+    """The op sizes from a model config (``model_config.config_dict``)."""
     return Dims(
         batch=batch,
         tokens=tokens,
