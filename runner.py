@@ -32,26 +32,15 @@ if __name__ == "__main__":  # a Python without the suite's packages hands over t
     import tasks
 
     tasks.use_suite_python(__file__, sys.argv[1:])
-    from latency_lab.interrupts import SIGNALS, quit_at_once  # (imports no torch)
+    from latency_lab.run.interrupts import SIGNALS, quit_at_once  # (imports no torch)
 
     for _s in SIGNALS:  # until main's own, nothing made yet: one line and stop at once
         signal.signal(_s, quit_at_once)
 
-from latency_lab import (
-    compile_cache,
-    environment,
-    fleet,
-    interrupts,
-    notebook_changes,
-    notebook_run,
-    parameters,
-    report,
-    results,
-    run_folder,
-    scheduler,
-)
-from latency_lab.parameters import MAX_VALUE_CHARS, SCHEMA, ParameterError, clip, parse_value, short, validate
-from latency_lab.run_folder import SetupError
+from latency_lab.core import compile_cache, environment, parameters, results
+from latency_lab.core.parameters import MAX_VALUE_CHARS, SCHEMA, ParameterError, clip, parse_value, short, validate
+from latency_lab.run import fleet, interrupts, notebook_changes, notebook_run, report, run_folder, scheduler
+from latency_lab.run.run_folder import SetupError
 
 EXIT_FAILED, EXIT_SETUP = 1, 2  # a notebook or an executor row failed; bad input or output folder
 SETTABLE = [name for name in SCHEMA if name != "output_dir"]  # output_dir: the runner sets it (--output-dir)
@@ -467,8 +456,8 @@ def publish(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["compare"]:  # python runner.py compare RUN_A RUN_B (latency_lab/compare.py)
-        from latency_lab import compare
+    if sys.argv[1:2] == ["compare"]:  # python runner.py compare RUN_A RUN_B (latency_lab/run/compare.py)
+        from latency_lab.run import compare
 
         sys.exit(compare.main(sys.argv[2:]))
     if sys.argv[1:2] == ["publish"]:

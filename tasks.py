@@ -37,7 +37,7 @@ PY = VENV / "bin" / "python"
 STAMP = VENV / ".installed"
 KERNEL = "latency-lab"
 FILTER = "notebook-outputs"  # .gitattributes applies it to notebooks/*.ipynb
-START_PAGE = "notebooks/START.md"  # written by ``tasks.py lab`` (latency_lab.start_page); not tracked
+START_PAGE = "notebooks/START.md"  # written by ``tasks.py lab`` (latency_lab.run.start_page); not tracked
 LAB_CONFIG = ROOT / ".jupyter"  # labconfig: Markdown opens rendered (the start page, the README)
 SUITE_MODULES = ("torch", "papermill", "nbconvert", "plotly")  # what runner.py cannot start without
 CLUSTER = "LATENCY_LAB_CLUSTER"  # =1: install the cluster extra (Ray) too, as ``install --cluster`` does
@@ -279,7 +279,7 @@ def main(argv: list[str]) -> int:
         return 0
     os.chdir(ROOT)
     if argv[0] == "lab":
-        subprocess.run([str(PY), "-m", "latency_lab.start_page", str(ROOT / START_PAGE)], check=True)
+        subprocess.run([str(PY), "-m", "latency_lab.run.start_page", str(ROOT / START_PAGE)], check=True)
         return run_task([*tasks["lab"], *argv[1:]], env=lab_environment())
     if argv[0] == "test" and (
         lint := run_task([str(PY), "-m", "ruff", "check", "."])

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, run_runner
 
-from latency_lab import compare as C
-from latency_lab import results
-from latency_lab.parameters import Params
+from latency_lab.core import results
+from latency_lab.core.parameters import Params
+from latency_lab.run import compare as C
 
 
 def timing_notebook(run: Path, walls: dict[str, tuple], kernels: dict[str, float], cache_mode="seed", torch="2.9.1"):
@@ -365,7 +365,7 @@ def test_published_reference_against_a_fresh_tiny_run(tiny_run, tmp_path, capsys
 
 
 def test_publish_keeps_what_compare_and_the_index_need(tiny_run, tmp_path):
-    from latency_lab import report
+    from latency_lab.run import report
 
     files = {p.name for p in report.publish(tiny_run, tmp_path / "pub")[1]}
     assert {"summary.json", "environment.json", "index.html", "plotly.packed.js"} <= files

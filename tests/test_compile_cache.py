@@ -1,4 +1,4 @@
-"""latency_lab.compile_cache: one fresh cache folder per run, in the variables the kernels inherit."""
+"""latency_lab.core.compile_cache: one fresh cache folder per run, in the variables the kernels inherit."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import errno
 import os
 
 import runner
-from latency_lab import compile_cache, notebook_run
+from latency_lab.core import compile_cache
+from latency_lab.run import notebook_run
 
 
 def test_the_run_environment_points_the_compilers_at_the_run_folder_and_restores_everything(monkeypatch):

@@ -13,8 +13,10 @@ import time
 import pytest
 
 from latency_lab import explorer as X
-from latency_lab import parameters as P
-from latency_lab import registry as E
+from latency_lab.core import parameters as P
+from latency_lab.core import registry as E
+from latency_lab.core import timing
+from latency_lab.explorer import session
 
 
 @pytest.fixture(scope="module")
@@ -198,7 +200,7 @@ def test_noisy_flag_from_the_host_reference(monkeypatch, tmp_path):
     """A host that reads slow in most references flags the row, though its own blocks agree; the
     explorer times through the suite's harness (its references are the ones read)."""
     refs = itertools.cycle([1.0, 2.0, 2.0, 2.0])
-    monkeypatch.setattr(X.timing, "host_reference_ms", lambda: next(refs))
+    monkeypatch.setattr(timing, "host_reference_ms", lambda: next(refs))
     params = P.validate(preset="tiny", device="cpu", executors="eager", warmup=0, iters=1, repeats=4)
     run = X.Explorer(tmp_path).run(X.settings_from(params))
     row = run["rows"][0]
@@ -237,7 +239,7 @@ def test_widgets_run_in_a_worker_show_errors_and_keep_working(tiny_params, tmp_p
     def broken(*args, **kwargs):
         raise RuntimeError("model build exploded")
 
-    monkeypatch.setattr(X, "measure", broken)
+    monkeypatch.setattr(session, "measure", broken)
     ui.cache_mode.value = "static"
     ui.on_run().join()
     assert (
@@ -278,7 +280,7 @@ def test_stop_says_at_once_what_finishes_first(tiny_params, tmp_path, monkeypatc
         seen.append(ui.status.value)
         return {"stopped": "thunderfx, first call"}
 
-    monkeypatch.setattr(X, "measure", long_first_call)
+    monkeypatch.setattr(session, "measure", long_first_call)
     worker = ui.on_run()
     deadline = time.monotonic() + 60
     while "18 s" not in ui.status.value and time.monotonic() < deadline:

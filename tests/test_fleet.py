@@ -1,4 +1,4 @@
-"""``runner.py --ray`` (latency_lab/fleet.py) on a real local Ray cluster: two "machine types" (logical
+"""``runner.py --ray`` (latency_lab/run/fleet.py) on a real local Ray cluster: two "machine types" (logical
 GPUs T1 and T2 on this machine), the tiny preset on the CPU (the tasks' kernels see no GPU), a task
 whose worker is killed mid-run, Ctrl-C on the caller, the fleet page in headless Chromium, and bad
 input. One cluster for the module (``ray_cluster``), one xdist group (tests/conftest.py)."""
@@ -96,7 +96,7 @@ def sleepy_notebooks(folder: Path) -> Path:
     nbdir, pids = folder / "nbs", folder / "pids"
     nbdir.mkdir()
     pids.mkdir()
-    save = "from latency_lab import parameters as P, results\nresults.save(output_dir, {!r}, P.validate(preset=preset), {{}}, results.key_table('t', [{{'x': 1}}]))"  # noqa: E501
+    save = "from latency_lab.core import parameters as P, results\nresults.save(output_dir, {!r}, P.validate(preset=preset), {{}}, results.key_table('t', [{{'x': 1}}]))"  # noqa: E501
     _notebook(
         nbdir / "01_sleepy.ipynb",
         f"import os, pathlib, time\npids = pathlib.Path({str(pids)!r})\n"
@@ -266,7 +266,7 @@ def test_a_lost_node_or_a_task_that_raised_is_its_rows_error():
     needs_ray()
     from ray import exceptions as E
 
-    from latency_lab.fleet import task_error
+    from latency_lab.run.fleet import task_error
 
     assert task_error(E.NodeDiedError("node 9f died")) == {
         "cell": None,

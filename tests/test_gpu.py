@@ -10,10 +10,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from latency_lab import harness, thunder_breakdown, thunder_traces, timing
-from latency_lab import model as llama
-from latency_lab import parameters as P
-from latency_lab import registry as E
+from latency_lab.core import harness, timing
+from latency_lab.core import model as llama
+from latency_lab.core import parameters as P
+from latency_lab.core import registry as E
+from latency_lab.studies import thunder_breakdown, thunder_traces
 
 pytestmark = pytest.mark.gpu
 

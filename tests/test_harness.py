@@ -2,7 +2,7 @@
 
 import pytest
 
-from latency_lab import harness, registry, sweep, timing
+from latency_lab.core import harness, registry, sweep, timing
 
 
 def _prepared(name, fn, status="ok"):

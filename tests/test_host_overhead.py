@@ -10,8 +10,9 @@ from dataclasses import replace
 import pytest
 from conftest import run_runner
 
-from latency_lab import harness, host_overhead, registry, thunder_breakdown
-from latency_lab.metrics import Stat
+from latency_lab.core import harness, registry
+from latency_lab.core.metrics import Stat
+from latency_lab.studies import host_overhead, thunder_breakdown
 
 # --- timestamps -> phases ----------------------------------------------------------------------------
 

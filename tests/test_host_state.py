@@ -8,9 +8,10 @@ import random
 import pytest
 from test_compare import timing_notebook
 
-from latency_lab import compare as C
-from latency_lab import harness, host_state, levers, scaling
-from latency_lab.metrics import Stat
+from latency_lab.core import harness, host_state
+from latency_lab.core.metrics import Stat
+from latency_lab.run import compare as C
+from latency_lab.studies import levers, scaling
 
 FAST_REF, SLOW_REF = 1.0, 1.7  # ms of the reference loop in each state (the H200 host's two states)
 
@@ -236,8 +237,8 @@ def test_compare_tells_a_host_state_change_from_a_code_change(tmp_path):
 def test_a_key_table_carries_its_rows_intervals_to_compare(tmp_path):
     """A notebook whose results hold only a key table (06's points): the intervals of its metric
     columns travel with it, unseen on the index, and compare judges each number by them."""
-    from latency_lab import results
-    from latency_lab.parameters import Params
+    from latency_lab.core import results
+    from latency_lab.core.parameters import Params
 
     def run(folder, wall):
         rows = [

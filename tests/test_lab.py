@@ -25,8 +25,8 @@ import pytest
 from conftest import CHROMIUM_FLAGS, ROOT, chromium, chromium_dom, run_runner
 
 import tasks
-from latency_lab import parameters as P
-from latency_lab import start_page
+from latency_lab.core import parameters as P
+from latency_lab.run import start_page
 
 KERNEL = "latency-lab"
 
@@ -203,7 +203,8 @@ def test_server_lists_notebooks_and_runs_the_suite_kernel(lab):
             "\n".join(
                 [
                     "import tempfile",
-                    "from latency_lab import explorer as X, parameters as P",
+                    "from latency_lab import explorer as X",
+                    "from latency_lab.core import parameters as P",
                     "p = P.validate(preset='tiny', device='cpu', executors='eager')",
                     "ui = X.ExplorerUI(X.Explorer(tempfile.mkdtemp()), p, '/dev/null')",
                     "ui.run_button.click(); ui.worker.join()",
@@ -433,7 +434,8 @@ def test_a_run_page_in_jupyterlab_says_how_to_see_its_charts(tmp_path):
     the line is gone."""
     from test_report import _fake_run
 
-    from latency_lab import html_assets, report
+    from latency_lab.pages import html_assets
+    from latency_lab.run import report
 
     (tmp_path / "project").mkdir()
     run, summary = _fake_run(tmp_path / "project")
@@ -558,7 +560,7 @@ def test_tasks_lab_writes_the_start_page_and_opens_lab_there(monkeypatch):
     monkeypatch.setattr(tasks, "run_task", lambda cmd, env=None: run(cmd, env=env).returncode)  # the foreground job
     assert tasks.main(["lab", "--no-browser"]) == 0
     filtered, (page, _), (lab, options) = calls
-    assert filtered == "filter" and page[1:] == ["-m", "latency_lab.start_page", str(ROOT / tasks.START_PAGE)]
+    assert filtered == "filter" and page[1:] == ["-m", "latency_lab.run.start_page", str(ROOT / tasks.START_PAGE)]
     assert lab[1:3] == ["-m", "jupyterlab"] and f"--ServerApp.root_dir={ROOT}" in lab and lab[-1] == "--no-browser"
     assert f"--LabApp.default_url=/lab/tree/{tasks.START_PAGE}" in lab
     assert options["env"]["JUPYTER_CONFIG_PATH"].split(os.pathsep)[0] == str(tasks.LAB_CONFIG)

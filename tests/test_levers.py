@@ -9,8 +9,9 @@ import json
 import pytest
 from conftest import run_runner
 
-from latency_lab import harness, levers, registry, thunder_breakdown
-from latency_lab.metrics import Stat
+from latency_lab.core import harness, registry
+from latency_lab.core.metrics import Stat
+from latency_lab.studies import levers, thunder_breakdown
 
 
 def _rounds(hosts: dict[str, list[float]], walls: dict[str, list[float]] | None = None, reference=None):

@@ -1,6 +1,6 @@
-"""latency_lab.microbench on CPU: op shapes and inputs, the grid with real executors (eager, thunder:torch) built
-and timed in the same rounds, failures as rows, the sentences on fake rows and fake rounds, and the tiny run's 04
-results."""
+"""latency_lab.studies.microbench on CPU: op shapes and inputs, the grid with real executors (eager,
+thunder:torch) built and timed in the same rounds, failures as rows, the sentences on fake rows and fake rounds,
+and the tiny run's 04 results."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from latency_lab import microbench, model, parameters, registry, results, sweep
-from latency_lab.harness import Rounds, Timed
+from latency_lab.core import model_config, parameters, registry, results, sweep
+from latency_lab.core.harness import Rounds, Timed
+from latency_lab.studies import microbench
 
-TINY = model.config_dict("tiny", 1)
-SEED = model.config_dict("seed", 1)
+TINY = model_config.config_dict("tiny", 1)
+SEED = model_config.config_dict("seed", 1)
 EXECUTORS = ["eager", "torch.compile:reduce-overhead", "thunder", "thunder:torch"]  # registry order
 
 

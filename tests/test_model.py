@@ -3,17 +3,18 @@
 import pytest
 import torch
 
-from latency_lab import model as llama
-from latency_lab import parameters as P
+from latency_lab.core import model as llama
+from latency_lab.core import model_config
+from latency_lab.core import parameters as P
 
 
 def test_seed_config_verbatim_with_layers():
-    cfg = llama.config_dict("seed", 1)
+    cfg = model_config.config_dict("seed", 1)
     assert cfg["num_hidden_layers"] == 1
     assert {k: v for k, v in cfg.items() if k != "num_hidden_layers"} == {
-        k: v for k, v in llama.LLAMA_3_2_1B_CFG.items() if k != "num_hidden_layers"
+        k: v for k, v in model_config.LLAMA_3_2_1B_CFG.items() if k != "num_hidden_layers"
     }
-    assert llama.LLAMA_3_2_1B_CFG["num_hidden_layers"] == 16  # the seed's own value, untouched
+    assert model_config.LLAMA_3_2_1B_CFG["num_hidden_layers"] == 16  # the seed's own value, untouched
 
 
 def test_seed_call_kwargs_match_the_seed():

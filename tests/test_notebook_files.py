@@ -16,8 +16,8 @@ import pytest
 from conftest import ROOT, run_runner
 
 import tasks
-from latency_lab import notebook_changes, notebook_run
-from latency_lab import parameters as P
+from latency_lab.core import parameters as P
+from latency_lab.run import notebook_changes, notebook_run
 
 sys.path.insert(0, str(ROOT / "tools"))
 import strip_notebook_outputs as strip  # noqa: E402
@@ -166,7 +166,7 @@ def test_runner_injects_the_package_values_not_the_cells(tmp_path):
     synthetic(
         nbdir / "05_host_overhead.ipynb",
         'preset = "seed"\nlayers = 3\nrepeats = 8\nexecutors = "eager"\noutput_dir = ""',
-        "import torch\nfrom latency_lab import environment, parameters as P, results\n"
+        "import torch\nfrom latency_lab.core import environment, parameters as P, results\n"
         "p = P.from_namespace(globals())\n"
         "results.save(output_dir, '05_host_overhead', p, environment.collect(p.device), "
         "results.key_table('t', [{'threads': torch.get_num_threads()}]))",

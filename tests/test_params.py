@@ -2,7 +2,8 @@
 
 import pytest
 
-from latency_lab import parameters as P
+from latency_lab.core import model_config
+from latency_lab.core import parameters as P
 
 
 def test_defaults_resolve_for_cpu():
@@ -159,11 +160,11 @@ def test_sizes_are_bounded_by_what_the_machine_holds(name):
     with pytest.raises(P.ParameterError):
         P.validate({name: at(top + 1), "device": "cpu"})
     memory = P.machine_memory("cpu")[0]
-    assert P.step_bytes(P.validate({name: at(top), "device": "cpu"})) <= memory
+    assert model_config.memory_needed(P.validate({name: at(top), "device": "cpu"})) <= memory
 
 
-def test_step_bytes_counts_the_seed_models_weights():
+def test_memory_needed_counts_the_seed_models_weights():
     """One layer of the seed model in bf16: 648.5 MB of weights (01's byte count), plus its few activations."""
     p = P.validate(device="cpu", depths=[1], prompt_lengths=[6], decode_tokens=1)
-    assert 648e6 < P.step_bytes(p) < 660e6
-    assert P.step_bytes(P.validate(device="cpu", layers=16, prompt_lengths=[6], decode_tokens=1)) > 2.4e9
+    assert 648e6 < model_config.memory_needed(p) < 660e6
+    assert model_config.memory_needed(P.validate(device="cpu", layers=16, prompt_lengths=[6], decode_tokens=1)) > 2.4e9

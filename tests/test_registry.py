@@ -7,10 +7,10 @@ import sys
 import pytest
 import torch
 
-from latency_lab import harness
-from latency_lab import model as llama
-from latency_lab import parameters as P
-from latency_lab import registry as E
+from latency_lab.core import harness
+from latency_lab.core import model as llama
+from latency_lab.core import parameters as P
+from latency_lab.core import registry as E
 
 SEED_LABELS = {
     "thunder": "Thunder-nvFuser",
@@ -107,7 +107,10 @@ def test_thunder_cudagraphs_row_carries_its_cublas_workspace_hazard():
 
 
 def test_importing_the_registry_and_validating_parameters_imports_no_torch():
-    code = "import sys; import latency_lab.registry, latency_lab.parameters; print('torch' in sys.modules)"
+    code = (
+        "import sys; from latency_lab.core import model_config, parameters, registry; "
+        "parameters.validate(device='cpu'); model_config.config_dict('seed', 1); print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

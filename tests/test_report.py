@@ -15,17 +15,10 @@ import nbformat
 import pytest
 from conftest import chromium_dom
 
-from latency_lab import (
-    display,
-    executor_timing,
-    html_assets,
-    notebook_run,
-    reference,
-    report,
-    results,
-    tables,
-    thunder_traces,
-)
+from latency_lab.core import reference, results
+from latency_lab.pages import display, html_assets, tables
+from latency_lab.run import notebook_run, report
+from latency_lab.studies import executor_timing, thunder_traces
 
 MAX_RUN_MB = 10
 
@@ -179,7 +172,7 @@ def test_numbers_align_right_in_a_notebook_page(tmp_path):
 def test_pages_share_the_one_stylesheet(tmp_path):
     """index.html, report.html, a published index.html and a compare page carry style.css, and no
     other style; every table on them is the renderer's."""
-    from latency_lab import compare
+    from latency_lab.run import compare
 
     run, summary = _fake_run(tmp_path)
     report.write(run, summary)
@@ -311,7 +304,7 @@ def test_notebook_html_uses_the_shared_plotly_js(tmp_path):
 
 def _fake_run(tmp_path: Path) -> tuple[Path, dict]:
     """A run folder with results of 01 (ok) and 02 (ok, with a chart) and a failed 03."""
-    from latency_lab import parameters as P
+    from latency_lab.core import parameters as P
 
     run = tmp_path / "run"
     run.mkdir()
@@ -446,7 +439,7 @@ def test_run_pages_draw_offline_and_fit_the_size_budget(tiny_run: Path, tmp_path
 
 
 def test_index_tells_failed_interrupted_and_not_run_apart_and_shows_what_each_notebook_ran_with(tmp_path):
-    from latency_lab import parameters as P
+    from latency_lab.core import parameters as P
 
     run = tmp_path / "run"
     run.mkdir()
@@ -496,7 +489,7 @@ def test_index_tells_failed_interrupted_and_not_run_apart_and_shows_what_each_no
 def test_a_notebooks_own_default_is_named_so_not_set_against_the_run(tmp_path):
     """A default run: 02 runs its own seven executors (``NOTEBOOK_DEFAULTS``), the run resolves all of
     them; the index says it is 02's default. Given on the command line, it is the plain difference."""
-    from latency_lab import parameters as P
+    from latency_lab.core import parameters as P
 
     run = tmp_path / "run"
     run.mkdir()

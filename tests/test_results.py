@@ -5,8 +5,9 @@ import math
 
 import pytest
 
-from latency_lab import notebook_run, report, results
-from latency_lab import parameters as P
+from latency_lab.core import parameters as P
+from latency_lab.core import results
+from latency_lab.run import notebook_run, report
 
 
 def test_save_and_load_roundtrip_json_safe(tmp_path):

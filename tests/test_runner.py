@@ -20,14 +20,15 @@ import pytest
 from conftest import CPU_ONLY, ROOT, cpu_environment, run_runner  # noqa: E402
 
 import tasks
-from latency_lab import compare, notebook_run, results, run_folder, start_page
-from latency_lab import registry as E
+from latency_lab.core import registry as E
+from latency_lab.core import results
+from latency_lab.run import compare, notebook_run, run_folder, start_page
 
 NOTEBOOKS = list(notebook_run.discover())
 
 
 def test_declared_parameters_are_schema_names():
-    from latency_lab.parameters import SCHEMA
+    from latency_lab.core.parameters import SCHEMA
 
     for name, path in notebook_run.discover().items():
         declared = notebook_run.declared_parameters(path)
@@ -177,8 +178,8 @@ def test_unknown_parameter_lists_only_what_can_be_set(tmp_path):
 def _fake_run(run: Path, interrupted: str | None = None, names=("01_x", "02_y"), torch="2.9.1") -> Path:
     """A run folder as the runner leaves it (results, environment, summary, pages) for ``names``
     (01_x and 02_y); 02_y cut by ``interrupted`` when given."""
-    from latency_lab import parameters as P
-    from latency_lab import report
+    from latency_lab.core import parameters as P
+    from latency_lab.run import report
 
     run.mkdir(parents=True)
     p = P.validate(preset="tiny", device="cpu")
@@ -208,7 +209,7 @@ def _fake_run(run: Path, interrupted: str | None = None, names=("01_x", "02_y"),
 def test_output_dir_inside_a_run_folder_is_refused(tmp_path, inside):
     """``--output-dir outputs/latest`` (or any run folder, or a published copy) would nest a run
     inside another: a setup error, nothing written."""
-    from latency_lab import report
+    from latency_lab.run import report
 
     run = _fake_run(tmp_path / "r")
     (tmp_path / "latest").symlink_to("r")
@@ -285,14 +286,14 @@ def test_failing_notebook_is_marked_and_others_survive(tmp_path):
     nbdir.mkdir()
     _notebook(
         nbdir / "01_ok.ipynb",
-        "from latency_lab import parameters as P, results\n"
+        "from latency_lab.core import parameters as P, results\n"
         "p = P.validate(preset=preset)\n"
         "results.save(output_dir, '01_ok', p, {}, results.key_table('ok', [{'x': 1}]))",
     )
     _notebook(nbdir / "02_fails.ipynb", "raise RuntimeError('deliberate failure')")
     _notebook(
         nbdir / "03_after.ipynb",
-        "from latency_lab import parameters as P, results\n"
+        "from latency_lab.core import parameters as P, results\n"
         "results.save(output_dir, '03_after', P.validate(), {}, results.key_table('after', [{'y': 2}]))",
     )
     proc = run_runner(
@@ -322,7 +323,7 @@ def test_progress_lines_reach_a_pipe_while_the_notebook_runs(tmp_path):
     nbdir.mkdir()
     _notebook(
         nbdir / "01_says.ipynb",
-        "import time\nfrom latency_lab.progress import say\n"
+        "import time\nfrom latency_lab.core.progress import say\n"
         "print('a table row')\nsay('eager: building (first call: trace and compile) ...')\ntime.sleep(4)",
     )
     proc = subprocess.Popen(
@@ -367,7 +368,7 @@ def test_a_timeout_names_the_cells_first_line_not_its_source_as_a_list():
     and the index show the cell's first line instead (the error's ``first_line``), on one line."""
     from nbclient.exceptions import CellTimeoutError
 
-    from latency_lab import report
+    from latency_lab.run import report
 
     source = "import plotly.express as px\n" + "\n".join(f"x{i} = {i}" for i in range(12))
     for cell in (source, "import time\ntime.sleep(60)"):
@@ -445,7 +446,7 @@ def test_full_disk_loses_nothing_and_leaves_no_temporaries(tmp_path, disk):
     nbdir.mkdir(), out.mkdir(), temp.mkdir()
     _notebook(
         nbdir / "01_ok.ipynb",
-        "from latency_lab import parameters as P, results\n"
+        "from latency_lab.core import parameters as P, results\n"
         "results.save(output_dir, '01_ok', P.validate(preset=preset), {}, results.key_table('ok', [{'x': 1}]))",
     )
     limit = None
@@ -624,7 +625,7 @@ def _interruptible(tmp_path: Path) -> tuple[Path, Path]:
     nbdir.mkdir()
     _notebook(
         nbdir / "01_quick.ipynb",
-        "from latency_lab import parameters as P, results\n"
+        "from latency_lab.core import parameters as P, results\n"
         "results.save(output_dir, '01_quick', P.validate(preset=preset), {}, results.key_table('q', [{'x': 1}]))",
     )
     _notebook(
@@ -769,7 +770,7 @@ def test_stop_raises_until_held_and_keeps_the_first_signal():
     """``interrupts.Stop`` with real signals to this process: an ``Interrupted`` that library code
     swallowed is raised again by the next signal; held, a signal is only recorded, and ``arm``
     raises it; the exit status is the first signal's."""
-    from latency_lab import interrupts
+    from latency_lab.run import interrupts
 
     previous = signal.getsignal(signal.SIGINT)
     with interrupts.Stop().installed() as stop:
@@ -796,7 +797,7 @@ def test_a_signal_inside_an_event_loop_callback_or_task_stops_the_loop():
     callback, then from a background task, ``Interrupted`` leaves ``asyncio.run``."""
     import asyncio
 
-    from latency_lab import interrupts
+    from latency_lab.run import interrupts
 
     def kill() -> None:
         os.kill(os.getpid(), signal.SIGINT)
@@ -1138,7 +1139,7 @@ def test_runner_names_notebooks_that_ignore_a_parameter_and_records_what_each_ra
         nb.cells = [
             params,
             nbformat.v4.new_code_cell(
-                "from latency_lab import parameters as P, results\n"
+                "from latency_lab.core import parameters as P, results\n"
                 "p = P.from_namespace(globals())\n"
                 f"results.save(output_dir, {name!r}, p, {{}}, results.key_table('t', [{{'x': 1}}]))"
             ),

@@ -1,4 +1,4 @@
-"""Notebook 06 and latency_lab.scaling: fits with standard errors, the sentences' branches on fake rows
+"""Notebook 06 and latency_lab.studies.scaling: fits with standard errors, the sentences' branches on fake rows
 and fake rounds, what a sweep's build records (compile-cache hits of the first call, GPU memory held),
 the decode builder against a recompute without cache, and the tiny run's 06 results."""
 
@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from latency_lab import harness, model, parameters, registry, results, scaling, sweep
-from latency_lab.harness import Rounds, Timed
+from latency_lab.core import harness, model, parameters, registry, results, sweep
+from latency_lab.core.harness import Rounds, Timed
+from latency_lab.studies import scaling
 
 # --- fits ---------------------------------------------------------------------------------------
 
@@ -290,7 +291,7 @@ def test_decode_numbers_and_token_agreement():
 
 
 def timing_block(ms: float):
-    from latency_lab.timing import Block
+    from latency_lab.core.timing import Block
 
     return Block(ms, 0.9 * ms)
 

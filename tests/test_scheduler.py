@@ -1,4 +1,4 @@
-"""latency_lab.scheduler (``runner.py --gpus``): the option's values, CPU shares, start order and the
+"""latency_lab.run.scheduler (``runner.py --gpus``): the option's values, CPU shares, start order and the
 run loop with fake devices and fake notebook executions; then real workers and kernels on this CPU,
 under GPU ids no machine has (so no kernel sees a GPU), pinned to one core each."""
 
@@ -16,9 +16,9 @@ import psutil
 import pytest
 
 import runner
-from latency_lab import notebook_run
-from latency_lab import scheduler as S
-from latency_lab.notebook_run import Outcome
+from latency_lab.run import notebook_run
+from latency_lab.run import scheduler as S
+from latency_lab.run.notebook_run import Outcome
 
 README_H200 = {
     "00_explorer": 33,
@@ -222,7 +222,7 @@ def test_an_interrupt_kills_the_running_ones_and_marks_them():
 # --- real workers and kernels -----------------------------------------------------------------------------
 
 RECORD = (
-    "import os, time, types\nfrom latency_lab import results\nstarted = time.time()\n{body}\n"
+    "import os, time, types\nfrom latency_lab.core import results\nstarted = time.time()\n{body}\n"
     "results.save(output_dir, {name!r}, types.SimpleNamespace(to_dict=dict), {{}},"
     " results.key_table('t', [{{'x': 1}}]),"
     " seen={{'gpu': os.environ.get('CUDA_VISIBLE_DEVICES'), 'cpus': sorted(os.sched_getaffinity(0)),"
@@ -384,9 +384,9 @@ def test_bad_gpus_are_setup_errors_and_write_nothing(tmp_path, monkeypatch, caps
 
 
 def test_compare_says_where_each_notebook_ran(tmp_path):
-    from latency_lab import compare as C
-    from latency_lab import results
-    from latency_lab.parameters import Params
+    from latency_lab.core import results
+    from latency_lab.core.parameters import Params
+    from latency_lab.run import compare as C
 
     for run, gpu in (("a", "0"), ("b", "2")):
         results.save(tmp_path / run, "02_x", Params(), {}, results.key_table("t", [{"executor": "eager", "ms": 1.0}]))
@@ -400,7 +400,7 @@ def test_compare_says_where_each_notebook_ran(tmp_path):
 
 
 def test_the_run_cache_counts_the_kernels_of_every_gpus_nvfuser_db():
-    from latency_lab import compile_cache
+    from latency_lab.core import compile_cache
 
     root = compile_cache.make("gpus")
     for folder in ("tmp", "tmp/gpu0", "tmp/gpu1"):

@@ -1,4 +1,4 @@
-"""latency_lab.thunder_traces on small thunder-jitted modules (CPU), on synthetic nested regions (the GPU-only
+"""latency_lab.studies.thunder_traces on small thunder-jitted modules (CPU), on synthetic nested regions (the GPU-only
 nvFusion / CUDAGraph shapes) and on the tiny run's results file."""
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ import pytest
 import torch
 from conftest import run_runner
 
-from latency_lab import parameters as P
-from latency_lab import results, thunder_traces
-from latency_lab.harness import Prepared
-from latency_lab.registry import REGISTRY, THUNDER_NAMES
+from latency_lab.core import parameters as P
+from latency_lab.core import results
+from latency_lab.core.harness import Prepared
+from latency_lab.core.registry import REGISTRY, THUNDER_NAMES
+from latency_lab.studies import thunder_traces
 
 pytest.importorskip("thunder")
 

@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from latency_lab import executor_timing, harness, metrics, reference, registry, timing
+from latency_lab.core import harness, metrics, reference, registry, timing
+from latency_lab.studies import executor_timing
 
 
 class FakeGPU:

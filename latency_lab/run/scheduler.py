@@ -3,7 +3,7 @@
 ``plan`` turns ``--gpus`` (``0,1,2,3`` or ``all``) into slots: one slot (the notebooks one after
 another, as without the option) on a CPU, with one GPU, or when one GPU is chosen; else one slot per
 GPU, each with its own CPU cores. ``run`` starts each notebook in a worker process
-(``python -m latency_lab.scheduler JOB``) that pins itself to its slot's cores and sees only its
+(``python -m latency_lab.run.scheduler JOB``) that pins itself to its slot's cores and sees only its
 slot's GPU (``CUDA_VISIBLE_DEVICES``); the notebook's kernel, started by the worker, inherits both.
 A notebook starts once the notebooks it reads (``RUNS_AFTER``) have finished, on the first free slot;
 its outcome lands in notebook order whatever the order of finishing, and a failure is its outcome only.
@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import compile_cache, notebook_run, results, run_folder
-from .parameters import REPO_ROOT
+from ..core import compile_cache, results
+from ..core.parameters import REPO_ROOT
+from . import notebook_run, run_folder
 
 # Notebook -> notebooks of the same run whose results it reads, so it starts after they finish
 # (whatever their status: without their results it builds its own): the suite's one table of them.
@@ -241,7 +242,7 @@ def ran_on(gpu: str | None, cpus=None) -> str:
 
 
 class Worker:
-    """One notebook in its own process (``python -m latency_lab.scheduler JOB``), its outcome
+    """One notebook in its own process (``python -m latency_lab.run.scheduler JOB``), its outcome
     read back from a JSON file in ``folder``."""
 
     def __init__(self, job: dict, env: dict, folder: Path):
@@ -250,7 +251,9 @@ class Worker:
         self.started = time.perf_counter()
         # cwd first on sys.path: the worker imports the runner's own latency_lab
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "latency_lab.scheduler", json.dumps(job)], cwd=REPO_ROOT, env={**os.environ, **env}
+            [sys.executable, "-m", "latency_lab.run.scheduler", json.dumps(job)],
+            cwd=REPO_ROOT,
+            env={**os.environ, **env},
         )
 
     def poll(self):

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import results
+from .model_config import memory_needed
 from .registry import REGISTRY
 
 PRESETS = ("seed", "tiny")
@@ -48,7 +49,6 @@ SIZE_DEFAULTS = {"seed": ["seed"], "tiny": ["seed"]}
 
 SEED_MAX = 2**32 - 1  # numpy's and torch's seeds are 32-bit
 MAX_VALUE_CHARS = 1000  # a -p value's text: every executor's name in a list takes about 250
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 # Sweeps of notebook 06 (depth, prompt length, decode loop), per device; the tiny preset keeps CPU tests short.
 # On a GPU every point costs each Thunder configuration a first call (17-32 s on an H200): a 1-token
@@ -59,7 +59,7 @@ SWEEP_DEFAULTS = {
 }
 TINY_SWEEPS = {"depths": (1, 2), "prompt_lengths": (1, 6), "decode_tokens": 4}
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # Notebooks whose defaults differ from SCHEMA's. Each parameters cell mirrors SCHEMA and this table (a
 # test checks it), and the runner injects every parameter a notebook declares with the package's value,
@@ -260,14 +260,14 @@ def _int_list(name: str, value, default: tuple[int, ...]) -> tuple[int, ...]:
 
 def resolve_device(value: str) -> str:
     """'auto' -> 'cuda' when a CUDA device is present, else 'cpu'; explicit CUDA must exist."""
-    import torch
-
     if not isinstance(value, str):
         raise ParameterError("device", value, ", ".join(DEVICES))
-    if value == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
     if value == "cpu":
         return value
+    import torch  # only to look for CUDA: 'cpu' is validated without it
+
+    if value == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
     if value == "cuda" or (value.startswith("cuda:") and value[5:].isdigit()):
         if not torch.cuda.is_available():
             raise ParameterError("device", value, "auto or cpu (no CUDA device is available here)")
@@ -339,26 +339,6 @@ def validate(raw: dict | None = None, **kwargs) -> Params:
 SIZE_PARAMS = ("layers", "depths", "batch_size", "seq_len", "prompt_lengths", "decode_tokens", "sizes")
 
 
-def step_bytes(p: Params) -> int:
-    """An estimate of the memory the largest step of the run needs: the model's weights at its
-    deepest (``layers``, ``depths``), a KV cache of the longest context, and the largest activations
-    (logits, the MLP's, a causal mask of context x context) of that many tokens per sequence, where
-    the context is the longest of ``seq_len`` times the largest ``sizes`` factor (04's ops) and the
-    longest prompt plus ``decode_tokens`` (06)."""
-    from .model import config_dict  # local: model imports torch
-
-    layers = max(p.layers, *p.depths)
-    c = config_dict(p.preset, layers)
-    hidden, inter, vocab = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
-    q, kv = c["num_attention_heads"] * c["head_dim"], c["num_key_value_heads"] * c["head_dim"]
-    weights = vocab * hidden + layers * (2 * hidden * q + 2 * hidden * kv + 3 * hidden * inter + 2 * hidden) + hidden
-    factor = max((int(s[:-1]) for s in p.sizes if s != "seed"), default=1)
-    context = max(p.seq_len * factor, max(p.prompt_lengths) + p.decode_tokens)
-    activations = p.batch_size * context * (vocab + 3 * inter + 4 * hidden + context)
-    cache = layers * 2 * p.batch_size * context * kv
-    return (weights + activations + cache) * DTYPE_BYTES[p.dtype]
-
-
 def machine_memory(device: str) -> tuple[int, str]:
     """Bytes of memory the run's tensors live in, and what it is: the GPU's, or the host's RAM."""
     if device.startswith("cuda"):
@@ -386,19 +366,19 @@ def _with_point(p: Params, name: str, n: int) -> Params:
 
 def check_fits(p: Params, given: dict) -> None:
     """ParameterError for the first size parameter (``SIZE_PARAMS``) whose value makes one step
-    need more memory than the machine has (``step_bytes`` against ``machine_memory``), naming the
-    largest value that fits with the other parameters as they are."""
+    need more memory than the machine has (``model_config.memory_needed`` against
+    ``machine_memory``), naming the largest value that fits with the other parameters as they are."""
     memory, kind = machine_memory(p.device)
-    need = step_bytes(p)
+    need = memory_needed(p)
     if need <= memory:
         return
     for name in SIZE_PARAMS:
         lo, hi = 1, _largest_point(p, name)
-        if step_bytes(_with_point(p, name, lo)) > memory:
+        if memory_needed(_with_point(p, name, lo)) > memory:
             continue  # even its smallest value does not fit: another parameter is too large
-        while lo < hi:  # the largest point that fits, by bisection (step_bytes grows with each)
+        while lo < hi:  # the largest point that fits, by bisection (memory_needed grows with each)
             mid = (lo + hi + 1) // 2
-            lo, hi = (mid, hi) if step_bytes(_with_point(p, name, mid)) <= memory else (lo, mid - 1)
+            lo, hi = (mid, hi) if memory_needed(_with_point(p, name, mid)) <= memory else (lo, mid - 1)
         what = (
             "'seed' or '<k>x' labels with k"
             if name == "sizes"

@@ -31,9 +31,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
-from . import profiler_timeline, thunder_traces, timing
-from .harness import describe
-from .metrics import Stat
+from ..core import timing
+from ..core.harness import describe
+from ..core.metrics import Stat
+from . import profiler_timeline, thunder_traces
 
 PROFILE_REPEATS = 2  # profiled runs of each recorded call (kernels and device time are their mean)
 CALIBRATION_STAMPS = 200  # empty statements timed per block to price one timestamp

@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Callable
 
-from .timing import device_event_kind, sync
+from ..core.timing import device_event_kind, sync
 
 MARK = "latency_lab"  # prefix of the annotation around each profiled call
 

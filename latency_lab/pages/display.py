@@ -18,7 +18,7 @@ def setup_notebook() -> None:
     warnings of optional thunder executors that are not installed."""
     import plotly.io as pio
 
-    from . import environment
+    from ..core import environment
 
     pio.renderers.default = PLOTLY_RENDERER
     environment.quiet_known_noise()

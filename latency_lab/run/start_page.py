@@ -2,7 +2,7 @@
 answers, and how long each took in this machine's last usable run (``run_folder.last_usable``, what
 ``outputs/latest`` points at) and in the published reference run.
 
-    python -m latency_lab.start_page notebooks/START.md
+    python -m latency_lab.run.start_page notebooks/START.md
 """
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ import json
 import sys
 from pathlib import Path
 
-from . import results, run_folder
+from ..core import results
+from ..core.parameters import REPO_ROOT
+from . import run_folder
 from .notebook_run import NOTEBOOK_DIR, discover
-from .parameters import REPO_ROOT
 
 QUESTIONS = {
     results.EXPLORER: "How fast is a setting you pick (executors, preset, dtype, device, layers, tokens, threads)? "

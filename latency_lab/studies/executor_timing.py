@@ -10,11 +10,11 @@ within rounds.
 
 from __future__ import annotations
 
-from . import harness, reference
-from .harness import Prepared, Rounds
+from ..core import harness, reference
+from ..core.harness import Prepared, Rounds
+from ..core.metrics import Stat, host_bound
+from ..pages.tables import number
 from .host_overhead import GRAPH_PAIRS
-from .metrics import Stat, host_bound
-from .tables import number
 
 AGREEMENT = 0.10  # two ABBA passes of one executor should agree within 10%
 TIMEIT_RUNS = 7  # %timeit -r: the seed's "mean ± std. dev. of 7 runs"
@@ -264,7 +264,7 @@ def findings(table: list[dict], timed: Rounds, params) -> list[str]:
 
 def reference_rows() -> list[dict]:
     """The seed's published tables as rows in this notebook's vocabulary, labelled with GPU and method."""
-    from .registry import REGISTRY
+    from ..core.registry import REGISTRY
 
     rows = []
     nsight = reference.SEED_NSIGHT_DGX_H100
@@ -331,8 +331,8 @@ def seed_tables(table: list[dict]) -> list[dict]:
     """One table per metric of the seed's tables: executor, seed, here, here / seed (a ``key_table``
     shape plus its ``gpu``). Lines with neither number are left out; a table with no number measured
     here is left out too. Meant for GPU runs of the seed preset (``seed_order_text`` says why)."""
-    from .metrics import header, split_unit
-    from .registry import REGISTRY
+    from ..core.metrics import header, split_unit
+    from ..core.registry import REGISTRY
 
     here_rows = {r["executor"]: r for r in table}
     out = []

@@ -9,8 +9,8 @@ import uuid
 from datetime import datetime
 from pathlib import Path
 
-from .parameters import short
-from .results import SUFFIX
+from ..core.parameters import short
+from ..core.results import SUFFIX
 
 LATEST = "latest"
 RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")

@@ -12,7 +12,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from .results import write_atomic
+from ..core.results import write_atomic
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 PLOTLY_JS = "plotly.packed.js"

@@ -1,4 +1,4 @@
-"""The seed's model and call: HF Llama 3.2 1B config, cut to ``layers`` layers, and its inputs.
+"""The seed's model and call: HF Llama 3.2 1B (``model_config``), cut to ``layers`` layers, and its inputs.
 
 ``cache_mode`` picks the call:
   seed    the seed's exact kwargs (``cache_positions=...``, ``use_cache=True``, no cache passed)
@@ -15,64 +15,10 @@ from dataclasses import dataclass, replace
 import torch
 
 from . import timing
+from .model_config import config_dict
 from .parameters import Params
 
-# Verbatim from the seed (test_networks::testhf_llama in lightning-thunder).
-LLAMA_3_2_1B_CFG = {
-    "architectures": ["LlamaForCausalLM"],
-    "attention_bias": False,
-    "attention_dropout": 0.0,
-    "bos_token_id": 128000,
-    "eos_token_id": 128001,
-    "head_dim": 64,
-    "hidden_act": "silu",
-    "hidden_size": 2048,
-    "initializer_range": 0.02,
-    "intermediate_size": 8192,
-    "max_position_embeddings": 131072,
-    "mlp_bias": False,
-    "model_type": "llama",
-    "num_attention_heads": 32,
-    "num_hidden_layers": 16,
-    "num_key_value_heads": 8,
-    "pretraining_tp": 1,
-    "rms_norm_eps": 1e-05,
-    "rope_scaling": {
-        "factor": 32.0,
-        "high_freq_factor": 4.0,
-        "low_freq_factor": 1.0,
-        "original_max_position_embeddings": 8192,
-        "rope_type": "llama3",
-    },
-    "rope_theta": 500000.0,
-    "tie_word_embeddings": True,
-    "torch_dtype": "bfloat16",
-    "transformers_version": "4.45.0.dev0",
-    "use_cache": True,
-    "vocab_size": 128256,
-    "_commit_hash": "4e20de362430cd3b72f300e6b0f18e50e7166e08",
-}
-
-# Same architecture (GQA 4:1, llama3 RoPE scaling, tied embeddings), small enough for CPU tests.
-TINY_OVERRIDES = {
-    "head_dim": 16,
-    "hidden_size": 64,
-    "intermediate_size": 256,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 1,
-    "vocab_size": 1024,
-}
-
 SEED_TOKEN_IDS = [128000, 791, 1401, 311, 2324, 374]
-
-
-def config_dict(preset: str, layers: int) -> dict:
-    """The config as a plain dict: the seed's, or the tiny preset's overrides applied to it."""
-    cfg = dict(LLAMA_3_2_1B_CFG)
-    if preset == "tiny":
-        cfg.update(TINY_OVERRIDES)
-    cfg["num_hidden_layers"] = layers
-    return cfg
 
 
 def token_ids(params: Params, vocab_size: int) -> torch.Tensor:

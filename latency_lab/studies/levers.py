@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import harness, host_overhead, host_state, registry, sweep, thunder_breakdown
-from .harness import Prepared, Rounds
-from .metrics import Stat
-from .tables import number
+from ..core import harness, host_state, registry, sweep
+from ..core.harness import Prepared, Rounds
+from ..core.metrics import Stat
+from ..pages.tables import number
+from . import host_overhead, thunder_breakdown
 
 BASELINE = "thunder"
 REFERENCE = "torch.compile"  # what the seed measured Thunder against (no CUDA graphs)

@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
-from . import metrics
+from ..core import metrics
 
 TEMPLATES = Path(__file__).parent / "templates"  # package data: the pages' templates and style.css
 

@@ -13,10 +13,10 @@ import html
 import re
 from collections import Counter
 
-from . import results
-from .harness import describe, prepare
-from .registry import Executor
-from .tables import number
+from ..core import results
+from ..core.harness import describe, prepare
+from ..core.registry import Executor
+from ..pages.tables import number
 
 SAME_MODEL = ("preset", "layers", "batch_size", "seq_len", "dtype", "device", "cache_mode", "seed")
 
@@ -443,7 +443,7 @@ def first_call_table(rows: list[dict]) -> list[dict]:
 def first_call_finding(rows: list[dict]) -> str | None:
     """Each first call measured here, by phase in seconds, and the share of interpreting in the
     configurations ``thunder.jit`` builds (thunderfx's thunder interprets Dynamo's graphs instead)."""
-    from .registry import REGISTRY
+    from ..core.registry import REGISTRY
 
     table = [t for t in first_call_table(rows) if t["other_s"] is not None]
     if not table:

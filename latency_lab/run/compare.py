@@ -25,7 +25,9 @@ import json
 import sys
 from pathlib import Path
 
-from . import host_state, metrics, notebook_run, results, run_folder, scheduler, tables
+from ..core import host_state, metrics, results
+from ..pages import tables
+from . import notebook_run, run_folder, scheduler
 
 KEY_COLUMNS = (
     "op",
@@ -567,7 +569,7 @@ _SAME = "= A"  # an entry that differs in another pair only
 def seed_tables(runs: list[dict]) -> list[dict]:
     """The seed's tables (``executor_timing.seed_tables``) with one column per run that measured the
     seed's step on a GPU (``report.seed_step``); none without such a run."""
-    from .executor_timing import seed_tables as tables_of
+    from ..studies.executor_timing import seed_tables as tables_of
     from .report import seed_step
 
     merged: dict[str, dict] = {}

@@ -19,10 +19,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from . import harness, host_state, model, sweep, timing
-from .harness import Rounds
-from .metrics import Stat
-from .tables import number
+from ..core import harness, host_state, model, sweep, timing
+from ..core.harness import Rounds
+from ..core.metrics import Stat
+from ..pages.tables import number
 
 METRICS = ("wall_ms", "host_ms", "kernel_ms")  # fitted against depth
 PER_REF = (

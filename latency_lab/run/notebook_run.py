@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, TextIO
 
-from . import parameters, progress, results
-from .parameters import EVERY_NOTEBOOK, REPO_ROOT, clip, short
+from ..core import parameters, progress, results
+from ..core.parameters import EVERY_NOTEBOOK, REPO_ROOT, clip, short
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 STOPPED = "latency-lab-stopped"  # the tag of the cell that says where a cut notebook stopped (``mark_stop``)
@@ -342,7 +342,7 @@ def to_html(executed: Path) -> Path:
     there if missing)."""
     import nbformat
 
-    from . import html_assets
+    from ..pages import html_assets
 
     nb = nbformat.read(executed, as_version=4)
     html_assets.plotly_outputs_to_html(nb)
@@ -357,7 +357,7 @@ def html_exporter():
     import jinja2
     from nbconvert import HTMLExporter
 
-    from . import html_assets
+    from ..pages import html_assets
 
     return HTMLExporter(
         template_name="lab",
@@ -369,7 +369,7 @@ def html_exporter():
 def write_shared_assets(folder: Path, exporter=None) -> None:
     """The run folder's ``plotly.packed.js`` and ``notebook.css``, written if missing (before
     notebooks run side by side, so that no two of them write one at the same time)."""
-    from . import html_assets
+    from ..pages import html_assets
 
     html_assets.ensure_plotly_js(folder)
     html_assets.ensure_notebook_css(folder, (exporter or html_exporter()).environment)

@@ -26,8 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import compare, compile_cache, environment, html_assets, notebook_run, parameters, report, results, tables
-from .parameters import REPO_ROOT, clip, short
+from ..core import compile_cache, environment, parameters, results
+from ..core.parameters import REPO_ROOT, clip, short
+from ..pages import html_assets, tables
+from . import compare, notebook_run, report
 from .run_folder import SetupError
 
 ACCELERATOR = "accelerator_type:"  # Ray's resource of a node's GPU type (ray.util.accelerators)

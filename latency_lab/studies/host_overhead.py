@@ -17,10 +17,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from . import harness, profiler_timeline, thunder_breakdown, timing
-from .harness import Prepared, Rounds, describe
-from .metrics import Stat, host_bound
-from .tables import number
+from ..core import harness, timing
+from ..core.harness import Prepared, Rounds, describe
+from ..core.metrics import Stat, host_bound
+from ..pages.tables import number
+from . import profiler_timeline, thunder_breakdown
 
 STEP_PROFILES = 3  # profiled steps per executor; the median one (by host time) is drawn and saved
 GRAPH_PAIRS = (

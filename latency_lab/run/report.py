@@ -12,8 +12,11 @@ import tempfile
 from datetime import datetime
 from pathlib import Path
 
-from . import executor_timing, html_assets, results, run_folder, scheduler, tables
-from .parameters import NOTEBOOK_DEFAULTS, validate
+from ..core import results
+from ..core.parameters import NOTEBOOK_DEFAULTS, validate
+from ..pages import html_assets, tables
+from ..studies import executor_timing
+from . import run_folder, scheduler
 
 TIMING_NOTEBOOK = results.EXECUTOR_TIMING  # its results give the headline chart and the seed tables
 HOST, KERNEL, UNSPLIT = "host: CPU overhead (wall - kernel time)", "kernel time", "wall (no kernel time on a CPU)"
@@ -239,8 +242,8 @@ def headline_figure(timing: dict, device: str) -> dict:
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from .reference import SEED_NSIGHT_DGX_H100 as seed
-    from .registry import REGISTRY
+    from ..core.reference import SEED_NSIGHT_DGX_H100 as seed
+    from ..core.registry import REGISTRY
 
     here = sorted((r for r in timing.get("rows", []) if r.get("wall_ms") is not None), key=lambda r: r["wall_ms"])
     beside = seed_step(timing)

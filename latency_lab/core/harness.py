@@ -456,22 +456,21 @@ def standard_plan(
     params,
     reference_logits=None,
     timeit: Callable | None = None,
-    trace: bool = False,
+    trace: Callable | None = None,
     profile_steps: int | None = None,
     check: Callable | None = None,
 ) -> Plan:
     """The standard measurements right after a first call, in order: the output against eager's
     (first, before a later call can overwrite a CUDA graph's output), the Thunder trace row of a
-    Thunder configuration when ``trace`` (``thunder_traces.trace_row``, one more call), the warm-up (CUDA graphs
-    record here, before the next executor is built), ``%timeit`` when ``timeit(fn)`` is given, and
-    kernels per step from the profiler. Wall and host time come later, from ``rounds``. The output
-    check is ``check(prepared)`` when given, else the logits against ``reference_logits``."""
-    from . import thunder_traces
-
+    Thunder configuration when ``trace(prepared, kwargs)`` is given (``thunder_traces.trace_row``, one
+    more call), the warm-up (CUDA graphs record here, before the next executor is built), ``%timeit``
+    when ``timeit(fn)`` is given, and kernels per step from the profiler. Wall and host time come
+    later, from ``rounds``. The output check is ``check(prepared)`` when given, else the logits
+    against ``reference_logits``."""
     steps = max(3, min(params.iters, 10)) if profile_steps is None else profile_steps
     plan: Plan = {"output": check or (lambda p: check_output(p, reference_logits, params.dtype, params.layers))}
-    if trace:
-        plan["trace"] = lambda p: thunder_traces.trace_row(p, kwargs) if p.executor.needs_thunder else None
+    if trace is not None:
+        plan["trace"] = lambda p: trace(p, kwargs) if p.executor.needs_thunder else None
     plan["warm-up"] = lambda p: timing.warm_up(p.fn, kwargs, params.warmup)
     if timeit is not None:
         plan["timeit"] = lambda p: timing.timeit_record(timeit(p.fn))

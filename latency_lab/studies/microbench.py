@@ -19,14 +19,14 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from . import harness, registry, sweep, timing
-from .harness import Rounds
-from .metrics import Stat
-from .model import compare_to_eager
-from .parameters import Params
-from .progress import say
-from .reference import SEED_SINGLE_ADD_H100
-from .tables import number
+from ..core import harness, registry, sweep, timing
+from ..core.harness import Rounds
+from ..core.metrics import Stat
+from ..core.model import compare_to_eager
+from ..core.parameters import Params
+from ..core.progress import say
+from ..core.reference import SEED_SINGLE_ADD_H100
+from ..pages.tables import number
 
 PROFILE_STEPS = 5  # profiled calls per row: kernels per call is exact, so a few suffice
 CPU_THREADS = 1  # intra-op threads while measuring on a CPU (see ``intra_op_threads``)
@@ -132,7 +132,7 @@ def size_tokens(label: str, seq_len: int) -> int:
 
 
 def dims(cfg: dict, tokens: int, batch: int = 1) -> Dims:
-    """The op sizes from a model config (``model.config_dict``)."""
+    """The op sizes from a model config (``model_config.config_dict``)."""
     return Dims(
         batch=batch,
         tokens=tokens,
