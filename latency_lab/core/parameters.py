@@ -34,7 +34,7 @@ DEVICES = ("auto", "cpu", "cuda", "cuda:N")
 OPS = ("add", "mul", "silu", "linear", "matmul", "embedding", "triu", "rms_norm")
 
 # Per-device defaults for the knobs left as None: the seed's 10 warm-up + 40 timed calls on a GPU,
-# fewer on a CPU, where one step of the seed model takes tens of milliseconds. 20 blocks per pass on a
+# fewer on a CPU, where one step of the seed model takes tens of milliseconds. 20 rounds per pass on a
 # GPU: on the H200's shared host, host-bound blocks wander by +-30% from one block to the next; the
 # medians of two passes of 7 blocks came up to 25% apart, of 40 blocks within 4%. 4 per pass on a CPU:
 # 8 blocks, so that the fast-state headline (host_state.MIN_FAST) can be had there; with 4 it never was.
@@ -165,7 +165,11 @@ SCHEMA: dict[str, tuple[object, str]] = {
     "cache_mode": ("seed", f"one of {', '.join(CACHE_MODES)}"),
     "warmup": (None, "warm-up calls, an integer >= 0 (None: per-device default)"),
     "iters": (None, "timed calls per block, an integer >= 1 (None: per-device default)"),
-    "repeats": (None, "timed blocks per pass, an even integer >= 2 (None: per-device default)"),
+    "repeats": (
+        None,
+        "rounds per ABBA pass (2 x repeats rounds, one block of each executor in each), an even integer >= 2"
+        " (None: per-device default)",
+    ),
     "ops": ("all", f"'all' or a list of ops from {', '.join(OPS)}"),
     "sizes": (None, "list of size labels: 'seed' or '<k>x' (k times the seed's tokens)"),
     "output_dir": ("", "folder for results JSON ('' = outputs/interactive)"),
@@ -204,10 +208,10 @@ def _int(name: str, value, minimum: int, maximum: int | None = None) -> int:
 
 
 def _repeats(value) -> int:
-    """Blocks per pass: even, so that the ABBA split of ``2 * repeats`` wall-time rounds gives both
+    """Rounds per ABBA pass: even, so that the ABBA split of ``2 * repeats`` wall-time rounds gives both
     passes the same mean position in time (a steady drift then moves both alike)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 2 or value % 2:
-        raise ParameterError("repeats", value, "an even integer >= 2 (blocks per ABBA pass)")
+        raise ParameterError("repeats", value, "an even integer >= 2 (rounds per ABBA pass)")
     return value
 
 

@@ -96,7 +96,7 @@ class ExplorerUI:
         self.cache_mode = w.Dropdown(options=CACHE_MODES, value=params.cache_mode, description="cache mode", **wide)
         self.warmup = w.IntText(value=params.warmup, description="warm-up calls", **wide)
         self.iters = w.IntText(value=params.iters, description="calls / block", **wide)
-        self.repeats = w.IntText(value=params.repeats, description="blocks/pass", **wide)
+        self.repeats = w.IntText(value=params.repeats, description="rounds/pass", **wide)
         self.run_button = w.Button(description="Run", button_style="primary", icon="play")
         self.stop_button = w.Button(description="Stop", button_style="danger", icon="stop", disabled=True)
         self.save_button = w.Button(description="Save", icon="save")
