@@ -1,4 +1,4 @@
-"""Notebook 05, where the host time goes: rows, key table, findings.
+"""Notebook 05, where the host time goes: ``run(params) -> Result`` (rows, key table, findings), ``Result.save``.
 
 Per executor, right after its first call (``plan``): its output against eager's, the warm-up, the GPU
 memory it holds (from an emptied allocator cache before it was built to an emptied cache after its

@@ -1,5 +1,6 @@
 """Notebook 07, the levers: what each remedy the seed proposes does to Thunder-nvFuser's step, measured
-against the baseline in the same rounds; rows, key table, findings and the counterfactual.
+against the baseline in the same rounds; rows, key table, findings and the counterfactual, all from
+``run(params) -> Result``, written by ``Result.save``.
 
 A lever is a registry entry (``registry.LEVERS``: one compile option changed); ``thunder:torchcompile``
 (a fusion executor that takes the linears) and ``thunder:cudagraphs`` (the known cure) can stand beside
