@@ -10,9 +10,15 @@ from dataclasses import replace
 import pytest
 from conftest import run_runner
 
-from latency_lab.core import harness, registry
+from latency_lab.core import harness, parameters, registry
 from latency_lab.core.metrics import Stat
 from latency_lab.studies import host_overhead, thunder_breakdown
+
+# The top-level keys of 05's results file: the notebook's run and ``run(params).save()`` write the same.
+RESULTS_KEYS = {
+    *("schema", "notebook", "created", "params", "environment", "key_table", "findings", "step", "parts"),
+    *("breakdown", "regions", "graphs", "timeline", "memory", "first_call_s", "rounds", "host_reference"),
+}
 
 # --- timestamps -> phases ----------------------------------------------------------------------------
 
@@ -328,6 +334,7 @@ def run05(tmp_path_factory):
 
 def test_05_every_row_has_host_at_most_wall_and_thunder_is_taken_apart(run05):
     folder, res = run05
+    assert set(res) == RESULTS_KEYS
     rows = {r["executor"]: r for r in res["step"]}
     assert list(rows) == ["eager", "torch.compile", "thunder:torch", "thunderfx"]
     for name, r in rows.items():
@@ -347,3 +354,32 @@ def test_05_every_row_has_host_at_most_wall_and_thunder_is_taken_apart(run05):
         assert (folder / res["timeline"][r["executor"]]["chrome_trace"]).is_file()
     text = " ".join(res["findings"])
     assert "thunder:torch: host" in text and "needs CUDA" in text
+
+
+def test_05_runs_as_a_function_without_papermill(tmp_path):
+    """``run(params)`` on the tiny preset: eager beside thunder:torch (the configuration a CPU takes
+    apart); the Result holds every table the notebook shows, and ``save`` writes its results file."""
+    params = parameters.from_namespace(
+        {
+            "preset": "tiny",
+            "device": "cpu",
+            "executors": "eager,thunder:torch",
+            "warmup": 1,
+            "iters": 2,
+            "repeats": 2,
+            "output_dir": str(tmp_path),
+        }
+    )
+    result = host_overhead.run(params)
+    assert [(r["executor"], r["status"]) for r in result.step] == [("eager", "ok"), ("thunder:torch", "ok")]
+    assert set(result.breakdown) == {r["executor"] for r in result.parts} == {"thunder:torch"}
+    assert {r["phase"] for r in result.phases} == set(thunder_breakdown.PHASES)
+    assert any(r["kind"] == "op" and r["alone_us"] for r in result.regions)
+    assert set(result.timelines) == set(result.profiled) == set(result.memory) == {"eager", "thunder:torch"}
+    assert all((tmp_path / t["file"]).is_file() and t["rows"] for t in result.profiled.values())
+    assert result.graphs == [] and len(result.findings) == 4 and "needs CUDA" in result.findings[-1]
+    assert set(result.timed.timed) == {"eager", "thunder:torch"} and result.first_call_s["eager"] > 0
+    path = result.save()
+    saved = json.loads(path.read_text())
+    assert path.parent == tmp_path and set(saved) == RESULTS_KEYS
+    assert saved["step"] == json.loads(json.dumps(result.step)) and saved["findings"] == result.findings

@@ -9,9 +9,15 @@ import json
 import pytest
 from conftest import run_runner
 
-from latency_lab.core import harness, registry
+from latency_lab.core import harness, parameters, registry
 from latency_lab.core.metrics import Stat
 from latency_lab.studies import levers, thunder_breakdown
+
+# The top-level keys of 07's results file: the notebook's run and ``run(params).save()`` write the same.
+RESULTS_KEYS = {
+    *("schema", "notebook", "created", "params", "environment", "key_table", "findings", "rows", "breakdown"),
+    *("counterfactual", "combination", "regions", "rounds", "host_reference"),
+}
 
 
 def _rounds(hosts: dict[str, list[float]], walls: dict[str, list[float]] | None = None, reference=None):
@@ -159,6 +165,7 @@ def run07(tmp_path_factory):
 def test_07_on_cpu_every_lever_is_a_row_with_its_reason(run07):
     proc, folder = run07
     res = json.loads((folder / "07_levers.results.json").read_text())
+    assert set(res) == RESULTS_KEYS
     rows = {r["executor"]: r for r in res["rows"]}
     for name in ("thunder", "thunder:nv-linear", "thunder:nv-skip-cache"):
         assert rows[name]["status"] == "unavailable" and "CUDA" in rows[name]["reason"], name
@@ -173,3 +180,33 @@ def test_07_on_cpu_every_lever_is_a_row_with_its_reason(run07):
         and res["findings"][0] == "No lever ran beside the baseline here, so none is ranked."
     )
     assert proc.returncode == 0, proc.stdout[-2000:]  # a lever this Thunder refuses is a finding, not a failed run
+
+
+def test_07_runs_as_a_function_without_papermill(tmp_path):
+    """``run(params)`` on the tiny preset: the baseline (nvFuser: unavailable on a CPU), a lever this
+    Thunder refuses on its first call, and eager timed in the rounds; ``save`` writes its results file."""
+    params = parameters.from_namespace(
+        {
+            "preset": "tiny",
+            "device": "cpu",
+            "executors": "thunder,thunder:cache-same-input,eager",
+            "depths": [1],
+            "warmup": 1,
+            "iters": 2,
+            "repeats": 2,
+            "output_dir": str(tmp_path),
+        }
+    )
+    result = levers.run(params)
+    rows = {r["executor"]: r for r in result.table}
+    assert list(rows) == ["thunder", "eager", "thunder:cache-same-input"]  # the baseline first, then registry order
+    assert [r["executor"] for r in result.levers] == [*rows, *levers.NO_SWITCH]
+    assert rows["thunder"]["status"] == "unavailable" and "CUDA" in rows["thunder"]["reason"]
+    assert rows["thunder:cache-same-input"]["status"] in ("ok", "unavailable")
+    assert rows["eager"]["status"] == "ok" and rows["eager"]["wall_ms"] > 0 and set(result.timed.timed) >= {"eager"}
+    assert result.parts == result.regions == result.counterfactual == result.combination == []
+    assert result.findings[0] == "No lever ran beside the baseline here, so none is ranked."
+    path = result.save()
+    saved = json.loads(path.read_text())
+    assert path.parent == tmp_path and set(saved) == RESULTS_KEYS
+    assert [r["executor"] for r in saved["rows"]] == [*rows, *levers.NO_SWITCH]

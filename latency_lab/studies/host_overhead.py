@@ -1,4 +1,4 @@
-"""Notebook 05, where the host time goes: rows, key table, findings.
+"""Notebook 05, where the host time goes: ``run(params) -> Result`` (rows, key table, findings), ``Result.save``.
 
 Per executor, right after its first call (``plan``): its output against eager's, the warm-up, the GPU
 memory it holds (from an emptied allocator cache before it was built to an emptied cache after its
@@ -15,11 +15,13 @@ range, ``higher`` or ``lower`` outside it, always with the measured spread.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
-from ..core import harness, timing
+from ..core import environment, harness, model, registry, results, timing
 from ..core.harness import Prepared, Rounds, describe
 from ..core.metrics import Stat, host_bound
+from ..core.parameters import Params
 from ..pages.tables import number
 from . import profiler_timeline, thunder_breakdown
 
@@ -492,3 +494,86 @@ def trace_href(file: str, output_dir_given: bool, output_dir: str) -> str:
     import os
 
     return file if output_dir_given else os.path.relpath(Path(output_dir) / file, Path.cwd())
+
+
+@dataclass
+class Result:
+    """Notebook 05's run: the tables it shows and saves, its findings and the rounds they come from."""
+
+    params: Params
+    env: dict
+    step: list[dict]
+    breakdown: dict[str, dict]
+    parts: list[dict]
+    phases: list[dict]
+    regions: list[dict]
+    timelines: dict[str, dict]  # the profiled step's metrics per executor (``timeline_row``)
+    profiled: dict[str, dict]  # the profiled step per executor: its Chrome trace's file and its rows
+    graphs: list[dict]
+    findings: list[str]
+    memory: dict[str, dict | None]
+    first_call_s: dict[str, float | None]
+    timed: Rounds
+
+    def save(self) -> Path:
+        """The notebook's results file."""
+        return results.save(
+            self.params.output_dir,
+            results.HOST_OVERHEAD,
+            self.params,
+            self.env,
+            results.key_table("Host overhead per executor", self.step, STEP_COLUMNS),
+            findings=self.findings,
+            step=self.step,
+            parts=self.parts,
+            breakdown=self.breakdown,
+            regions=self.regions,
+            graphs=self.graphs,
+            timeline=self.timelines,
+            memory=self.memory,
+            first_call_s=self.first_call_s,
+            rounds={n: self.timed.record(n) for n in self.timed.timed},
+            host_reference=self.timed.reference_record(),
+        )
+
+
+def run(params: Params) -> Result:
+    """Build and measure every executor one after another (``plan``), then time them all in the same
+    rounds with each Thunder configuration taken apart in place; the tables and findings from both."""
+    setup = model.build(params)
+    env = environment.collect(params.device)
+    reference_logits = model.logits_of(setup.model(**setup.kwargs)).detach().clone()
+    print(
+        f"device {params.device} · warm-up {params.warmup} · {params.iters} calls per block · {2 * params.repeats} "
+        f"rounds · {STEP_PROFILES} profiled steps · executors {', '.join(params.executors)}"
+    )
+    measurements = plan(setup.kwargs, params, reference_logits, results.HOST_OVERHEAD)
+    prepared, measured = harness.build_and_measure(
+        registry.selected(params.executors), setup.model, setup.kwargs, measurements, params.device
+    )
+    probed, insitu, not_taken_apart = probes(prepared, setup.kwargs, params.iters)
+    timed = harness.rounds(
+        harness.entries(prepared, setup.kwargs, probed), params.device, params.warmup, params.iters, params.repeats
+    )
+    harness.apply_errors(prepared, timed)
+    broken = {**breakdowns(insitu, timed), **{n: {"reason": why} for n, why in not_taken_apart.items()}}
+    step = [step_row(p, measured.get(n) or {}, timed) for n, p in prepared.items()]
+    regions = region_rows(broken, measured)
+    timelines = {n: r for n, m in measured.items() if (r := timeline_row(n, m))}
+    graphs = graph_rows(step, timed)
+    return Result(
+        params=params,
+        env=env,
+        step=step,
+        breakdown=broken,
+        parts=parts_rows(broken),
+        phases=phase_rows(broken),
+        regions=regions,
+        timelines=timelines,
+        profiled={n: m["timeline"] for n, m in measured.items() if m.get("timeline")},
+        graphs=graphs,
+        findings=findings(broken, timelines, regions, graphs, timed, params.device),
+        memory={n: m.get("memory") for n, m in measured.items()},
+        first_call_s={n: p.first_call_s for n, p in prepared.items()},
+        timed=timed,
+    )

@@ -1,5 +1,6 @@
 """Notebook 07, the levers: what each remedy the seed proposes does to Thunder-nvFuser's step, measured
-against the baseline in the same rounds; rows, key table, findings and the counterfactual.
+against the baseline in the same rounds; rows, key table, findings and the counterfactual, all from
+``run(params) -> Result``, written by ``Result.save``.
 
 A lever is a registry entry (``registry.LEVERS``: one compile option changed); ``thunder:torchcompile``
 (a fusion executor that takes the linears) and ``thunder:cudagraphs`` (the known cure) can stand beside
@@ -12,13 +13,15 @@ beside the baseline and torch.compile at every depth asked for.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from pathlib import Path
 
-from ..core import harness, host_state, registry, sweep
+from ..core import environment, harness, host_state, registry, results, sweep
 from ..core.harness import Prepared, Rounds
 from ..core.metrics import Stat
+from ..core.parameters import Params
 from ..pages.tables import number
-from . import host_overhead, thunder_breakdown
+from . import host_overhead, thunder_breakdown, thunder_traces
 
 BASELINE = "thunder"
 REFERENCE = "torch.compile"  # what the seed measured Thunder against (no CUDA graphs)
@@ -160,6 +163,14 @@ def row(p: Prepared, measured: dict, timed: Rounds, broken: dict[str, dict], flo
     )
     out["floor_ratio_x"] = out["wall_ms"] / floor_ms if out["wall_ms"] and floor_ms else None
     return out
+
+
+def lever_rows(chosen: list) -> list[dict]:
+    """Each configuration with the options it passes and its lever, then the remedies without a switch."""
+    return [
+        {"executor": ex.name, "options": options_text(ex), "lever": ex.lever, "what it runs": ex.summary}
+        for ex in chosen
+    ] + no_switch_rows()
 
 
 def no_switch_rows() -> list[dict]:
@@ -400,3 +411,103 @@ def combination_row(key: str, p: Prepared, timed: Rounds, depth_of: dict[str, in
             else {f"{field}_x": None, f"{field}_q1_x": None, f"{field}_lo_x": None}
         )
     return out
+
+
+def build(chosen: list, case: sweep.Case, plan: harness.Plan, device: str) -> tuple[dict, dict]:
+    """Build and measure the baseline, then every other configuration unless its baseline's trace leaves
+    it nothing to move (``nothing_to_move``); a lever this Thunder refuses is ``unavailable``."""
+    prepared, measured = harness.build_and_measure(chosen[:1], case.module, case.kwargs, plan, device)
+    base_trace = (measured.get(BASELINE) or {}).get("trace")
+    rest = []
+    for ex in chosen[1:]:
+        if ex.name == "thunder:nv-embedding" and nothing_to_move(base_trace, ("embedding",)):
+            prepared[ex.name] = harness.Prepared(
+                ex,
+                "unavailable",
+                reason="nothing to move: embedding already runs inside an "
+                "nvFuser region in the baseline (thunder ignores nv_enable_embedding)",
+            )
+        else:
+            rest.append(ex)
+    more, more_measured = harness.build_and_measure(rest, case.module, case.kwargs, plan, device)
+    prepared.update(more)
+    measured.update(more_measured)
+    unsupported(prepared)
+    return prepared, measured
+
+
+@dataclass
+class Result:
+    """Notebook 07's run: the tables it shows and saves, its findings and the lever rounds."""
+
+    params: Params
+    env: dict
+    levers: list[dict]  # the configurations and the remedies without a switch (``lever_rows``)
+    table: list[dict]  # the key table: one ``row`` per configuration, same rounds
+    breakdown: dict[str, dict]
+    parts: list[dict]  # ``breakdown_rows``
+    regions: list[dict]
+    counterfactual: list[dict]
+    combination: list[dict]
+    findings: list[str]
+    timed: Rounds
+
+    def save(self) -> Path:
+        """The notebook's results file."""
+        return results.save(
+            self.params.output_dir,
+            results.LEVERS,
+            self.params,
+            self.env,
+            results.key_table("Levers against Thunder-nvFuser (same rounds)", self.table, KEY_COLUMNS),
+            findings=self.findings,
+            rows=self.table + no_switch_rows(),
+            breakdown=self.breakdown,
+            counterfactual=self.counterfactual,
+            combination=self.combination,
+            regions=self.regions,
+            rounds={n: self.timed.record(n) for n in self.timed.timed},
+            host_reference=self.timed.reference_record(),
+        )
+
+
+def run(params: Params) -> Result:
+    """Build every configuration, time them in the same rounds each taken apart in place, model the
+    counterfactual, and time the best levers combined at every depth (module docstring)."""
+    env = environment.collect(params.device)
+    case = sweep.model_case(params)
+    print(
+        f"device {params.device} · {params.layers} layer(s) · warm-up {params.warmup} · {params.iters} calls per "
+        f"block · {2 * params.repeats} rounds · combination at depths {', '.join(map(str, params.depths))}"
+    )
+    chosen = baseline_first(registry.selected(params.executors))
+    plan = harness.standard_plan(case.kwargs, params, trace=thunder_traces.trace_row, check=case.check)
+    prepared, measured = build(chosen, case, plan, params.device)
+    probes, insitu, not_taken_apart = insitu_summaries(prepared, case.kwargs, params.iters)
+    timed = harness.rounds(
+        harness.entries(prepared, case.kwargs, probes), params.device, params.warmup, params.iters, params.repeats
+    )
+    harness.apply_errors(prepared, timed)
+    broken = {
+        **host_overhead.breakdowns(insitu, timed),
+        **{n: {"reason": why} for n, why in not_taken_apart.items()},
+    }
+    table = [row(p, measured.get(n) or {}, timed, broken, case.floor_ms) for n, p in prepared.items()]
+    regions = alone_regions(prepared, case.kwargs, params.device, params.iters)
+    base_kernel_ms = ((measured.get(BASELINE) or {}).get("kernels") or {}).get("kernel_ms")
+    model_rows = counterfactual(broken, regions, timed, base_kernel_ms, case.floor_ms)
+    best = best_levers(table)
+    combo_rows, depth_of, floor_of = combination_stage(best, prepared, case, params, plan) if best else ([], {}, {})
+    return Result(
+        params=params,
+        env=env,
+        levers=lever_rows(chosen),
+        table=table,
+        breakdown=broken,
+        parts=breakdown_rows(broken),
+        regions=regions,
+        counterfactual=model_rows,
+        combination=combo_rows,
+        findings=findings(table, timed, model_rows, combo_rows, depth_of, floor_of),
+        timed=timed,
+    )
