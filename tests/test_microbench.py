@@ -1,6 +1,6 @@
 """latency_lab.studies.microbench on CPU: op shapes and inputs, the grid with real executors (eager,
 thunder:torch) built and timed in the same rounds, failures as rows, the sentences on fake rows and fake rounds,
-and the tiny run's 04 results."""
+``run`` and ``Result.save`` without papermill, and the tiny run's 04 results."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Notebook 06 and latency_lab.studies.scaling: fits with standard errors, the sentences' branches on fake rows
 and fake rounds, what a sweep's build records (compile-cache hits of the first call, GPU memory held),
-the decode builder against a recompute without cache, and the tiny run's 06 results."""
+the decode builder against a recompute without cache, ``run`` and ``Result.save`` without papermill, and the
+tiny run's 06 results."""
 
 from __future__ import annotations
 
