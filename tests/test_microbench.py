@@ -1,6 +1,6 @@
 """latency_lab.studies.microbench on CPU: op shapes and inputs, the grid with real executors (eager,
 thunder:torch) built and timed in the same rounds, failures as rows, the sentences on fake rows and fake rounds,
-and the tiny run's 04 results."""
+``run`` and ``Result.save`` without papermill, and the tiny run's 04 results."""
 
 from __future__ import annotations
 
@@ -15,6 +15,22 @@ from latency_lab.studies import microbench
 TINY = model_config.config_dict("tiny", 1)
 SEED = model_config.config_dict("seed", 1)
 EXECUTORS = ["eager", "torch.compile:reduce-overhead", "thunder", "thunder:torch"]  # registry order
+# The sections of 04's results file, from the notebook (the tiny run) and from ``run`` alike.
+RESULT_KEYS = {
+    "schema",
+    "notebook",
+    "created",
+    "params",
+    "environment",
+    "key_table",
+    "shapes",
+    "rows",
+    "findings",
+    "threads",
+    "memory_after_release",
+    "rounds",
+    "host_reference",
+}
 
 
 def tiny_params(**kw) -> parameters.Params:
@@ -325,8 +341,32 @@ def test_cpu_threads_are_set_and_restored():
     assert (torch.get_num_threads(), inductor_config.cpp.threads) == (before, cpp_before)
 
 
+def test_run_without_papermill_gives_what_the_notebook_shows_and_saves(tmp_path):
+    """``run`` on eager's add at the seed size alone: the Result's fields, and ``save`` writes 04's results
+    file with the notebook's sections."""
+    params = tiny_params(ops=["add"], sizes=["seed"], executors=["eager"], output_dir=str(tmp_path))
+    result = microbench.run(params)
+    assert result.params is params
+    assert result.ops_in_model == [{"op": "add", "in the model": microbench.OPS["add"].where}]
+    assert result.shapes == microbench.shape_table(TINY, params)
+    assert [(r["op"], r["size"], r["executor"], r["status"]) for r in result.rows] == [("add", "seed", "eager", "ok")]
+    assert result.add_rows == microbench.key_rows(result.rows, params) and len(result.add_rows) == 1
+    assert result.findings == microbench.findings(result.rows, result.timed, params)
+    assert result.findings[0].startswith("Fastest add here")
+    assert result.threads == microbench.CPU_THREADS and len(result.timed.timed) == 1
+    assert result.device_name.startswith("CPU: ")
+    path = result.save()
+    assert path == results.path_for(tmp_path, results.OP_MICROBENCHMARKS)
+    data = results.load(path)
+    assert set(data) == RESULT_KEYS
+    assert data["findings"] == result.findings and data["threads"] == result.threads
+    assert [r["executor"] for r in data["rows"]] == ["eager"] and len(data["key_table"]["rows"]) == 1
+    assert {len(rec["wall_ms"]) for rec in data["rounds"].values()} == {2 * params.repeats}
+
+
 def test_tiny_run_results_json(tiny_run):
     data = results.load(tiny_run / f"{results.OP_MICROBENCHMARKS}.results.json")
+    assert set(data) == RESULT_KEYS
     p = data["params"]
     expected = [(op, s, ex) for op in p["ops"] for s in p["sizes"] for ex in p["executors"]]
     assert [(r["op"], r["size"], r["executor"]) for r in data["rows"]] == expected

@@ -1,6 +1,7 @@
 """Notebook 06 and latency_lab.studies.scaling: fits with standard errors, the sentences' branches on fake rows
 and fake rounds, what a sweep's build records (compile-cache hits of the first call, GPU memory held),
-the decode builder against a recompute without cache, and the tiny run's 06 results."""
+the decode builder against a recompute without cache, ``run`` and ``Result.save`` without papermill, and the
+tiny run's 06 results."""
 
 from __future__ import annotations
 
@@ -425,11 +426,73 @@ def test_divergence_reads_eager_margin_in_ulps_of_the_logits_dtype():
     assert scaling.divergence(logits, [[1, 1]], [[1, 1]], 2) == {}
 
 
-# --- the tiny run -------------------------------------------------------------------------------
+# --- run, without papermill, and the tiny run ----------------------------------------------------
+
+# The sections of 06's results file, from the notebook (the tiny run) and from ``run`` alike.
+RESULT_KEYS = {
+    "schema",
+    "notebook",
+    "created",
+    "params",
+    "environment",
+    "key_table",
+    "findings",
+    "points",
+    "fits",
+    "fit_rows",
+    "elapsed_s",
+    "memory_after_release",
+    "rounds",
+    "host_reference",
+    "bandwidth_measured_GBps",
+}
+
+
+def test_run_without_papermill_gives_what_the_notebook_shows_and_saves(tmp_path):
+    """``run`` with eager alone at two depths, one prompt length (the shared point) and a two-token decode:
+    the Result's fields, its charts, and ``save`` writes 06's results file with the notebook's sections."""
+    params = parameters.validate(
+        preset="tiny",
+        device="cpu",
+        executors=["eager"],
+        depths=[1, 2],
+        prompt_lengths=[6],
+        decode_tokens=2,
+        warmup=1,
+        iters=2,
+        repeats=2,
+        output_dir=str(tmp_path),
+    )
+    result = scaling.run(params)
+    assert result.params is params and result.bandwidth is None
+    assert [(r["sweep"], r["step"], r["layers"], r["status"]) for r in result.points] == [
+        ("depth, prompt", "prefill", 1, "ok"),
+        ("depth", "prefill", 2, "ok"),
+        ("decode", "decode", 1, "ok"),
+    ]
+    assert [r["layers"] for r in result.depth_rows] == [1, 2]
+    assert result.prompt_rows == result.points[:1] and result.decode_rows == result.points[2:]
+    assert result.fits == scaling.depth_fits(result.depth_rows, result.timed)
+    assert result.fits[0]["wall_ms"]["layers"] == [1, 2] and result.fit_rows == scaling.fit_rows(result.fits)
+    assert result.key_rows == scaling.key_rows(result.points)
+    assert set(result.elapsed) == {"builds", "rounds", "total"}
+    assert result.elapsed["builds"] + result.elapsed["rounds"] <= result.elapsed["total"]
+    assert result.findings[0].startswith("At 1 layer") and result.findings[-1].startswith("Sweeps took ")
+    assert set(result.timed.timed) == {r["key"] for r in result.points}
+    assert len(scaling.depth_chart(result.depth_rows, result.fits).data) == 4  # measured and fit: wall, host (CPU)
+    assert scaling.first_call_chart(result.depth_rows) is not None and scaling.decode_chart(result.decode_rows)
+    assert scaling.floor_chart(result.depth_rows) is None and scaling.prefill_chart(result.prompt_rows) is None
+    path = result.save()
+    assert path == results.path_for(tmp_path, results.SCALING)
+    data = results.load(path)
+    assert set(data) == RESULT_KEYS
+    assert data["findings"] == result.findings and data["elapsed_s"] == result.elapsed
+    assert len(data["points"]) == len(data["key_table"]["rows"]) == 3 and data["bandwidth_measured_GBps"] is None
 
 
 def test_tiny_run_measures_every_point_in_the_same_rounds(tiny_run):
     data = results.load(tiny_run / f"{results.SCALING}.results.json")
+    assert set(data) == RESULT_KEYS
     p = data["params"]
     points = {(r["step"], r["layers"], r["tokens"], r["executor"]): r for r in data["points"]}
     wanted = [("prefill", n, p["seq_len"]) for n in p["depths"]] + [

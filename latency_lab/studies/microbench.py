@@ -1,4 +1,5 @@
-"""Notebook 04, op microbenchmarks: rows, key table (the seed's single ``add``), findings.
+"""Notebook 04, op microbenchmarks: ``run(params) -> Result`` (rows, key table: the seed's single ``add``,
+findings), then the notebook's display and ``Result.save``.
 
 The seed's single ``add`` in isolation, generalised to the ops its trace shows (pointwise ops,
 linear, matmul, embedding, triu, an RMSNorm-like composite), at the seed model's shapes for its tokens
@@ -15,11 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from ..core import harness, registry, sweep, timing
+from ..core import environment, harness, model_config, registry, results, sweep, timing
 from ..core.harness import Rounds
 from ..core.metrics import Stat
 from ..core.model import compare_to_eager
@@ -533,3 +535,69 @@ def add_chart(adds: list[dict], device_name: str):
         xaxis_title="executor",
     )
     return fig
+
+
+@dataclass
+class Result:
+    """What notebook 04 shows and saves: the ops' places and shapes, every row, the add rows (the key
+    table), the findings, and the rounds they were timed in."""
+
+    params: Params
+    env: dict
+    ops_in_model: list[dict]  # op, its place in one forward step
+    shapes: list[dict]  # ``shape_table``
+    rows: list[dict]  # ``rows``, one per (op, size, executor)
+    add_rows: list[dict]  # ``key_rows``
+    findings: list[str]
+    threads: int  # intra-op threads while measuring
+    memory_after_release: dict
+    timed: Rounds
+
+    @property
+    def device_name(self) -> str:
+        return self.env["gpu"]["name"] if self.env["gpu"] else f"CPU: {self.env['cpu']}"
+
+    def save(self) -> Path:
+        """The results file of notebook 04."""
+        return results.save(
+            self.params.output_dir,
+            results.OP_MICROBENCHMARKS,
+            self.params,
+            self.env,
+            results.key_table(
+                f"One add per call (size {self.params.sizes[0]}), overhead against eager within rounds",
+                self.add_rows,
+                key_columns(self.params),
+            ),
+            shapes=self.shapes,
+            rows=self.rows,
+            findings=self.findings,
+            threads=self.threads,
+            memory_after_release=self.memory_after_release,
+            rounds={n: self.timed.record(n) for n in self.timed.timed},
+            host_reference=self.timed.reference_record(),
+        )
+
+
+def run(params: Params) -> Result:
+    """Notebook 04's study: the grid built, checked and timed in the same rounds (``measure``), its rows,
+    the builds released, the add rows and the findings."""
+    env = environment.collect(params.device)
+    cfg = model_config.config_dict(params.preset, params.layers)
+    ops_in_model = [{"op": op, "in the model": OPS[op].where} for op in params.ops]
+    shapes = shape_table(cfg, params)
+    built, timed, threads = measure(params, cfg)
+    table = rows(built, timed, threads, params.seq_len)
+    left = sweep.release(built, params.device)
+    return Result(
+        params=params,
+        env=env,
+        ops_in_model=ops_in_model,
+        shapes=shapes,
+        rows=table,
+        add_rows=key_rows(table, params),
+        findings=findings(table, timed, params),
+        threads=threads,
+        memory_after_release=left,
+        timed=timed,
+    )

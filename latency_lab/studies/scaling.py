@@ -1,4 +1,5 @@
-"""Notebook 06, scaling: rows (one per point and executor), key table, findings.
+"""Notebook 06, scaling: ``run(params) -> Result`` (rows, one per point and executor, fits, key table,
+findings), the notebook's charts, and ``Result.save``.
 
 Three sweeps, declared as data (``sweeps``): depth (``depths`` layers at ``seq_len`` tokens), prompt
 length (``prompt_lengths`` tokens at ``layers`` layers) and the decode step (one token against a
@@ -14,14 +15,17 @@ and findings that compare rows within rounds.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from ..core import harness, host_state, model, sweep, timing
+from ..core import environment, harness, host_state, model, registry, results, sweep, timing
 from ..core.harness import Rounds
 from ..core.metrics import Stat
+from ..core.parameters import Params
 from ..pages.tables import number
 
 METRICS = ("wall_ms", "host_ms", "kernel_ms")  # fitted against depth
@@ -716,4 +720,200 @@ def key_title(params) -> str:
         f"Prefill at {', '.join(map(str, params.depths))} layers ({params.seq_len} tokens) and at "
         f"{', '.join(map(str, params.prompt_lengths))} tokens ({_layers(params.layers)}); decode at "
         f"{_layers(params.layers)}: all timed in the same rounds"
+    )
+
+
+def depth_chart(depth_rows: list[dict], fits: list[dict]):
+    """Time per call against depth per metric: the measured ok points (solid) beside the least-squares
+    lines (dashed); None when no executor ran in the depth sweep."""
+    import plotly.express as px
+
+    lines = [
+        {"executor": r["executor"], "layers": r["layers"], "ms": r[metric], "metric": metric, "kind": "measured"}
+        for r in depth_rows
+        if r["status"] == "ok"
+        for metric in METRICS
+        if r[metric] is not None
+    ]
+    lines += [{**p, "metric": metric, "kind": "fit"} for metric in METRICS for p in fitted_curve(fits, metric)]
+    if not lines:
+        return None
+    return px.line(
+        lines,
+        x="layers",
+        y="ms",
+        color="executor",
+        line_dash="kind",
+        facet_col="metric",
+        markers=True,
+        log_x=True,
+        log_y=True,
+        title="Time per call against depth: measured and least-squares fit",
+    )
+
+
+def first_call_chart(depth_rows: list[dict]):
+    """First call against depth, each point marked cold compile or compile cache hit; None when none ran."""
+    import plotly.express as px
+
+    ran = [
+        {**r, "first call": "cold compile" if r["first_call_cache_hits"] == 0 else "compile cache hit"}
+        for r in depth_rows
+        if r["first_call_s"] is not None
+    ]
+    if not ran:
+        return None
+    return px.line(
+        ran,
+        x="layers",
+        y="first_call_s",
+        color="executor",
+        symbol="first call",
+        markers=True,
+        log_x=True,
+        log_y=True,
+        labels={"first_call_s": "first call (s)"},
+        title="First call (trace + compile + run) against depth",
+    )
+
+
+def floor_chart(depth_rows: list[dict]):
+    """Wall over the memory-bandwidth floor against depth; None without a floor (it needs a GPU)."""
+    import plotly.express as px
+
+    floored = [r for r in depth_rows if r["floor_ratio_x"] is not None]
+    if not floored:
+        return None
+    return px.line(
+        floored,
+        x="layers",
+        y="floor_ratio_x",
+        color="executor",
+        markers=True,
+        log_x=True,
+        labels={"floor_ratio_x": "wall / bandwidth floor"},
+        title="Wall time against the memory-bandwidth floor",
+    )
+
+
+def prefill_chart(prompt_rows: list[dict]):
+    """Prefill wall against prompt length; None with fewer than two lengths measured."""
+    import plotly.express as px
+
+    ran = [r for r in prompt_rows if r["wall_ms"] is not None]
+    if len({r["tokens"] for r in ran}) < 2:
+        return None
+    return px.line(
+        ran,
+        x="tokens",
+        y="wall_ms",
+        color="executor",
+        markers=True,
+        log_x=True,
+        log_y=True,
+        labels={"wall_ms": "wall (ms)", "tokens": "prompt tokens"},
+        title="Prefill wall time against prompt length",
+    )
+
+
+def decode_chart(decode_rows: list[dict]):
+    """Per executor the decode step beside the loop's time per output token; None when no loop ran."""
+    import plotly.express as px
+
+    ran = [r for r in decode_rows if r["tpot_ms"] is not None]
+    if not ran:
+        return None
+    bars = [
+        {"executor": r["executor"], "ms": r[key], "what": what}
+        for r in ran
+        for key, what in (("wall_ms", "decode step (same slot)"), ("tpot_ms", "per output token (loop)"))
+    ]
+    return px.bar(
+        bars, x="executor", y="ms", color="what", barmode="group", title="Decode: one step and time per output token"
+    )
+
+
+@dataclass
+class Result:
+    """What notebook 06 shows and saves: every point and each sweep's rows, the depth fits, the key
+    table, the findings, the elapsed times and the rounds."""
+
+    params: Params
+    env: dict
+    bandwidth: float | None  # measured copy bandwidth (bytes/s) the floors use; None on a CPU
+    points: list[dict]  # ``rows``: one per build
+    depth_rows: list[dict]
+    prompt_rows: list[dict]
+    decode_rows: list[dict]
+    fits: list[dict]  # ``depth_fits``
+    fit_rows: list[dict]
+    key_rows: list[dict]
+    findings: list[str]
+    elapsed: dict  # seconds: builds, rounds, total
+    memory_after_release: dict
+    timed: Rounds
+
+    def save(self) -> Path:
+        """The results file of notebook 06."""
+        return results.save(
+            self.params.output_dir,
+            results.SCALING,
+            self.params,
+            self.env,
+            results.key_table(key_title(self.params), self.key_rows, KEY_COLUMNS),
+            findings=self.findings,
+            points=self.points,
+            fits=self.fits,
+            fit_rows=self.fit_rows,
+            elapsed_s=self.elapsed,
+            memory_after_release=self.memory_after_release,
+            rounds={n: self.timed.record(n) for n in self.timed.timed},
+            host_reference=self.timed.reference_record(),
+            bandwidth_measured_GBps=self.bandwidth / 1e9 if self.bandwidth else None,
+        )
+
+
+def run(params: Params) -> Result:
+    """Notebook 06's study: the bandwidth measured once, every point of the three sweeps built, all timed
+    in the same rounds, the builds released; the rows per sweep, the depth fits and the findings, the
+    last of which says how long the builds, the rounds and the whole took."""
+    env = environment.collect(params.device)
+    bandwidth = environment.measured_bandwidth(params.device)  # once; every point's floor uses it
+    print(
+        f"device {params.device} · executors {', '.join(params.executors)} · depths {list(params.depths)} · "
+        f"prompt lengths {list(params.prompt_lengths)} · decode {params.decode_tokens} tokens · "
+        f"warm-up {params.warmup}, {params.iters} calls per block, {2 * params.repeats} rounds · bandwidth for "
+        "floors: " + (f"{bandwidth / 1e9:,.0f} GB/s (measured copy)" if bandwidth else "none (CPU)")
+    )
+    started = time.perf_counter()
+    grid = sweeps(params, registry.selected(params.executors), bandwidth)
+    built = sweep.build(list(grid.values()), params)
+    elapsed = {"builds": time.perf_counter() - started}
+    t0 = time.perf_counter()
+    timed = sweep.time_all(built, params, probes(built, params))
+    elapsed["rounds"] = time.perf_counter() - t0
+    points = rows(grid, built, timed, params)
+    memory_left = sweep.release(built, params.device)
+    depth_rows = of(points, "depth")
+    fits = depth_fits(depth_rows, timed)
+    elapsed["total"] = time.perf_counter() - started
+    said = findings(points, fits, timed, params)
+    said.append(
+        f"Sweeps took {elapsed['total']:.0f} s (builds {elapsed['builds']:.0f} s, rounds {elapsed['rounds']:.0f} s)."
+    )
+    return Result(
+        params=params,
+        env=env,
+        bandwidth=bandwidth,
+        points=points,
+        depth_rows=depth_rows,
+        prompt_rows=of(points, "prompt"),
+        decode_rows=of(points, "decode"),
+        fits=fits,
+        fit_rows=fit_rows(fits),
+        key_rows=key_rows(points),
+        findings=said,
+        elapsed=elapsed,
+        memory_after_release=memory_left,
+        timed=timed,
     )
