@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT, run_runner
 
 from latency_lab.core import results
-from latency_lab.core.parameters import Params
+from latency_lab.core.parameters import resolved
 from latency_lab.run import compare as C
 
 
@@ -41,7 +41,7 @@ def timing_notebook(run: Path, walls: dict[str, tuple], kernels: dict[str, float
     results.save(
         run,
         "02_executor_timing",
-        Params(preset="tiny", cache_mode=cache_mode, output_dir=str(run)),
+        resolved(preset="tiny", cache_mode=cache_mode, output_dir=str(run)),
         env,
         table,
         rows=rows,
@@ -67,7 +67,7 @@ def op_notebook(run: Path, ms: float, q: tuple[float, float]):
     results.save(
         run,
         "04_op_microbenchmarks",
-        Params(preset="tiny", output_dir=str(run)),
+        resolved(preset="tiny", output_dir=str(run)),
         {},
         results.key_table("add", rows),
         rows=rows,
@@ -320,7 +320,7 @@ def test_cli_prints_and_writes_the_report_into_run_b(runs):
 )
 def test_bad_runs_are_one_line_errors(runs, capsys, a, b, fragment):
     (runs / "empty").mkdir()
-    results.save(runs / "other", "03_trace_counters", Params(), {}, results.key_table("t", [{"executor": "x"}]))
+    results.save(runs / "other", "03_trace_counters", resolved(), {}, results.key_table("t", [{"executor": "x"}]))
     assert C.main([a, b, "--output-dir", str(runs)]) == 2
     err = capsys.readouterr().err
     assert fragment in err and err.count("\n") == 1 and err.startswith("runner.py compare: error:")
@@ -397,7 +397,7 @@ def test_a_difference_within_how_far_the_hosts_moved_is_not_beyond_spread(tmp_pa
         results.save(
             run,
             "02_executor_timing",
-            Params(output_dir=str(run)),
+            resolved(output_dir=str(run)),
             {},
             results.key_table("t", [row]),
             rows=[row],
@@ -438,7 +438,7 @@ def seed_timing(run: Path, scale: float, interval: bool = True):
     results.save(
         run,
         "02_executor_timing",
-        Params(preset="seed", device="cuda", output_dir=str(run)),
+        resolved(preset="seed", device="cuda", output_dir=str(run)),
         {"gpu": {"name": run.name}},
         results.key_table("timing", rows),
         rows=rows,
@@ -485,7 +485,7 @@ def test_many_runs_set_a_against_each_other_run_on_one_page(tmp_path, capsys):
 def test_many_runs_name_a_run_given_twice_and_a_run_without_common_notebooks(runs, capsys):
     assert C.main(["a", "b", "a", "--output-dir", str(runs)]) == 2
     assert f"runs 'a' and 'a' are the same folder ({runs / 'a'}): give each run once" in capsys.readouterr().err
-    results.save(runs / "other", "03_trace_counters", Params(), {}, results.key_table("t", [{"executor": "x"}]))
+    results.save(runs / "other", "03_trace_counters", resolved(), {}, results.key_table("t", [{"executor": "x"}]))
     assert C.main(["a", "b", "other", "--output-dir", str(runs)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "have no notebook in common" in err

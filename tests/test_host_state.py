@@ -238,7 +238,7 @@ def test_a_key_table_carries_its_rows_intervals_to_compare(tmp_path):
     """A notebook whose results hold only a key table (06's points): the intervals of its metric
     columns travel with it, unseen on the index, and compare judges each number by them."""
     from latency_lab.core import results
-    from latency_lab.core.parameters import Params
+    from latency_lab.core.parameters import resolved
 
     def run(folder, wall):
         rows = [
@@ -248,7 +248,7 @@ def test_a_key_table_carries_its_rows_intervals_to_compare(tmp_path):
         assert table["columns"] == ["executor", "layers", "wall_ms"] and table["intervals"] == {
             "wall_ms": [[wall * 0.95, wall * 1.05]]
         }
-        results.save(folder, "06_scaling", Params(preset="tiny", output_dir=str(folder)), {}, table)
+        results.save(folder, "06_scaling", resolved(preset="tiny", output_dir=str(folder)), {}, table)
 
     run(tmp_path / "a", 1.00)
     run(tmp_path / "b", 1.03)

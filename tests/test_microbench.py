@@ -236,7 +236,7 @@ def test_the_key_table_is_the_seed_s_add_with_the_seed_beside_it_on_a_gpu_run_on
     table = microbench.key_rows(rows, cpu)
     assert [r["executor"] for r in table] == EXECUTORS and {r["size"] for r in table} == {"seed"}
     assert list(table[0]) == microbench.KEY_COLUMNS == microbench.key_columns(cpu)
-    gpu = parameters.Params(preset="seed", device="cuda", sizes=("seed", "2x"))
+    gpu = parameters.resolved(preset="seed", device="cuda", sizes=("seed", "2x"))
     seeded = microbench.key_rows(rows, gpu)
     assert [r["seed_wall_ms"] for r in seeded] == [0.007, None, 0.072, 0.042] and microbench.key_columns(gpu)[
         -1
@@ -282,7 +282,7 @@ def test_findings_claim_only_what_the_rows_show():
         _add("thunder:torch", None, status="failed", reason="first call: boom"),
     ]
     steady = _rounds({}, [1.0, 1.01, 1.0, 1.02])
-    gpu = microbench.findings(rows, steady, parameters.Params(preset="seed", device="cuda"))
+    gpu = microbench.findings(rows, steady, parameters.resolved(preset="seed", device="cuda"))
     assert gpu[0] == "Fastest add here (size seed): eager at 10.0 µs per call (steady-state host time 9.00 µs)."
     assert gpu[1] == (
         "Against eager's add (10.0 µs), per call, within rounds: torch.compile:reduce-overhead +50.0 µs (x6.00), "
@@ -298,16 +298,16 @@ def test_findings_claim_only_what_the_rows_show():
     moved = microbench.findings(
         [rows[0], _add("thunder", 0.011, None, None, 1.0, 1.1)],
         _rounds({}, [1.0, 1.5, 1.0, 1.0]),
-        parameters.Params(preset="seed", device="cuda"),
+        parameters.resolved(preset="seed", device="cuda"),
     )
     assert "(the host reference moved by 50% during these rounds, more than this difference" in moved[1]
     cpu = microbench.findings(
-        [{**r, "kernels_per_step": None, "kernel_ms": None} for r in rows], steady, parameters.Params(device="cpu")
+        [{**r, "kernels_per_step": None, "kernel_ms": None} for r in rows], steady, parameters.resolved(device="cpu")
     )
     assert cpu[0] == "Fastest add here (size seed): eager at 10.0 µs per call."
     assert any("no device kernels" in s for s in cpu) and not any("kernel(s)" in s for s in cpu)
     assert (
-        microbench.findings([], steady, parameters.Params(device="cpu"))[0]
+        microbench.findings([], steady, parameters.resolved(device="cpu"))[0]
         == "No executor produced a time for add here."
     )
     assert microbench.overhead_text(rows[1:], steady) is None  # no eager: no overhead against it
@@ -327,7 +327,7 @@ def test_charts_carry_the_rows(rows):
     assert all(len(t.x) == 2 for t in lines)  # both sizes
     assert len(microbench.add_chart(microbench.key_rows(rows, tiny_params()), "cpu").data) == 1  # no seed bars on a CPU
     seeded = microbench.add_chart(
-        microbench.key_rows(rows, parameters.Params(preset="seed", device="cuda", sizes=("seed",))), "H200"
+        microbench.key_rows(rows, parameters.resolved(preset="seed", device="cuda", sizes=("seed",))), "H200"
     ).data
     assert list(seeded[1].y) == [0.007, None, 0.072, 0.042]
 

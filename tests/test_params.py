@@ -168,3 +168,18 @@ def test_memory_needed_counts_the_seed_models_weights():
     p = P.validate(device="cpu", depths=[1], prompt_lengths=[6], decode_tokens=1)
     assert 648e6 < model_config.memory_needed(p) < 660e6
     assert model_config.memory_needed(P.validate(device="cpu", layers=16, prompt_lengths=[6], decode_tokens=1)) > 2.4e9
+
+
+def test_the_schema_is_declared_once_params_only_come_resolved():
+    """``Params`` has no defaults of its own: ``validate`` and ``resolved`` make it from ``SCHEMA`` and
+    the per-device tables, so a run described for a GPU gets the GPU's timing and sweeps."""
+    with pytest.raises(TypeError):
+        P.Params()
+    assert P.resolved() == P.validate(device="cpu")
+    gpu = P.resolved(device="cuda")
+    assert (gpu.warmup, gpu.iters, gpu.repeats) == tuple(
+        P.TIMING_DEFAULTS["cuda"][k] for k in ("warmup", "iters", "repeats")
+    )
+    assert gpu.depths == P.SWEEP_DEFAULTS["cuda"]["depths"]
+    with pytest.raises(P.ParameterError, match="device"):
+        P.resolved(device="auto")

@@ -163,7 +163,7 @@ def _rounds(walls: dict[str, list[float]], reference: list[float]) -> Rounds:
 
 def test_one_depth_asked_for_is_answered_in_the_key_table_and_the_findings():
     """``depths=[16]``: no executor has a depth fit, and every number at 16 layers is still reported."""
-    params = parameters.Params(device="cuda", depths=(16,), prompt_lengths=(6,), layers=16, seq_len=6)
+    params = parameters.resolved(device="cuda", depths=(16,), prompt_lengths=(6,), layers=16, seq_len=6)
     table = [
         _row("torch.compile", 16, wall=7.33, host=5.1, kernel=1.29, first=22.0),
         _row("thunder", 16, wall=19.2, host=18.3, kernel=1.37, first=135.0),

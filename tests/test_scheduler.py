@@ -385,13 +385,13 @@ def test_bad_gpus_are_setup_errors_and_write_nothing(tmp_path, monkeypatch, caps
 
 def test_compare_says_where_each_notebook_ran(tmp_path):
     from latency_lab.core import results
-    from latency_lab.core.parameters import Params
+    from latency_lab.core.parameters import resolved
     from latency_lab.run import compare as C
 
     for run, gpu in (("a", "0"), ("b", "2")):
-        results.save(tmp_path / run, "02_x", Params(), {}, results.key_table("t", [{"executor": "eager", "ms": 1.0}]))
+        results.save(tmp_path / run, "02_x", resolved(), {}, results.key_table("t", [{"executor": "eager", "ms": 1.0}]))
         (tmp_path / run / "summary.json").write_text(json.dumps({"notebooks": [{"name": "02_x", "gpu": gpu}]}))
-    results.save(tmp_path / "c", "02_x", Params(), {}, results.key_table("t", [{"executor": "eager", "ms": 1.0}]))
+    results.save(tmp_path / "c", "02_x", resolved(), {}, results.key_table("t", [{"executor": "eager", "ms": 1.0}]))
     report = C.compare(C.load_run(tmp_path / "a"), C.load_run(tmp_path / "b"))
     assert report["ran_on"] == [{"name": "02_x", "a": "GPU 0", "b": "GPU 2"}]
     assert "ran on:\n  02_x: GPU 0 -> GPU 2" in C.text(report) and "<td>GPU 2</td>" in C.to_html(report)

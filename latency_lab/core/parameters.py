@@ -123,27 +123,28 @@ def short(value, limit: int = 80) -> str:
 
 @dataclass(frozen=True)
 class Params:
-    """Validated, fully resolved parameters of one notebook run."""
+    """Validated, fully resolved parameters of one notebook run: ``validate`` (or ``resolved``) makes
+    them from ``SCHEMA`` and the per-device defaults, which are declared there only."""
 
-    preset: str = "seed"
-    layers: int = 1
-    batch_size: int = 1
-    seq_len: int = 6
-    dtype: str = "bfloat16"
-    device: str = "cpu"
-    executors: tuple[str, ...] = ()
-    cache_mode: str = "seed"
-    warmup: int = 10
-    iters: int = 40
-    repeats: int = 20
-    ops: tuple[str, ...] = OPS
-    sizes: tuple[str, ...] = ("seed",)
-    output_dir: str = ""
-    seed: int = 0
-    depths: tuple[int, ...] = (1,)
-    prompt_lengths: tuple[int, ...] = (6,)
-    decode_tokens: int = 32
-    threads: int = 1
+    preset: str
+    layers: int
+    batch_size: int
+    seq_len: int
+    dtype: str
+    device: str
+    executors: tuple[str, ...]
+    cache_mode: str
+    warmup: int
+    iters: int
+    repeats: int
+    ops: tuple[str, ...]
+    sizes: tuple[str, ...]
+    output_dir: str
+    seed: int
+    depths: tuple[int, ...]
+    prompt_lengths: tuple[int, ...]
+    decode_tokens: int
+    threads: int
 
     @property
     def is_cuda(self) -> bool:
@@ -283,8 +284,18 @@ def resolve_device(value: str) -> str:
 
 
 def validate(raw: dict | None = None, **kwargs) -> Params:
-    """Check and resolve parameters; unknown names and bad values raise ``ParameterError``."""
+    """Check and resolve parameters; unknown names and bad values raise ``ParameterError``; sizes must
+    fit this machine (``check_fits``)."""
     values = {**(raw or {}), **kwargs}
+    p = resolved(values, device=resolve_device(values.get("device", SCHEMA["device"][0])))
+    check_fits(p, values)
+    return p
+
+
+def resolved(raw: dict | None = None, **kwargs) -> Params:
+    """``validate``'s checks and resolution with ``device`` taken as given (``cpu``, ``cuda``, ``cuda:N``;
+    default ``cpu``), not looked for, and no fit check: a run described without making it (tests, scripts)."""
+    values = {"device": "cpu", **(raw or {}), **kwargs}
     unknown = sorted(set(values) - set(SCHEMA))
     if unknown:
         raise ParameterError(unknown[0], values[unknown[0]], f"parameter names {', '.join(SCHEMA)}")
@@ -304,22 +315,24 @@ def validate(raw: dict | None = None, **kwargs) -> Params:
     executors = _names("executors", v["executors"], tuple(REGISTRY))
     ops = _names("ops", v["ops"], OPS)
     sizes = _sizes(v["sizes"], v["preset"])
-    device = resolve_device(v["device"])
+    device = v["device"]
+    if device not in ("cpu", "cuda") and not str(device).startswith("cuda:"):
+        raise ParameterError("device", device, "cpu, cuda or cuda:N (resolved)")
 
     timing = TINY_TIMING if v["preset"] == "tiny" else TIMING_DEFAULTS["cuda" if device.startswith("cuda") else "cpu"]
-    resolved = {}
+    chosen = {}
     for name, minimum in (("warmup", 0), ("iters", 1)):
-        resolved[name] = timing[name] if v[name] is None else _int(name, v[name], minimum)
-    resolved["repeats"] = timing["repeats"] if v["repeats"] is None else _repeats(v["repeats"])
+        chosen[name] = timing[name] if v[name] is None else _int(name, v[name], minimum)
+    chosen["repeats"] = timing["repeats"] if v["repeats"] is None else _repeats(v["repeats"])
     sweeps = TINY_SWEEPS if v["preset"] == "tiny" else SWEEP_DEFAULTS["cuda" if device.startswith("cuda") else "cpu"]
     for name in ("depths", "prompt_lengths"):
-        resolved[name] = _int_list(name, v[name], sweeps[name])
-    resolved["decode_tokens"] = (
+        chosen[name] = _int_list(name, v[name], sweeps[name])
+    chosen["decode_tokens"] = (
         sweeps["decode_tokens"] if v["decode_tokens"] is None else _int("decode_tokens", v["decode_tokens"], 1)
     )
-    resolved["threads"] = _threads(v["threads"], device)
+    chosen["threads"] = _threads(v["threads"], device)
 
-    p = Params(
+    return Params(
         preset=v["preset"],
         layers=v["layers"],
         batch_size=v["batch_size"],
@@ -332,10 +345,8 @@ def validate(raw: dict | None = None, **kwargs) -> Params:
         sizes=sizes,
         output_dir=v["output_dir"] or str(REPO_ROOT / "outputs" / "interactive"),
         seed=v["seed"],
-        **resolved,
+        **chosen,
     )
-    check_fits(p, values)
-    return p
 
 
 # --- sizes bounded by what the machine can hold ------------------------------------------------------
