@@ -166,8 +166,8 @@ def test_runner_injects_the_package_values_not_the_cells(tmp_path):
     synthetic(
         nbdir / "05_host_overhead.ipynb",
         'preset = "seed"\nlayers = 3\nrepeats = 8\nexecutors = "eager"\noutput_dir = ""',
-        "import torch\nfrom latency_lab.core import environment, parameters as P, results\n"
-        "p = P.from_namespace(globals())\n"
+        "import torch\nfrom latency_lab.core import environment, harness, parameters as P, results\n"
+        "p = P.from_namespace(globals())\nharness.set_up(p)\n"
         "results.save(output_dir, '05_host_overhead', p, environment.collect(p.device), "
         "results.key_table('t', [{'threads': torch.get_num_threads()}]))",
     )

@@ -19,13 +19,24 @@ from typing import Callable
 
 import torch
 
-from . import host_state, timing
+from . import compile_cache, host_state, parameters, timing
 from .metrics import Stat
 from .model import compare_to_eager, logits_of
 from .progress import say
 from .registry import Executor
 
 HOST_REFERENCE = "host reference"  # the fixed Python loop timed in every round
+
+
+def set_up(params) -> int:
+    """This process as ``params`` asks, before anything is built or timed: torch's intra-op threads
+    (returns the number in use) and, on a CPU, Inductor's instruction-set checks shared by the run's
+    kernels (``compile_cache.share_isa_checks``). Every study's ``run`` starts with it."""
+    parameters.torch_default_threads()  # read torch's own default before changing it
+    torch.set_num_threads(params.threads)
+    if params.device == "cpu":
+        compile_cache.share_isa_checks()
+    return torch.get_num_threads()
 
 
 @dataclass

@@ -419,21 +419,13 @@ def check_fits(p: Params, given: dict) -> None:
 
 
 def from_namespace(namespace: dict) -> Params:
-    """Validate the parameters a notebook's ``parameters`` cell defined (pass ``globals()``) and apply
-    ``threads`` to this process, before the notebook times anything; on a CPU, the run's kernels share
-    Inductor's instruction-set checks (``compile_cache.share_isa_checks``)."""
-    params = validate({name: namespace[name] for name in SCHEMA if name in namespace})
-    apply_threads(params)
-    if params.device == "cpu":
-        from . import compile_cache
-
-        compile_cache.share_isa_checks()
-    return params
+    """Validate the parameters a notebook's ``parameters`` cell defined (pass ``globals()``)."""
+    return validate({name: namespace[name] for name in SCHEMA if name in namespace})
 
 
 @functools.cache
 def torch_default_threads() -> int:
-    """torch's intra-op threads before this process changed them (read once, before ``apply_threads``)."""
+    """torch's intra-op threads before this process changed them (read once, before ``harness.set_up``)."""
     import torch
 
     return torch.get_num_threads()
@@ -443,15 +435,6 @@ def _threads(value, device: str) -> int:
     if value is None:
         return 1 if device == "cpu" else torch_default_threads()
     return _int("threads", value, 1, os.cpu_count() or 1)
-
-
-def apply_threads(params: Params) -> int:
-    """Set torch's intra-op threads to ``params.threads``; returns the number now in use."""
-    import torch
-
-    torch_default_threads()
-    torch.set_num_threads(params.threads)
-    return torch.get_num_threads()
 
 
 def notebook_defaults(notebook: str) -> dict:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..core import harness, metrics, registry, results, timing
 from ..core import model as llama
-from ..core.parameters import REPO_ROOT, ParameterError, Params, apply_threads, validate
+from ..core.parameters import REPO_ROOT, ParameterError, Params, validate
 from ..core.progress import say
 from ..pages import tables
 from ..run import compare
@@ -304,7 +304,7 @@ def measure(
     row with its reason; Stop ends the run before its next call (``stopped``: where)."""
     params, step = check(settings)
     progress, stop = progress or Progress(), stop or StopSwitch()
-    apply_threads(params)
+    harness.set_up(params)
     chosen = registry.selected(params.executors)
     plan = {ex.name: parts_of(ex, params.device) for ex in chosen}
     total, done = 1 + sum(map(len, plan.values())), 0

@@ -383,6 +383,8 @@ def run_notebook(
     that folder's files as bytes, the outcome, environment and resolved parameters."""
     import ray
 
+    from ..core import harness
+
     work = Path(tempfile.mkdtemp(prefix=f"latency-lab-ray-{name}-"))
     try:
         path, run_dir = work / "notebooks" / f"{name}.ipynb", work / "run"
@@ -392,7 +394,7 @@ def run_notebook(
         for file, data in inputs.items():
             (run_dir / file).write_bytes(data)
         params = parameters.validate(values)
-        parameters.apply_threads(params)
+        harness.set_up(params)
         environment.quiet_known_noise()
         gpus = ",".join(str(g) for g in ray.get_gpu_ids())
         env = {

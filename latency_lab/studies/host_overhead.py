@@ -540,6 +540,7 @@ class Result:
 def run(params: Params) -> Result:
     """Build and measure every executor one after another (``plan``), then time them all in the same
     rounds with each Thunder configuration taken apart in place; the tables and findings from both."""
+    harness.set_up(params)
     setup = model.build(params)
     env = environment.collect(params.device)
     reference_logits = model.logits_of(setup.model(**setup.kwargs)).detach().clone()

@@ -474,6 +474,7 @@ class Result:
 def run(params: Params) -> Result:
     """Build every configuration, time them in the same rounds each taken apart in place, model the
     counterfactual, and time the best levers combined at every depth (module docstring)."""
+    harness.set_up(params)
     env = environment.collect(params.device)
     case = sweep.model_case(params)
     print(

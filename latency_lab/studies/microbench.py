@@ -582,6 +582,7 @@ class Result:
 def run(params: Params) -> Result:
     """Notebook 04's study: the grid built, checked and timed in the same rounds (``measure``), its rows,
     the builds released, the add rows and the findings."""
+    harness.set_up(params)
     env = environment.collect(params.device)
     cfg = model_config.config_dict(params.preset, params.layers)
     ops_in_model = [{"op": op, "in the model": OPS[op].where} for op in params.ops]

@@ -877,6 +877,7 @@ def run(params: Params) -> Result:
     """Notebook 06's study: the bandwidth measured once, every point of the three sweeps built, all timed
     in the same rounds, the builds released; the rows per sweep, the depth fits and the findings, the
     last of which says how long the builds, the rounds and the whole took."""
+    harness.set_up(params)
     env = environment.collect(params.device)
     bandwidth = environment.measured_bandwidth(params.device)  # once; every point's floor uses it
     print(
