@@ -42,12 +42,12 @@ KWARGS = {"ids": torch.tensor([[1, 2, 3, 4]])}
 
 @pytest.fixture(scope="module")
 def torch_row():
-    return thunder_traces.run(REGISTRY["thunder:torch"], Tiny().eval(), KWARGS, "cpu")
+    return thunder_traces.build_row(REGISTRY["thunder:torch"], Tiny().eval(), KWARGS, "cpu")
 
 
 @pytest.fixture(scope="module")
 def torchcompile_row():
-    return thunder_traces.run(REGISTRY["thunder:torchcompile"], Tiny().eval(), KWARGS, "cpu")
+    return thunder_traces.build_row(REGISTRY["thunder:torchcompile"], Tiny().eval(), KWARGS, "cpu")
 
 
 def check_consistent(row: dict) -> None:
@@ -219,8 +219,8 @@ def test_counter_of_a_jitted_function_is_the_seed_expression():
 
 
 def test_unavailable_and_failing_configs_are_rows_with_reasons(torch_row):
-    unavailable = thunder_traces.run(REGISTRY["thunder:cudagraphs"], Tiny(), KWARGS, "cpu")
-    failed = thunder_traces.run(REGISTRY["thunder:torch"], Broken(), KWARGS, "cpu")
+    unavailable = thunder_traces.build_row(REGISTRY["thunder:cudagraphs"], Tiny(), KWARGS, "cpu")
+    failed = thunder_traces.build_row(REGISTRY["thunder:torch"], Broken(), KWARGS, "cpu")
     assert unavailable["status"] == "unavailable" and "CUDA" in unavailable["reason"]
     assert failed["status"] == "failed" and "boom in forward" in failed["reason"]
     rows = [torch_row, unavailable, failed]

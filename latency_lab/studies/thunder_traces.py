@@ -219,8 +219,8 @@ def analyze(jm) -> dict:
     }
 
 
-def run(executor: Executor, module, kwargs: dict, device: str) -> dict:
-    """One configuration's row: jit and first call (compile), then ``row_of`` it."""
+def build_row(executor: Executor, module, kwargs: dict, device: str) -> dict:
+    """One configuration's row: jit and first call (compile), then ``trace_row`` it."""
     return trace_row(prepare(executor, module, kwargs, device), kwargs)
 
 
@@ -262,7 +262,7 @@ def taken_rows(prepared: dict, measured: dict) -> dict[str, dict]:
     return {n: taken.get(n) or p.row() for n, p in prepared.items() if p.executor.needs_thunder}
 
 
-# --- tables and figures over rows returned by ``run`` ---------------------------------------------
+# --- tables and figures over rows returned by ``build_row`` ---------------------------------------
 
 
 def ok_rows(rows: list[dict]) -> list[dict]:
