@@ -247,7 +247,7 @@ def trace_row(prepared, kwargs: dict) -> dict:
 
 
 def from_run(params, names: list[str]) -> list[dict] | None:
-    """The rows of ``names`` that notebook 02 took from its own builds (``row_of`` right after each
+    """The rows of ``names`` that notebook 02 took from its own builds (``trace_row`` right after each
     first call) in this runner run, when 02 ran before with the same model and inputs; else None, and
     the caller builds its own."""
     data = results.of_this_run(params.output_dir, results.EXECUTOR_TIMING)
