@@ -4,8 +4,9 @@ import pytest
 import torch
 
 from latency_lab.core import model as llama
-from latency_lab.core import model_config
+from latency_lab.core import model_config, results
 from latency_lab.core import parameters as P
+from latency_lab.studies import model_setup
 
 
 def test_seed_config_verbatim_with_layers():
@@ -80,3 +81,24 @@ def test_tolerance_grows_with_the_square_root_of_depth():
     check = llama.compare_to_eager(off, ref, "bfloat16", layers=16)
     assert check["passed"] and check["tolerance"] == pytest.approx(0.08)
     assert llama.tolerance("float32", 4) == pytest.approx(2e-4) and llama.tolerance("bfloat16", 0) == 2e-2
+
+
+def test_model_setup_study_runs_without_papermill_and_saves_the_notebooks_results(tmp_path, tiny_run):
+    params = P.validate(preset="tiny", device="cpu", executors="eager,thunder", output_dir=str(tmp_path))
+    result = model_setup.run(params)
+    assert result.config["num_hidden_layers"] == 1 and result.config_rows[0] == {
+        "key": next(iter(result.config)),
+        "value": str(next(iter(result.config.values()))),
+    }
+    assert {"key", "seed", "here"} == set(result.changed_rows[0])  # the tiny preset shrinks the seed's config
+    assert result.cost["step_bytes"] > result.cost["weight_bytes"] > 0
+    assert result.cost["floor_ms_measured"] is None and result.cost_rows[-1]["value"] is None  # no bandwidth on a CPU
+    assert set(result.call) == set(llama.build(params).kwargs) and result.call["use_cache"] is True
+    assert {"item": "gpu", "value": "none"} in result.env_rows
+    eager, thunder = result.executors
+    assert eager["status"] == "ok" and thunder["status"] != "ok" and thunder["reason"]
+    assert result.findings[0].endswith("no device bandwidth on a CPU, so no floor.")
+    assert result.findings[1].startswith("1 of 2 executors can run here; thunder: ")
+    saved = results.load(result.save())
+    assert saved.keys() == results.load(tiny_run / f"{results.MODEL_SETUP}{results.SUFFIX}").keys()
+    assert saved["executors"] == result.executors and saved["findings"] == result.findings

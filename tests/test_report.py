@@ -7,14 +7,17 @@ import html
 import json
 import math
 import re
+import sys
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from xml.etree import ElementTree
 
 import nbformat
 import pytest
 from conftest import chromium_dom
 
+from latency_lab.core import parameters as P
 from latency_lab.core import reference, results
 from latency_lab.pages import display, html_assets, tables
 from latency_lab.run import notebook_run, report
@@ -515,3 +518,38 @@ def test_write_writes_what_it_can_and_names_the_rest(tmp_path):
     assert len(unwritten) == 1 and unwritten[0].startswith("report.html (")
     assert json.loads((run / "summary.json").read_text())["run_id"] == "fake" and (run / "index.html").is_file()
     assert not list(run.glob(".*.tmp"))
+
+
+def test_executor_timing_study_runs_without_papermill_and_saves_the_notebooks_results(tmp_path, tiny_run):
+    params = P.validate(
+        preset="tiny",
+        device="cpu",
+        executors="eager",
+        warmup=1,
+        iters=2,
+        repeats=2,
+        output_dir=str(tmp_path),
+    )
+    lines = []
+
+    def run_line_magic(name, line):  # IPython's, as the notebook passes it: %timeit reads its caller's locals
+        lines.append((name, line))
+        exec("jm(**args); sync()", {}, dict(sys._getframe(1).f_locals))
+        return SimpleNamespace(average=1e-3, stdev=0.0, loops=2, repeat=7, all_runs=[2e-3] * 7)
+
+    result = executor_timing.run(params, timeit=run_line_magic)
+    assert lines == [("timeit", "-o -q -n 2 -r 7 jm(**args); sync()")]
+    [row] = result.rows
+    assert row["executor"] == result.builds[0]["executor"] == "eager"
+    assert row["status"] == "ok" and row["wall_ms"] > 0 and row["timeit_ms"] == 1.0
+    assert result.rows == result.ran and len(result.wall_rows) == 2  # and the host reference
+    assert {r["round"] for r in result.drift_rows} == {1, 2, 3, 4}  # 2 x repeats rounds
+    assert result.thunder_rows == {} and result.measured["eager"]["timeit"]["mean_ms"] == 1.0
+    assert not (result.top_kernels or result.bars or result.seed_tables)  # no device kernels, not the seed's step
+    assert "timeit_ms" in result.noise_rows[0] and "kernel_ms" not in result.table_rows[0]
+    assert result.findings[0].startswith("Fastest to slowest by median wall time: ")
+    assert not any(r.get("source") == "measured here" for r in result.kernel_rows)
+    assert executor_timing.run(params).rows[0]["timeit_ms"] is None  # no IPython: %timeit not measured
+    saved = results.load(result.save())
+    assert saved.keys() == results.load(tiny_run / f"{results.EXECUTOR_TIMING}{results.SUFFIX}").keys()
+    assert saved["rounds"].keys() == {"eager"} and saved["host_reference"]

@@ -42,12 +42,12 @@ KWARGS = {"ids": torch.tensor([[1, 2, 3, 4]])}
 
 @pytest.fixture(scope="module")
 def torch_row():
-    return thunder_traces.run(REGISTRY["thunder:torch"], Tiny().eval(), KWARGS, "cpu")
+    return thunder_traces.build_row(REGISTRY["thunder:torch"], Tiny().eval(), KWARGS, "cpu")
 
 
 @pytest.fixture(scope="module")
 def torchcompile_row():
-    return thunder_traces.run(REGISTRY["thunder:torchcompile"], Tiny().eval(), KWARGS, "cpu")
+    return thunder_traces.build_row(REGISTRY["thunder:torchcompile"], Tiny().eval(), KWARGS, "cpu")
 
 
 def check_consistent(row: dict) -> None:
@@ -219,8 +219,8 @@ def test_counter_of_a_jitted_function_is_the_seed_expression():
 
 
 def test_unavailable_and_failing_configs_are_rows_with_reasons(torch_row):
-    unavailable = thunder_traces.run(REGISTRY["thunder:cudagraphs"], Tiny(), KWARGS, "cpu")
-    failed = thunder_traces.run(REGISTRY["thunder:torch"], Broken(), KWARGS, "cpu")
+    unavailable = thunder_traces.build_row(REGISTRY["thunder:cudagraphs"], Tiny(), KWARGS, "cpu")
+    failed = thunder_traces.build_row(REGISTRY["thunder:torch"], Broken(), KWARGS, "cpu")
     assert unavailable["status"] == "unavailable" and "CUDA" in unavailable["reason"]
     assert failed["status"] == "failed" and "boom in forward" in failed["reason"]
     rows = [torch_row, unavailable, failed]
@@ -305,3 +305,23 @@ def test_trace_counters_alone_build_their_own(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     data = results.load(tmp_path / "alone" / "03_trace_counters.results.json")
     assert data["traces_from"] == "built here" and data["configurations"][0]["status"] == "ok"
+
+
+def test_trace_counters_study_runs_without_papermill_and_saves_the_notebooks_results(tmp_path, tiny_run, monkeypatch):
+    monkeypatch.delenv(results.RUN_DIR, raising=False)  # no runner run: the study builds its own
+    params = P.validate(
+        preset="tiny", device="cpu", executors="eager,thunder:torch,thunder:cudagraphs", output_dir=str(tmp_path)
+    )
+    result = thunder_traces.run(params)
+    assert result.traces_from == "built here"
+    assert [r["executor"] for r in result.configurations] == ["thunder:torch", "thunder:cudagraphs"]
+    ok, unavailable = result.configurations
+    check_consistent(ok)
+    assert unavailable["status"] == "unavailable" and result.summary_rows[1]["reason"]
+    assert set(result.counter_rows[0]) == {"symbol", thunder_traces.SEED_LABEL, "thunder:torch", "thunder:cudagraphs"}
+    assert result.placement_rows and result.stats_rows and len(result.first_call_rows) == 2
+    assert [t["summary"].split(": ")[0] for t in result.traces] == ["thunder:torch"] and result.traces[0]["trace"]
+    assert result.findings[0].endswith("Not traced here: thunder:cudagraphs.")
+    saved = results.load(result.save())
+    assert saved.keys() == results.load(tiny_run / f"{results.TRACE_COUNTERS}{results.SUFFIX}").keys()
+    assert saved["traces_from"] == "built here" and saved["configurations"][0]["counter"] == ok["counter"]

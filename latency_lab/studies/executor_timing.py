@@ -10,10 +10,16 @@ within rounds.
 
 from __future__ import annotations
 
-from ..core import harness, reference
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..core import environment, harness, model, reference, registry, results
 from ..core.harness import Prepared, Rounds
 from ..core.metrics import Stat, host_bound
+from ..core.parameters import Params
 from ..pages.tables import number
+from . import thunder_traces
 from .host_overhead import GRAPH_PAIRS
 
 AGREEMENT = 0.10  # two ABBA passes of one executor should agree within 10%
@@ -356,3 +362,147 @@ def seed_tables(table: list[dict]) -> list[dict]:
                 }
             )
     return out
+
+
+def top_kernels(measured: dict, n: int = 5) -> list[dict]:
+    """Each executor's ``n`` largest kernels (device µs per step); none on a CPU."""
+    return [
+        {"executor": name, **k}
+        for name, m in measured.items()
+        for k in (m.get("kernels") or {}).get("top_kernels", [])[:n]
+    ]
+
+
+def bar_rows(table: list[dict]) -> list[dict]:
+    """Per executor with a wall time: its kernel time and CPU overhead (wall - kernel) as two parts;
+    none without device kernels."""
+    return [
+        {"executor": r["label"], "part": part, "ms": r[key]}
+        for r in table
+        if r["wall_ms"] is not None
+        for part, key in (("kernel time", "kernel_ms"), ("CPU overhead (wall - kernel)", "cpu_overhead_ms"))
+        if r[key] is not None
+    ]
+
+
+def kernel_rows(table: list[dict], reference_: list[dict]) -> list[dict]:
+    """Kernels per step of the rows here and of the seed's, each with its source."""
+    return [
+        {**r, "source": r.get("source", "measured here")}
+        for r in table + reference_
+        if r.get("kernels_per_step") is not None
+    ]
+
+
+@dataclass
+class Result:
+    """What notebook 02 shows and saves."""
+
+    params: Params
+    env: dict
+    floor: dict  # model.bandwidth_floor
+    builds: list[dict]  # build and first call per executor
+    top_kernels: list[dict]  # largest kernels per executor
+    measured: dict  # per executor, what standard_plan measured (Thunder traces moved to thunder_rows)
+    thunder_rows: dict  # notebook 03's rows, from these builds
+    timed: Rounds
+    wall_rows: list[dict]  # wall time over the rounds and each pass
+    drift_rows: list[dict]  # every block relative to its executor's median
+    rows: list[dict]  # one per executor (``row``)
+    table_rows: list[dict]  # rows in TABLE_COLUMNS
+    noise_rows: list[dict]  # rows in NOISE_COLUMNS
+    seed_tables: list[dict]  # the seed's numbers beside these (GPU runs of the seed preset only)
+    findings: list[str]
+    bars: list[dict]  # kernel time and CPU overhead per executor (``bar_rows``)
+    ran: list[dict]  # rows with a wall time
+    reference: list[dict]  # the seed's published rows
+    kernel_rows: list[dict]  # kernels per step, here and in the seed
+
+    def save(self) -> Path:
+        return results.save(
+            self.params.output_dir,
+            results.EXECUTOR_TIMING,
+            self.params,
+            self.env,
+            results.key_table("Executor timing", self.rows, KEY_COLUMNS),
+            rows=self.rows,
+            reference=self.reference,
+            floor=self.floor,
+            findings=self.findings,
+            thunder_rows=self.thunder_rows,
+            measured=self.measured,
+            rounds={n: self.timed.record(n) for n in self.timed.timed},
+            host_reference=self.timed.reference_record(),
+        )
+
+
+def seed_timeit(run_line_magic: Callable, kwargs: dict, params: Params) -> Callable:
+    """``timeit(jm)`` for ``harness.standard_plan``: the seed's ``%timeit jm(**args); sync()`` with
+    ``-n iters -r TIMEIT_RUNS``, issued through IPython's ``run_line_magic`` (what the ``%`` line
+    compiles to)."""
+    import torch
+
+    line = f"-o -q -n {params.iters} -r {TIMEIT_RUNS} jm(**args); sync()"
+    sync = torch.cuda.synchronize if params.is_cuda else (lambda: None)
+
+    def timeit(jm, args=kwargs, sync=sync):  # %timeit reads the names of its line from this frame's locals
+        return run_line_magic("timeit", line)
+
+    return timeit
+
+
+def run(params: Params, timeit: Callable | None = None) -> Result:
+    """Build and measure every selected executor one after another, then time them all in interleaved
+    rounds. ``timeit``: IPython's ``run_line_magic`` (``get_ipython().run_line_magic``), for the seed's
+    ``%timeit``; without it that column is not measured."""
+    setup = model.build(params)
+    env = environment.collect(params.device)
+    floor = model.bandwidth_floor(setup)
+    reference_logits = model.logits_of(setup.model(**setup.kwargs)).detach().clone()
+    print(
+        f"device {params.device} · warm-up {params.warmup} · {params.iters} calls per block · "
+        f"{2 * params.repeats} rounds · "
+        f"cache_mode {params.cache_mode} · bandwidth floor "
+        + (
+            f"{floor['floor_ms_measured']:.3g} ms"
+            if floor["floor_ms_measured"]
+            else "n/a (no device bandwidth on a CPU)"
+        )
+    )
+    args = setup.kwargs
+    plan = harness.standard_plan(
+        args,
+        params,
+        reference_logits,
+        timeit=seed_timeit(timeit, args, params) if timeit else None,
+        trace=thunder_traces.trace_row,
+    )
+    prepared, measured = harness.build_and_measure(
+        registry.selected(params.executors), setup.model, args, plan, params.device
+    )
+    builds = [p.row(first_call_s=p.first_call_s) for p in prepared.values()]
+    timed = harness.rounds(harness.entries(prepared, args), params.device, params.warmup, params.iters, params.repeats)
+    harness.apply_errors(prepared, timed)
+    table = rows(prepared, measured, timed, floor["floor_ms_measured"])
+    reference_ = reference_rows()
+    return Result(
+        params=params,
+        env=env,
+        floor=floor,
+        builds=builds,
+        top_kernels=top_kernels(measured),
+        thunder_rows=thunder_traces.taken_rows(prepared, measured),  # moves the traces out of measured
+        measured=measured,
+        timed=timed,
+        wall_rows=wall_rows(timed),
+        drift_rows=drift_rows(timed),
+        rows=table,
+        table_rows=seed_frame_rows(table, TABLE_COLUMNS),
+        noise_rows=seed_frame_rows(table, NOISE_COLUMNS),
+        seed_tables=seed_tables(table) if params.is_cuda and params.preset == "seed" else [],
+        findings=findings(table, timed, params),
+        bars=bar_rows(table),
+        ran=[r for r in table if r["wall_ms"] is not None],
+        reference=reference_,
+        kernel_rows=kernel_rows(table, reference_),
+    )

@@ -12,9 +12,12 @@ from __future__ import annotations
 import html
 import re
 from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
 
-from ..core import results
+from ..core import environment, model, reference, registry, results
 from ..core.harness import describe, prepare
+from ..core.parameters import Params
 from ..core.registry import Executor
 from ..pages.tables import number
 
@@ -219,8 +222,8 @@ def analyze(jm) -> dict:
     }
 
 
-def run(executor: Executor, module, kwargs: dict, device: str) -> dict:
-    """One configuration's row: jit and first call (compile), then ``row_of`` it."""
+def build_row(executor: Executor, module, kwargs: dict, device: str) -> dict:
+    """One configuration's row: jit and first call (compile), then ``trace_row`` it."""
     return trace_row(prepare(executor, module, kwargs, device), kwargs)
 
 
@@ -244,7 +247,7 @@ def trace_row(prepared, kwargs: dict) -> dict:
 
 
 def from_run(params, names: list[str]) -> list[dict] | None:
-    """The rows of ``names`` that notebook 02 took from its own builds (``row_of`` right after each
+    """The rows of ``names`` that notebook 02 took from its own builds (``trace_row`` right after each
     first call) in this runner run, when 02 ran before with the same model and inputs; else None, and
     the caller builds its own."""
     data = results.of_this_run(params.output_dir, results.EXECUTOR_TIMING)
@@ -262,7 +265,7 @@ def taken_rows(prepared: dict, measured: dict) -> dict[str, dict]:
     return {n: taken.get(n) or p.row() for n, p in prepared.items() if p.executor.needs_thunder}
 
 
-# --- tables and figures over rows returned by ``run`` ---------------------------------------------
+# --- tables and figures over rows returned by ``build_row`` ---------------------------------------
 
 
 def ok_rows(rows: list[dict]) -> list[dict]:
@@ -508,4 +511,82 @@ def details_html(summary_text: str, body: str) -> str:
     return (
         f"<details><summary>{html.escape(summary_text)}</summary>"
         f"<pre style='font-size:11px;max-height:40em;overflow:auto'>{html.escape(body)}</pre></details>"
+    )
+
+
+SEED_LABEL = "seed: thunder, L40S (reference)"
+KEY_COLUMNS = [
+    "executor",
+    "status",
+    "bound_symbols",
+    "fusion_regions",
+    "unfused_ops",
+    "bookkeeping",
+    "prologue_bound_symbols",
+    "reason",
+]
+
+
+@dataclass
+class Result:
+    """What notebook 03 shows and saves."""
+
+    params: Params
+    configurations: list[dict]  # one row per Thunder configuration (``trace_row``)
+    traces_from: str  # notebook 02's builds in this run, or built here
+    summary_rows: list[dict]  # final trace per configuration (``summary``)
+    counter_rows: list[dict]  # the seed's counter beside each configuration's
+    region_rows: list[dict]
+    placement_rows: list[dict]  # where the seed's ops ended up
+    unfused_rows: list[dict]
+    stats_rows: list[dict]  # thunder's compile statistics
+    first_call_rows: list[dict]  # first call by phase
+    traces: list[dict]  # per configuration with a trace: its summary line and the trace's text
+    env: dict
+    findings: list[str]
+
+    def save(self) -> Path:
+        return results.save(
+            self.params.output_dir,
+            results.TRACE_COUNTERS,
+            self.params,
+            self.env,
+            results.key_table("Final trace composition per Thunder configuration", self.summary_rows, KEY_COLUMNS),
+            configurations=self.configurations,
+            traces_from=self.traces_from,
+            seed_counter={"label": SEED_LABEL, "counter": reference.SEED_TRACE_COUNTER},
+            findings=self.findings,
+        )
+
+
+def run(params: Params) -> Result:
+    """The rows of the selected Thunder configurations: the ones notebook 02 took in this runner run
+    (``from_run``), else one jit per configuration built here; then the tables over them."""
+    configs = [ex for ex in registry.selected(params.executors) if ex.name in registry.THUNDER_NAMES]
+    rows = from_run(params, [ex.name for ex in configs])
+    source = "notebook 02's builds in this run" if rows is not None else "built here"
+    if rows is None:
+        setup = model.build(params)
+        rows = [build_row(ex, setup.model, setup.kwargs, params.device) for ex in configs]
+    return Result(
+        params=params,
+        configurations=rows,
+        traces_from=source,
+        summary_rows=summary(rows),
+        counter_rows=counter_table(rows, reference.SEED_TRACE_COUNTER, SEED_LABEL),
+        region_rows=region_table(rows),
+        placement_rows=placement(rows),
+        unfused_rows=unfused_table(rows),
+        stats_rows=stats_table(rows),
+        first_call_rows=first_call_table(rows),
+        traces=[
+            {
+                "summary": f"{r['executor']}: {r['bound_symbols']} bound symbols, {r['trace_lines']} lines; "
+                f"prologue {r['prologue_bound_symbols']} bound symbols, {r['prologue_lines']} lines",
+                "trace": r["trace"],
+            }
+            for r in ok_rows(rows)
+        ],
+        env=environment.collect(params.device),
+        findings=findings(rows, reference.SEED_TRACE_COUNTER),
     )
