@@ -18,7 +18,7 @@ import pytest
 from conftest import chromium_dom
 
 from latency_lab.core import parameters as P
-from latency_lab.core import reference, results
+from latency_lab.core import results, seed_numbers
 from latency_lab.pages import display, html_assets, tables
 from latency_lab.run import notebook_run, report
 from latency_lab.studies import executor_timing, thunder_traces
@@ -234,7 +234,7 @@ def test_seed_tables_one_per_metric_with_ratio():
     assert per_kernel["columns"][1] == "seed DGX H100 (µs)"
     assert {line[0]: line for line in per_kernel["rows"]}["torch-eager"][2] == pytest.approx(1528 / 60)
     timer = {line[0]: line for line in built["Wall time per step, the seed's cuda_timer"]["rows"]}
-    assert timer["torch-eager"][1] == reference.SEED_CUDA_TIMER_DGX_H100["rows"]["eager"]
+    assert timer["torch-eager"][1] == seed_numbers.SEED_CUDA_TIMER_DGX_H100["rows"]["eager"]
     assert "Thunder-torch.compile" not in timer  # the seed has no number for it, and neither has this run
     timeit = built["%timeit per step"]
     assert timeit["columns"][1] == "seed L40S (ms)"
@@ -260,7 +260,7 @@ def test_trace_counter_findings_name_regions_per_configuration():
         },
         {"executor": "thunder:cudagraphs", "status": "unavailable"},
     ]
-    text, seed = thunder_traces.findings(configs, reference.SEED_TRACE_COUNTER)
+    text, seed = thunder_traces.findings(configs, seed_numbers.SEED_TRACE_COUNTER)
     assert "thunder: 7 fusion regions (7 nvFusion), 4 unfused ops, 52 top-level symbols" in text
     assert "Not traced here: thunder:cudagraphs." in text
     assert seed == "The seed's thunder trace had 9 fusion regions (7 nvFusion, 2 TorchCompile) in 57 top-level symbols."

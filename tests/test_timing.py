@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from latency_lab.core import harness, metrics, reference, registry, timing
+from latency_lab.core import harness, metrics, registry, seed_numbers, timing
 from latency_lab.studies import executor_timing
 
 
@@ -283,8 +283,8 @@ def test_seed_tables_pair_each_metric_with_the_seed():
     assert "%timeit per step" not in tables  # nothing measured here for it
 
 
-def test_reference_rows_carry_seed_numbers_and_sources():
-    rows = executor_timing.reference_rows()
+def test_seed_rows_carry_seed_numbers_and_sources():
+    rows = executor_timing.seed_rows()
     nsight = [r for r in rows if "Nsight" in r["source"]]
     assert {r["label"]: r["wall_ms"] for r in nsight} == {
         "Thunder-nvFuser": 1.281,
@@ -292,6 +292,6 @@ def test_reference_rows_carry_seed_numbers_and_sources():
         "torch.compile": 0.455,
         "torch-eager": 1.014,
     }
-    assert len(rows) == len(reference.SEED_NSIGHT_DGX_H100["rows"]) + len(
-        reference.SEED_CUDA_TIMER_DGX_H100["rows"]
-    ) + len(reference.SEED_TIMEIT_L40S["rows"])
+    assert len(rows) == len(seed_numbers.SEED_NSIGHT_DGX_H100["rows"]) + len(
+        seed_numbers.SEED_CUDA_TIMER_DGX_H100["rows"]
+    ) + len(seed_numbers.SEED_TIMEIT_L40S["rows"])

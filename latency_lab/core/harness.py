@@ -155,10 +155,10 @@ def memory_held(before: dict, after: dict) -> dict:
     return held
 
 
-def check_output(p: Prepared, reference_logits, dtype: str, layers: int) -> dict:
+def check_output(p: Prepared, eager_logits, dtype: str, layers: int) -> dict:
     """The first call's logits against eager's (``model.compare_to_eager``); a mismatch fails the row,
     since the timings of a wrong computation mean nothing."""
-    check = compare_to_eager(logits_of(p.output), reference_logits, dtype, layers)
+    check = compare_to_eager(logits_of(p.output), eager_logits, dtype, layers)
     if not check["passed"]:
         raise ValueError(
             f"logits differ from eager's: rel err {check['rel_err']} > {check['tolerance']} "
@@ -465,7 +465,7 @@ def state_text(rounds_: Rounds) -> str:
 def standard_plan(
     kwargs: dict,
     params,
-    reference_logits=None,
+    eager_logits=None,
     timeit: Callable | None = None,
     trace: Callable | None = None,
     profile_steps: int | None = None,
@@ -477,9 +477,9 @@ def standard_plan(
     more call), the warm-up (CUDA graphs record here, before the next executor is built), ``%timeit``
     when ``timeit(fn)`` is given, and kernels per step from the profiler. Wall and host time come
     later, from ``rounds``. The output check is ``check(prepared)`` when given, else the logits
-    against ``reference_logits``."""
+    against ``eager_logits``."""
     steps = max(3, min(params.iters, 10)) if profile_steps is None else profile_steps
-    plan: Plan = {"output": check or (lambda p: check_output(p, reference_logits, params.dtype, params.layers))}
+    plan: Plan = {"output": check or (lambda p: check_output(p, eager_logits, params.dtype, params.layers))}
     if trace is not None:
         plan["trace"] = lambda p: trace(p, kwargs) if p.executor.needs_thunder else None
     plan["warm-up"] = lambda p: timing.warm_up(p.fn, kwargs, params.warmup)

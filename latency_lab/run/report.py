@@ -242,8 +242,8 @@ def headline_figure(timing: dict, device: str) -> dict:
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from ..core.reference import SEED_NSIGHT_DGX_H100 as seed
     from ..core.registry import REGISTRY
+    from ..core.seed_numbers import SEED_NSIGHT_DGX_H100 as seed
 
     here = sorted((r for r in timing.get("rows", []) if r.get("wall_ms") is not None), key=lambda r: r["wall_ms"])
     beside = seed_step(timing)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core import environment, harness, model, reference, registry, results
+from ..core import environment, harness, model, registry, results, seed_numbers
 from ..core.harness import Prepared, Rounds
 from ..core.metrics import Stat, host_bound
 from ..core.parameters import Params
@@ -191,7 +191,7 @@ def seed_order_text(table: list[dict], timed: Rounds, params) -> str | None:
     preset, the only runs whose step is the seed's."""
     if not (params.is_cuda and params.preset == "seed"):
         return None
-    seed = reference.SEED_NSIGHT_DGX_H100["rows"]
+    seed = seed_numbers.SEED_NSIGHT_DGX_H100["rows"]
     here = [
         r["executor"]
         for r in sorted(
@@ -268,38 +268,36 @@ def findings(table: list[dict], timed: Rounds, params) -> list[str]:
     ]
 
 
-def reference_rows() -> list[dict]:
+def seed_rows() -> list[dict]:
     """The seed's published tables as rows in this notebook's vocabulary, labelled with GPU and method."""
-    from ..core.registry import REGISTRY
-
     rows = []
-    nsight = reference.SEED_NSIGHT_DGX_H100
+    nsight = seed_numbers.SEED_NSIGHT_DGX_H100
     for name, values in nsight["rows"].items():
         rows.append(
             {
                 "executor": name,
-                "label": REGISTRY[name].label,
+                "label": registry.REGISTRY[name].label,
                 **dict(zip(nsight["columns"], values)),
                 "source": f"seed: {nsight['gpu']}, {nsight['method']}",
             }
         )
-    timer = reference.SEED_CUDA_TIMER_DGX_H100
+    timer = seed_numbers.SEED_CUDA_TIMER_DGX_H100
     for name, ms in timer["rows"].items():
         rows.append(
             {
                 "executor": name,
-                "label": REGISTRY[name].label,
+                "label": registry.REGISTRY[name].label,
                 "wall_ms": ms,
                 "source": f"seed: {timer['gpu']}, {timer['method']}",
                 "reason": timer["notes"].get(name),
             }
         )
-    l40s = reference.SEED_TIMEIT_L40S
+    l40s = seed_numbers.SEED_TIMEIT_L40S
     for name, t in l40s["rows"].items():
         rows.append(
             {
                 "executor": name,
-                "label": REGISTRY[name].label,
+                "label": registry.REGISTRY[name].label,
                 "timeit_ms": t["mean_ms"],
                 "timeit_std_ms": t["std_ms"],
                 "source": f"seed: {l40s['gpu']}, %timeit",
@@ -323,13 +321,13 @@ SEED_METRICS = [
 def _seed_values(source: str, column: str | None) -> tuple[str, dict]:
     """The seed's GPU and method, and its value per executor, for one metric."""
     if source == "nsight":
-        t = reference.SEED_NSIGHT_DGX_H100
+        t = seed_numbers.SEED_NSIGHT_DGX_H100
         i = t["columns"].index(column)
         return f"{t['gpu']}, {t['method']}", {n: v[i] for n, v in t["rows"].items()}
     if source == "cuda_timer":
-        t = reference.SEED_CUDA_TIMER_DGX_H100
+        t = seed_numbers.SEED_CUDA_TIMER_DGX_H100
         return f"{t['gpu']}, CUDA events", dict(t["rows"])
-    t = reference.SEED_TIMEIT_L40S
+    t = seed_numbers.SEED_TIMEIT_L40S
     return f"{t['gpu']}, %timeit", {n: r["mean_ms"] for n, r in t["rows"].items()}
 
 
@@ -338,7 +336,6 @@ def seed_tables(table: list[dict]) -> list[dict]:
     shape plus its ``gpu``). Lines with neither number are left out; a table with no number measured
     here is left out too. Meant for GPU runs of the seed preset (``seed_order_text`` says why)."""
     from ..core.metrics import header, split_unit
-    from ..core.registry import REGISTRY
 
     here_rows = {r["executor"]: r for r in table}
     out = []
@@ -349,7 +346,7 @@ def seed_tables(table: list[dict]) -> list[dict]:
         for name in dict.fromkeys([*here_rows, *seed]):
             here, base = here_rows.get(name, {}).get(metric), seed.get(name)
             if here is not None or base is not None:
-                label = here_rows[name]["label"] if name in here_rows else REGISTRY[name].label
+                label = here_rows[name]["label"] if name in here_rows else registry.REGISTRY[name].label
                 lines.append([label, base, here, here / base if here is not None and base else None])
         suffix = header(f"x_{unit}")[1:] if unit else ""
         if any(line[2] is not None for line in lines):
@@ -385,12 +382,10 @@ def bar_rows(table: list[dict]) -> list[dict]:
     ]
 
 
-def kernel_rows(table: list[dict], reference_: list[dict]) -> list[dict]:
+def kernel_rows(table: list[dict], seed: list[dict]) -> list[dict]:
     """Kernels per step of the rows here and of the seed's, each with its source."""
     return [
-        {**r, "source": r.get("source", "measured here")}
-        for r in table + reference_
-        if r.get("kernels_per_step") is not None
+        {**r, "source": r.get("source", "measured here")} for r in table + seed if r.get("kernels_per_step") is not None
     ]
 
 
@@ -415,7 +410,7 @@ class Result:
     findings: list[str]
     bars: list[dict]  # kernel time and CPU overhead per executor (``bar_rows``)
     ran: list[dict]  # rows with a wall time
-    reference: list[dict]  # the seed's published rows
+    seed_rows: list[dict]  # the seed's published rows (the results file's "reference")
     kernel_rows: list[dict]  # kernels per step, here and in the seed
 
     def save(self) -> Path:
@@ -426,7 +421,7 @@ class Result:
             self.env,
             results.key_table("Executor timing", self.rows, KEY_COLUMNS),
             rows=self.rows,
-            reference=self.reference,
+            reference=self.seed_rows,
             floor=self.floor,
             findings=self.findings,
             thunder_rows=self.thunder_rows,
@@ -455,10 +450,11 @@ def run(params: Params, timeit: Callable | None = None) -> Result:
     """Build and measure every selected executor one after another, then time them all in interleaved
     rounds. ``timeit``: IPython's ``run_line_magic`` (``get_ipython().run_line_magic``), for the seed's
     ``%timeit``; without it that column is not measured."""
+    harness.set_up(params)
     setup = model.build(params)
     env = environment.collect(params.device)
     floor = model.bandwidth_floor(setup)
-    reference_logits = model.logits_of(setup.model(**setup.kwargs)).detach().clone()
+    eager_logits = model.logits_of(setup.model(**setup.kwargs)).detach().clone()
     print(
         f"device {params.device} · warm-up {params.warmup} · {params.iters} calls per block · "
         f"{2 * params.repeats} rounds · "
@@ -473,7 +469,7 @@ def run(params: Params, timeit: Callable | None = None) -> Result:
     plan = harness.standard_plan(
         args,
         params,
-        reference_logits,
+        eager_logits,
         timeit=seed_timeit(timeit, args, params) if timeit else None,
         trace=thunder_traces.trace_row,
     )
@@ -484,7 +480,7 @@ def run(params: Params, timeit: Callable | None = None) -> Result:
     timed = harness.rounds(harness.entries(prepared, args), params.device, params.warmup, params.iters, params.repeats)
     harness.apply_errors(prepared, timed)
     table = rows(prepared, measured, timed, floor["floor_ms_measured"])
-    reference_ = reference_rows()
+    seed = seed_rows()
     return Result(
         params=params,
         env=env,
@@ -503,6 +499,6 @@ def run(params: Params, timeit: Callable | None = None) -> Result:
         findings=findings(table, timed, params),
         bars=bar_rows(table),
         ran=[r for r in table if r["wall_ms"] is not None],
-        reference=reference_,
-        kernel_rows=kernel_rows(table, reference_),
+        seed_rows=seed,
+        kernel_rows=kernel_rows(table, seed),
     )

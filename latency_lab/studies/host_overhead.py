@@ -76,7 +76,7 @@ def step_timeline(fn, kwargs: dict, device: str, path: Path) -> dict:
     }
 
 
-def plan(kwargs: dict, params, reference_logits, notebook: str) -> harness.Plan:
+def plan(kwargs: dict, params, eager_logits, notebook: str) -> harness.Plan:
     """The per-executor measurements, in order, right after its first call (module docstring)."""
     device = params.device
     before = {"reading": harness.memory(device, empty=True)}  # the first executor's memory counts from here
@@ -95,7 +95,7 @@ def plan(kwargs: dict, params, reference_logits, notebook: str) -> harness.Plan:
         return harness.memory_held(before["reading"], harness.memory(device, empty=True))
 
     return {
-        "output": lambda p: harness.check_output(p, reference_logits, params.dtype, params.layers),
+        "output": lambda p: harness.check_output(p, eager_logits, params.dtype, params.layers),
         "warm-up": lambda p: timing.warm_up(p.fn, kwargs, params.warmup),
         "memory": memory_after,
         "timeline": lambda p: step_timeline(p.fn, kwargs, device, trace_file(params.output_dir, notebook, p.name)),
@@ -543,12 +543,12 @@ def run(params: Params) -> Result:
     harness.set_up(params)
     setup = model.build(params)
     env = environment.collect(params.device)
-    reference_logits = model.logits_of(setup.model(**setup.kwargs)).detach().clone()
+    eager_logits = model.logits_of(setup.model(**setup.kwargs)).detach().clone()
     print(
         f"device {params.device} · warm-up {params.warmup} · {params.iters} calls per block · {2 * params.repeats} "
         f"rounds · {STEP_PROFILES} profiled steps · executors {', '.join(params.executors)}"
     )
-    measurements = plan(setup.kwargs, params, reference_logits, results.HOST_OVERHEAD)
+    measurements = plan(setup.kwargs, params, eager_logits, results.HOST_OVERHEAD)
     prepared, measured = harness.build_and_measure(
         registry.selected(params.executors), setup.model, setup.kwargs, measurements, params.device
     )

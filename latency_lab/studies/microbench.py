@@ -27,7 +27,7 @@ from ..core.metrics import Stat
 from ..core.model import compare_to_eager
 from ..core.parameters import Params
 from ..core.progress import say
-from ..core.reference import SEED_SINGLE_ADD_H100
+from ..core.seed_numbers import SEED_SINGLE_ADD_H100
 from ..pages.tables import number
 
 PROFILE_STEPS = 5  # profiled calls per row: kernels per call is exact, so a few suffice
@@ -329,7 +329,7 @@ def key_columns(params: Params) -> list[str]:
 
 def key_rows(table: list[dict], params: Params) -> list[dict]:
     """The seed's experiment: ``add`` at the first size, one row per executor; on a GPU run of the seed
-    preset with the seed's DGX H100 number (``reference.SEED_SINGLE_ADD_H100``) beside each."""
+    preset with the seed's DGX H100 number (``seed_numbers.SEED_SINGLE_ADD_H100``) beside each."""
     adds = [r for r in table if r["op"] == "add" and r["size"] == params.sizes[0]]
     seed = SEED_SINGLE_ADD_H100["rows"] if seed_comparable(params) else {}
     return [

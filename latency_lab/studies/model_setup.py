@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core import environment, model, model_config, registry, results
+from ..core import environment, harness, model, model_config, registry, results
 from ..core.parameters import Params
 from ..pages import tables
 
@@ -103,6 +103,7 @@ def findings(cost: dict, executors: list[dict]) -> list[str]:
 def run(params: Params) -> Result:
     """Build the seed's model, measure the bandwidth floor, collect the environment and check every
     selected executor."""
+    harness.set_up(params)
     cfg = model_config.config_dict(params.preset, params.layers)
     seed_cfg = model_config.LLAMA_3_2_1B_CFG
     changed = {k: (seed_cfg.get(k), v) for k, v in cfg.items() if seed_cfg.get(k) != v}

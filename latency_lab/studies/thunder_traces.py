@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core import environment, model, reference, registry, results
+from ..core import environment, harness, model, registry, results, seed_numbers
 from ..core.harness import describe, prepare
 from ..core.parameters import Params
 from ..core.registry import Executor
@@ -554,7 +554,7 @@ class Result:
             results.key_table("Final trace composition per Thunder configuration", self.summary_rows, KEY_COLUMNS),
             configurations=self.configurations,
             traces_from=self.traces_from,
-            seed_counter={"label": SEED_LABEL, "counter": reference.SEED_TRACE_COUNTER},
+            seed_counter={"label": SEED_LABEL, "counter": seed_numbers.SEED_TRACE_COUNTER},
             findings=self.findings,
         )
 
@@ -562,6 +562,7 @@ class Result:
 def run(params: Params) -> Result:
     """The rows of the selected Thunder configurations: the ones notebook 02 took in this runner run
     (``from_run``), else one jit per configuration built here; then the tables over them."""
+    harness.set_up(params)
     configs = [ex for ex in registry.selected(params.executors) if ex.name in registry.THUNDER_NAMES]
     rows = from_run(params, [ex.name for ex in configs])
     source = "notebook 02's builds in this run" if rows is not None else "built here"
@@ -573,7 +574,7 @@ def run(params: Params) -> Result:
         configurations=rows,
         traces_from=source,
         summary_rows=summary(rows),
-        counter_rows=counter_table(rows, reference.SEED_TRACE_COUNTER, SEED_LABEL),
+        counter_rows=counter_table(rows, seed_numbers.SEED_TRACE_COUNTER, SEED_LABEL),
         region_rows=region_table(rows),
         placement_rows=placement(rows),
         unfused_rows=unfused_table(rows),
@@ -588,5 +589,5 @@ def run(params: Params) -> Result:
             for r in ok_rows(rows)
         ],
         env=environment.collect(params.device),
-        findings=findings(rows, reference.SEED_TRACE_COUNTER),
+        findings=findings(rows, seed_numbers.SEED_TRACE_COUNTER),
     )
