@@ -7,6 +7,7 @@ import html
 import json
 import math
 import re
+import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -15,7 +16,7 @@ from xml.etree import ElementTree
 
 import nbformat
 import pytest
-from conftest import chromium_dom
+from conftest import ROOT, chromium_dom
 
 from latency_lab.core import parameters as P
 from latency_lab.core import results, seed_numbers
@@ -217,8 +218,8 @@ def test_seed_tables_one_per_metric_with_ratio():
         _measured_row("torch.compile:reduce-overhead", "torch.compile+CUDA graphs", 0.3, 0.25, 20),
         _measured_row("thunder", "Thunder-nvFuser", None),
     ]
-    built = {t["title"].split(":")[0]: t for t in executor_timing.seed_tables(rows)}
-    assert len(built) == len(executor_timing.SEED_METRICS)
+    built = {t["title"].split(":")[0]: t for t in seed_numbers.seed_tables(rows)}
+    assert len(built) == len(seed_numbers.SEED_METRICS)
     wall = built["Wall time per step"]
     assert wall["columns"] == ["executor", "seed DGX H100 (ms)", "here (ms)", "here / seed"]
     lines = {line[0]: line for line in wall["rows"]}
@@ -243,7 +244,7 @@ def test_seed_tables_one_per_metric_with_ratio():
 
 def test_seed_tables_left_out_without_a_number_measured_here():
     rows = [_measured_row("eager", "torch-eager", 60.0)]  # a CPU run: no kernel times
-    titles = [t["title"].split(":")[0] for t in executor_timing.seed_tables(rows)]
+    titles = [t["title"].split(":")[0] for t in seed_numbers.seed_tables(rows)]
     assert titles == ["Wall time per step", "Wall time per step, the seed's cuda_timer"]
 
 
@@ -553,3 +554,15 @@ def test_executor_timing_study_runs_without_papermill_and_saves_the_notebooks_re
     saved = results.load(result.save())
     assert saved.keys() == results.load(tiny_run / f"{results.EXECUTOR_TIMING}{results.SUFFIX}").keys()
     assert saved["rounds"].keys() == {"eager"} and saved["host_reference"]
+
+
+def test_report_and_compare_read_results_files_not_the_studies():
+    """The run's pages are made from results files and the seed's numbers (core), never by importing a
+    study: a folder imports only the folders above it (README's layout)."""
+    code = (
+        "import sys\n"
+        "import latency_lab.run.compare, latency_lab.run.report, latency_lab.run.start_page\n"
+        "print(sorted(m for m in sys.modules if m.startswith('latency_lab.studies')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -276,7 +276,7 @@ def test_seed_tables_pair_each_metric_with_the_seed():
             _prepared("thunder"), {"kernels": {"kernel_ms": 0.218, "kernels_per_step": 36}}, timed, None
         )
     ]
-    tables = {t["title"].split(":")[0]: t for t in executor_timing.seed_tables(table)}
+    tables = {t["title"].split(":")[0]: t for t in seed_numbers.seed_tables(table)}
     wall = tables["Wall time per step"]
     assert wall["columns"] == ["executor", "seed DGX H100 (ms)", "here (ms)", "here / seed"]
     assert wall["rows"][0] == ["Thunder-nvFuser", 1.281, 1.69, pytest.approx(1.69 / 1.281)]
@@ -284,7 +284,7 @@ def test_seed_tables_pair_each_metric_with_the_seed():
 
 
 def test_seed_rows_carry_seed_numbers_and_sources():
-    rows = executor_timing.seed_rows()
+    rows = seed_numbers.seed_rows()
     nsight = [r for r in rows if "Nsight" in r["source"]]
     assert {r["label"]: r["wall_ms"] for r in nsight} == {
         "Thunder-nvFuser": 1.281,

@@ -1,8 +1,14 @@
 """The seed issue's published numbers, kept in one place as data (ms unless named otherwise).
 
 Each table names the GPU, the method and the software it was measured with, as the seed states.
-Keys are this suite's executor names, so reference rows sit beside measured ones.
+Keys are this suite's executor names, so the seed's rows sit beside measured ones: ``seed_rows``, and
+``seed_tables`` (one table per metric, seed beside a run's rows), which 02, the report and compare use.
 """
+
+from __future__ import annotations
+
+from .metrics import header, split_unit
+from .registry import REGISTRY
 
 SEED_TIMEIT_L40S = {
     "gpu": "L40S",
@@ -74,3 +80,95 @@ SEED_TRACE_COUNTER = {
     "nvFusion6": 1,
     "python_return": 1,
 }
+
+
+def seed_rows() -> list[dict]:
+    """The seed's published tables as rows in the suite's vocabulary (02's results file keeps them as
+    "reference"), labelled with GPU and method."""
+    rows = []
+    nsight = SEED_NSIGHT_DGX_H100
+    for name, values in nsight["rows"].items():
+        rows.append(
+            {
+                "executor": name,
+                "label": REGISTRY[name].label,
+                **dict(zip(nsight["columns"], values)),
+                "source": f"seed: {nsight['gpu']}, {nsight['method']}",
+            }
+        )
+    timer = SEED_CUDA_TIMER_DGX_H100
+    for name, ms in timer["rows"].items():
+        rows.append(
+            {
+                "executor": name,
+                "label": REGISTRY[name].label,
+                "wall_ms": ms,
+                "source": f"seed: {timer['gpu']}, {timer['method']}",
+                "reason": timer["notes"].get(name),
+            }
+        )
+    l40s = SEED_TIMEIT_L40S
+    for name, t in l40s["rows"].items():
+        rows.append(
+            {
+                "executor": name,
+                "label": REGISTRY[name].label,
+                "timeit_ms": t["mean_ms"],
+                "timeit_std_ms": t["std_ms"],
+                "source": f"seed: {l40s['gpu']}, %timeit",
+            }
+        )
+    return rows
+
+
+# (title, metric of a row here, seed table, its column): the seed's numbers beside this run's
+SEED_METRICS = [
+    ("Wall time per step", "wall_ms", "nsight", "wall_ms"),
+    ("CPU overhead per step (wall - kernel time)", "cpu_overhead_ms", "nsight", "cpu_overhead_ms"),
+    ("Kernel time per step", "kernel_ms", "nsight", "kernel_ms"),
+    ("Kernels per step", "kernels_per_step", "nsight", "kernels_per_step"),
+    ("CPU overhead per kernel", "overhead_per_kernel_us", "nsight", "overhead_per_kernel_us"),
+    ("Wall time per step, the seed's cuda_timer", "wall_ms", "cuda_timer", None),
+    ("%timeit per step", "timeit_ms", "timeit", None),
+]
+
+
+def _seed_values(source: str, column: str | None) -> tuple[str, dict]:
+    """The seed's GPU and method, and its value per executor, for one metric."""
+    if source == "nsight":
+        t = SEED_NSIGHT_DGX_H100
+        i = t["columns"].index(column)
+        return f"{t['gpu']}, {t['method']}", {n: v[i] for n, v in t["rows"].items()}
+    if source == "cuda_timer":
+        t = SEED_CUDA_TIMER_DGX_H100
+        return f"{t['gpu']}, CUDA events", dict(t["rows"])
+    t = SEED_TIMEIT_L40S
+    return f"{t['gpu']}, %timeit", {n: r["mean_ms"] for n, r in t["rows"].items()}
+
+
+def seed_tables(table: list[dict]) -> list[dict]:
+    """One table per metric of the seed's tables: executor, seed, here, here / seed (a ``key_table``
+    shape plus its ``gpu``). Lines with neither number are left out; a table with no number measured
+    here is left out too. Meant for GPU runs of the seed preset (``executor_timing.seed_order_text`` says why)."""
+    here_rows = {r["executor"]: r for r in table}
+    out = []
+    for title, metric, source, column in SEED_METRICS:
+        where, seed = _seed_values(source, column)
+        gpu, unit = where.split(",")[0], split_unit(metric)[1]
+        lines = []
+        for name in dict.fromkeys([*here_rows, *seed]):
+            here, base = here_rows.get(name, {}).get(metric), seed.get(name)
+            if here is not None or base is not None:
+                label = here_rows[name]["label"] if name in here_rows else REGISTRY[name].label
+                lines.append([label, base, here, here / base if here is not None and base else None])
+        suffix = header(f"x_{unit}")[1:] if unit else ""
+        if any(line[2] is not None for line in lines):
+            out.append(
+                {
+                    "title": f"{title}: seed ({where}) and here",
+                    "gpu": gpu,
+                    "columns": ["executor", f"seed {gpu}{suffix}", f"here{suffix}", "here / seed"],
+                    "rows": lines,
+                }
+            )
+    return out

@@ -567,9 +567,9 @@ _SAME = "= A"  # an entry that differs in another pair only
 
 
 def seed_tables(runs: list[dict]) -> list[dict]:
-    """The seed's tables (``executor_timing.seed_tables``) with one column per run that measured the
+    """The seed's tables (``seed_numbers.seed_tables``) with one column per run that measured the
     seed's step on a GPU (``report.seed_step``); none without such a run."""
-    from ..studies.executor_timing import seed_tables as tables_of
+    from ..core.seed_numbers import seed_tables as tables_of
     from .report import seed_step
 
     merged: dict[str, dict] = {}

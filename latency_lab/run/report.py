@@ -12,10 +12,9 @@ import tempfile
 from datetime import datetime
 from pathlib import Path
 
-from ..core import results
+from ..core import results, seed_numbers
 from ..core.parameters import NOTEBOOK_DEFAULTS, validate
 from ..pages import html_assets, tables
-from ..studies import executor_timing
 from . import run_folder, scheduler
 
 TIMING_NOTEBOOK = results.EXECUTOR_TIMING  # its results give the headline chart and the seed tables
@@ -481,7 +480,7 @@ def _notebook(summary: dict, n: dict, timing: dict | None, charts_from: Path | N
     ``charts_from`` (the run folder, for report.html), its charts."""
     shown = [tables.html_table(n["key_table"])] if n["key_table"] else []
     if n["name"] == TIMING_NOTEBOOK and timing and seed_step(timing):
-        shown += [tables.html_table(t) for t in executor_timing.seed_tables(timing.get("rows", []))]
+        shown += [tables.html_table(t) for t in seed_numbers.seed_tables(timing.get("rows", []))]
     figures = notebook_figures(charts_from, n["files"]) if charts_from else []
     return {
         "name": n["name"],

@@ -268,99 +268,6 @@ def findings(table: list[dict], timed: Rounds, params) -> list[str]:
     ]
 
 
-def seed_rows() -> list[dict]:
-    """The seed's published tables as rows in this notebook's vocabulary, labelled with GPU and method."""
-    rows = []
-    nsight = seed_numbers.SEED_NSIGHT_DGX_H100
-    for name, values in nsight["rows"].items():
-        rows.append(
-            {
-                "executor": name,
-                "label": registry.REGISTRY[name].label,
-                **dict(zip(nsight["columns"], values)),
-                "source": f"seed: {nsight['gpu']}, {nsight['method']}",
-            }
-        )
-    timer = seed_numbers.SEED_CUDA_TIMER_DGX_H100
-    for name, ms in timer["rows"].items():
-        rows.append(
-            {
-                "executor": name,
-                "label": registry.REGISTRY[name].label,
-                "wall_ms": ms,
-                "source": f"seed: {timer['gpu']}, {timer['method']}",
-                "reason": timer["notes"].get(name),
-            }
-        )
-    l40s = seed_numbers.SEED_TIMEIT_L40S
-    for name, t in l40s["rows"].items():
-        rows.append(
-            {
-                "executor": name,
-                "label": registry.REGISTRY[name].label,
-                "timeit_ms": t["mean_ms"],
-                "timeit_std_ms": t["std_ms"],
-                "source": f"seed: {l40s['gpu']}, %timeit",
-            }
-        )
-    return rows
-
-
-# (title, metric of a row here, seed table, its column): the seed's numbers beside this run's
-SEED_METRICS = [
-    ("Wall time per step", "wall_ms", "nsight", "wall_ms"),
-    ("CPU overhead per step (wall - kernel time)", "cpu_overhead_ms", "nsight", "cpu_overhead_ms"),
-    ("Kernel time per step", "kernel_ms", "nsight", "kernel_ms"),
-    ("Kernels per step", "kernels_per_step", "nsight", "kernels_per_step"),
-    ("CPU overhead per kernel", "overhead_per_kernel_us", "nsight", "overhead_per_kernel_us"),
-    ("Wall time per step, the seed's cuda_timer", "wall_ms", "cuda_timer", None),
-    ("%timeit per step", "timeit_ms", "timeit", None),
-]
-
-
-def _seed_values(source: str, column: str | None) -> tuple[str, dict]:
-    """The seed's GPU and method, and its value per executor, for one metric."""
-    if source == "nsight":
-        t = seed_numbers.SEED_NSIGHT_DGX_H100
-        i = t["columns"].index(column)
-        return f"{t['gpu']}, {t['method']}", {n: v[i] for n, v in t["rows"].items()}
-    if source == "cuda_timer":
-        t = seed_numbers.SEED_CUDA_TIMER_DGX_H100
-        return f"{t['gpu']}, CUDA events", dict(t["rows"])
-    t = seed_numbers.SEED_TIMEIT_L40S
-    return f"{t['gpu']}, %timeit", {n: r["mean_ms"] for n, r in t["rows"].items()}
-
-
-def seed_tables(table: list[dict]) -> list[dict]:
-    """One table per metric of the seed's tables: executor, seed, here, here / seed (a ``key_table``
-    shape plus its ``gpu``). Lines with neither number are left out; a table with no number measured
-    here is left out too. Meant for GPU runs of the seed preset (``seed_order_text`` says why)."""
-    from ..core.metrics import header, split_unit
-
-    here_rows = {r["executor"]: r for r in table}
-    out = []
-    for title, metric, source, column in SEED_METRICS:
-        where, seed = _seed_values(source, column)
-        gpu, unit = where.split(",")[0], split_unit(metric)[1]
-        lines = []
-        for name in dict.fromkeys([*here_rows, *seed]):
-            here, base = here_rows.get(name, {}).get(metric), seed.get(name)
-            if here is not None or base is not None:
-                label = here_rows[name]["label"] if name in here_rows else registry.REGISTRY[name].label
-                lines.append([label, base, here, here / base if here is not None and base else None])
-        suffix = header(f"x_{unit}")[1:] if unit else ""
-        if any(line[2] is not None for line in lines):
-            out.append(
-                {
-                    "title": f"{title}: seed ({where}) and here",
-                    "gpu": gpu,
-                    "columns": ["executor", f"seed {gpu}{suffix}", f"here{suffix}", "here / seed"],
-                    "rows": lines,
-                }
-            )
-    return out
-
-
 def top_kernels(measured: dict, n: int = 5) -> list[dict]:
     """Each executor's ``n`` largest kernels (device µs per step); none on a CPU."""
     return [
@@ -480,7 +387,7 @@ def run(params: Params, timeit: Callable | None = None) -> Result:
     timed = harness.rounds(harness.entries(prepared, args), params.device, params.warmup, params.iters, params.repeats)
     harness.apply_errors(prepared, timed)
     table = rows(prepared, measured, timed, floor["floor_ms_measured"])
-    seed = seed_rows()
+    seed = seed_numbers.seed_rows()
     return Result(
         params=params,
         env=env,
@@ -495,7 +402,7 @@ def run(params: Params, timeit: Callable | None = None) -> Result:
         rows=table,
         table_rows=seed_frame_rows(table, TABLE_COLUMNS),
         noise_rows=seed_frame_rows(table, NOISE_COLUMNS),
-        seed_tables=seed_tables(table) if params.is_cuda and params.preset == "seed" else [],
+        seed_tables=seed_numbers.seed_tables(table) if params.is_cuda and params.preset == "seed" else [],
         findings=findings(table, timed, params),
         bars=bar_rows(table),
         ran=[r for r in table if r["wall_ms"] is not None],
