@@ -357,6 +357,10 @@ class Rounds:
             "error": t.error,
         }
 
+    def sections(self) -> dict:
+        """A results file's ``rounds`` (every entry's blocks) and ``host_reference``, as every study saves them."""
+        return {"rounds": {n: self.record(n) for n in self.timed}, "host_reference": self.reference_record()}
+
     def reference_record(self) -> dict:
         ref = self.reference
         return {

@@ -333,8 +333,7 @@ class Result:
             findings=self.findings,
             thunder_rows=self.thunder_rows,
             measured=self.measured,
-            rounds={n: self.timed.record(n) for n in self.timed.timed},
-            host_reference=self.timed.reference_record(),
+            **self.timed.sections(),
         )
 
 

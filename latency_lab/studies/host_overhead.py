@@ -532,8 +532,7 @@ class Result:
             timeline=self.timelines,
             memory=self.memory,
             first_call_s=self.first_call_s,
-            rounds={n: self.timed.record(n) for n in self.timed.timed},
-            host_reference=self.timed.reference_record(),
+            **self.timed.sections(),
         )
 
 

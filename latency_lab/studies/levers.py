@@ -466,8 +466,7 @@ class Result:
             counterfactual=self.counterfactual,
             combination=self.combination,
             regions=self.regions,
-            rounds={n: self.timed.record(n) for n in self.timed.timed},
-            host_reference=self.timed.reference_record(),
+            **self.timed.sections(),
         )
 
 

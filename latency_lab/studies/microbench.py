@@ -574,8 +574,7 @@ class Result:
             findings=self.findings,
             threads=self.threads,
             memory_after_release=self.memory_after_release,
-            rounds={n: self.timed.record(n) for n in self.timed.timed},
-            host_reference=self.timed.reference_record(),
+            **self.timed.sections(),
         )
 
 

@@ -867,8 +867,7 @@ class Result:
             fit_rows=self.fit_rows,
             elapsed_s=self.elapsed,
             memory_after_release=self.memory_after_release,
-            rounds={n: self.timed.record(n) for n in self.timed.timed},
-            host_reference=self.timed.reference_record(),
+            **self.timed.sections(),
             bandwidth_measured_GBps=self.bandwidth / 1e9 if self.bandwidth else None,
         )
 
