@@ -21,6 +21,15 @@ THUNDER_TORCHCOMPILE_CAT = ("apex", "cudnn", "sdpa", "torchcompile_cat", "nvfuse
 OPTIONAL_NEEDS = {"cudnn": "the cuDNN frontend, pip nvidia-cudnn-frontend", "apex": "NVIDIA Apex"}
 
 
+# Each CUDA-graph variant and the same executor without graphs (05 times them side by side; 02 says
+# which steps stay host-bound under graphs).
+GRAPH_PAIRS = (
+    ("torch.compile:reduce-overhead", "torch.compile"),
+    ("thunder:cudagraphs", "thunder"),
+    ("thunder.compile:reduce-overhead", "thunder.compile"),
+)
+
+
 @dataclass(frozen=True)
 class Executor:
     name: str

@@ -20,7 +20,6 @@ from ..core.metrics import Stat, host_bound
 from ..core.parameters import Params
 from ..pages.tables import number
 from . import thunder_traces
-from .host_overhead import GRAPH_PAIRS
 
 AGREEMENT = 0.10  # two ABBA passes of one executor should agree within 10%
 TIMEIT_RUNS = 7  # %timeit -r: the seed's "mean ± std. dev. of 7 runs"
@@ -231,7 +230,7 @@ def host_bound_text(table: list[dict]) -> str | None:
         "Host-bound (host time per step at least the kernels' time per step, ms: the GPU waits for the host): "
         f"{each(bound)}. Bound by the GPU: {each([r for r in judged if not r['host_bound']])}."
     )
-    graphs = [r["executor"] for r in bound if r["executor"] in {g for g, _ in GRAPH_PAIRS}]
+    graphs = [r["executor"] for r in bound if r["executor"] in {g for g, _ in registry.GRAPH_PAIRS}]
     if graphs:
         one = len(graphs) == 1
         text += (

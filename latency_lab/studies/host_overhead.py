@@ -26,11 +26,6 @@ from ..pages.tables import number
 from . import profiler_timeline, thunder_breakdown
 
 STEP_PROFILES = 3  # profiled steps per executor; the median one (by host time) is drawn and saved
-GRAPH_PAIRS = (
-    ("torch.compile:reduce-overhead", "torch.compile"),
-    ("thunder:cudagraphs", "thunder"),
-    ("thunder.compile:reduce-overhead", "thunder.compile"),
-)
 # The seed's hypotheses as ranges: a measured median inside holds, outside is higher or lower.
 SEED_STARTUP_US = (200.0, 300.0)  # "~250 µs of start-up time" per step
 SEED_NVFUSER_US_PER_KERNEL = (20.0, 30.0)  # "around 20 to 30 us per kernel"
@@ -308,7 +303,7 @@ def graph_rows(step: list[dict], timed: Rounds) -> list[dict]:
     host time, the within-round ratio of the walls, and the memory each holds."""
     by = {r["executor"]: r for r in step}
     rows = []
-    for graphs, plain in GRAPH_PAIRS:
+    for graphs, plain in registry.GRAPH_PAIRS:
         if graphs not in by or plain not in by:
             continue
         g, b = by[graphs], by[plain]
