@@ -399,7 +399,7 @@ def run_notebooks(notebooks, values, params, run_dir, args, meta, outcomes, slot
     appended to ``outcomes`` as soon as it starts."""
     from latency_lab.core import harness  # torch, once a run starts
 
-    harness.set_up(params)  # the record names the threads the notebooks set (the runner times nothing)
+    harness.set_threads(params)  # the record names the threads the notebooks set (the runner times nothing)
     environment.quiet_known_noise()  # and what they filter (the kernels inherit KINETO_LOG_LEVEL)
     meta["environment"] = environment.collect(params.device)
     results.write_atomic(run_dir / "environment.json", json.dumps(meta["environment"], indent=1))

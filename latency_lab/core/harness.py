@@ -28,15 +28,22 @@ from .registry import Executor
 HOST_REFERENCE = "host reference"  # the fixed Python loop timed in every round
 
 
-def set_up(params) -> int:
-    """This process as ``params`` asks, before anything is built or timed: torch's intra-op threads
-    (returns the number in use) and, on a CPU, Inductor's instruction-set checks shared by the run's
-    kernels (``compile_cache.share_isa_checks``). Every study's ``run`` starts with it."""
+def set_threads(params) -> int:
+    """torch's intra-op threads as ``params`` asks; returns the number in use. Alone where a process
+    records the environment but compiles nothing (the runner, a fleet task)."""
     parameters.torch_default_threads()  # read torch's own default before changing it
     torch.set_num_threads(params.threads)
+    return torch.get_num_threads()
+
+
+def set_up(params) -> int:
+    """This process as ``params`` asks, before anything is built or timed: ``set_threads`` and, on a
+    CPU, Inductor's instruction-set checks shared by the run's kernels (``compile_cache.share_isa_checks``).
+    Every study's ``run`` starts with it."""
+    threads = set_threads(params)
     if params.device == "cpu":
         compile_cache.share_isa_checks()
-    return torch.get_num_threads()
+    return threads
 
 
 @dataclass

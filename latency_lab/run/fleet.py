@@ -394,7 +394,7 @@ def run_notebook(
         for file, data in inputs.items():
             (run_dir / file).write_bytes(data)
         params = parameters.validate(values)
-        harness.set_up(params)
+        harness.set_threads(params)
         environment.quiet_known_noise()
         gpus = ",".join(str(g) for g in ray.get_gpu_ids())
         env = {

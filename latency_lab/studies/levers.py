@@ -329,11 +329,6 @@ def findings(rows, timed, model, combo, depth_of, floor_of) -> list[str]:
     ]
 
 
-def insitu_summaries(prepared: dict[str, Prepared], kwargs: dict, calls: int):
-    """Probes and ``InSitu`` objects of the Thunder configurations (``host_overhead.probes``)."""
-    return host_overhead.probes(prepared, kwargs, calls)
-
-
 def breakdown_rows(broken: dict[str, dict]) -> list[dict]:
     """Per configuration and in-place part, its µs per call and the change against the baseline."""
     out = []
@@ -483,7 +478,7 @@ def run(params: Params) -> Result:
     chosen = baseline_first(registry.selected(params.executors))
     plan = harness.standard_plan(case.kwargs, params, trace=thunder_traces.trace_row, check=case.check)
     prepared, measured = build(chosen, case, plan, params.device)
-    probes, insitu, not_taken_apart = insitu_summaries(prepared, case.kwargs, params.iters)
+    probes, insitu, not_taken_apart = host_overhead.probes(prepared, case.kwargs, params.iters)
     timed = harness.rounds(
         harness.entries(prepared, case.kwargs, probes), params.device, params.warmup, params.iters, params.repeats
     )
