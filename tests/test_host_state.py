@@ -3,6 +3,7 @@ inside a round, a bimodal series, a lever that saves nothing, and a pair of runs
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -269,6 +270,21 @@ def test_every_interval_is_at_least_the_run_to_run_floor_and_a_wider_one_stays()
     assert lo == pytest.approx(1.001 * (1 - host_state.RUN_TO_RUN)) and hi == pytest.approx(1.001 * 1.1)
     assert host_state.floored(2.0, 1.0, 3.0) == (1.0, 3.0)
     assert host_state.floored(-1.0, -1.01, -0.99) == pytest.approx((-1.1, -0.9))  # a negative saving too
+
+
+def test_a_slope_near_zero_is_floored_by_its_points_moving_not_by_ten_percent_of_itself():
+    """CUDA graphs' host per layer is ~9 us on ~130 us points: two H100 runs moved it +17% while each point
+    moved under 3%. Its interval's least half-width is what the points moving by ``POINT_TO_POINT`` each
+    would move the slope; a steep line keeps ``RUN_TO_RUN`` of its slope where that is wider."""
+    flat = [(x, [0.125 + 0.009 * x + 1e-6 * (i % 3) for i in range(16)], None) for x in (1, 2, 4)]
+    value, lo, hi = host_state.slope_interval([(1, flat)])
+    ys = [0.125 + 0.009 * x + 1e-6 for x in (1, 2, 4)]
+    floor = host_state.POINT_TO_POINT * math.sqrt(sum(((x - 7 / 3) * y) ** 2 for x, y in zip((1, 2, 4), ys))) / (14 / 3)
+    assert value == pytest.approx(0.009) and hi - value == pytest.approx(floor) and value - lo == pytest.approx(floor)
+    assert floor > 3 * host_state.RUN_TO_RUN * value  # ~ +-3.5 us on 9 us: the +17% move lands inside
+    steep = [(x, [0.1 + 1.0 * x] * 16, None) for x in (1, 2, 4)]
+    value, lo, hi = host_state.slope_interval([(1, steep)])
+    assert (hi - lo) / 2 == pytest.approx(host_state.RUN_TO_RUN * value)
 
 
 def test_compare_floors_an_older_runs_narrow_interval_and_still_flags_a_lever_sized_change(tmp_path):

@@ -32,6 +32,11 @@ CHUNKS = 4  # consecutive time slices whose medians the interval must cover
 # minutes). Measured on an H100 machine (2026-12-05, runs of 05-07 a few minutes apart): host per
 # reference moved 2-10%, host ms 0.3-6% where the intervals' bootstrap and slices gave +-1-3%.
 RUN_TO_RUN = 0.10
+# The part of that move one point of a fitted line makes on its own, apart from the rest of its line: a
+# slope is a difference of its points, so a slope near zero (CUDA graphs' host per layer, ~9 us) moves by
+# more than RUN_TO_RUN of itself. Measured on the H100 (two runs of 06 minutes apart): torch.compile +
+# CUDA graphs' host moved -2.4% at 1 layer and +0.9% at 4, so its slope moved +17% and left a +-10% floor.
+POINT_TO_POINT = RUN_TO_RUN / 2
 BOOTSTRAP = 2000
 CONFIDENCE = 0.95
 SEED = 0  # the bootstrap's resampling is seeded: the same samples give the same interval
@@ -154,7 +159,9 @@ def slope_interval(lines) -> tuple[float, float, float]:
     """The slope of ``sum(sign * line)`` (each line a list of ``(x, samples, keep)``: the blocks of one
     executor at depth x) fitted through the points' fast-state medians, and its interval by the same
     method as ``interval``: the fit over bootstrap resamples of every point's blocks (95%, x sqrt(2)),
-    widened to the fits over ``CHUNKS`` consecutive time slices. ``lines`` is ``[(sign, line), ...]``."""
+    widened to the fits over ``CHUNKS`` consecutive time slices, to ``RUN_TO_RUN`` of the slope and to
+    what the points moving by ``POINT_TO_POINT`` each would move it (``_points_floor``). ``lines`` is
+    ``[(sign, line), ...]``."""
     chosen = [(sign, [(x, select(s, k)[0] if k is not None else list(s)) for x, s, k in line]) for sign, line in lines]
 
     def fit(pick) -> float:
@@ -173,4 +180,17 @@ def slope_interval(lines) -> tuple[float, float, float]:
 
         slices = [fit(chunk(i)) for i in range(CHUNKS)]
         lo, hi = min(lo, *slices), max(hi, *slices)
-    return (value, *floored(value, lo, hi))
+    lo, hi = floored(value, lo, hi)
+    margin = _points_floor([[(x, statistics.median(xs)) for x, xs in line] for _, line in chosen])
+    return value, min(lo, value - margin), max(hi, value + margin)
+
+
+def _points_floor(lines) -> float:
+    """How far the slope of ``sum(sign * line)`` moves when each point of each line moves by
+    ``POINT_TO_POINT`` of its value on its own (independently): the least half-width of its interval."""
+    variance = 0.0
+    for points in lines:
+        mx = statistics.fmean(x for x, _ in points)
+        sxx = sum((x - mx) ** 2 for x, _ in points)
+        variance += sum(((x - mx) * POINT_TO_POINT * y / sxx) ** 2 for x, y in points)
+    return math.sqrt(variance)
