@@ -917,7 +917,7 @@ def test_the_start_page_shows_the_reference_runs_time_per_notebook(tmp_path):
     assert "| notebook | answers | here | reference |" in page
     for name in notebook_run.discover():
         assert re.search(rf"\({name}\.ipynb\) \| [^|]+ \| — \| {seconds[name]:.0f} s \|", page), (name, page)
-    assert "*reference*: `outputs/reference-h100` (h100-ref-1+h100-ref-2: seed preset, cuda)" in page
+    assert f"*reference*: `outputs/reference-h100` ({summary['run_id']}: seed preset, cuda)" in page
     partial = tmp_path / "ref"
     partial.mkdir()
     summary["notebooks"] = [n for n in summary["notebooks"] if n["name"] != "07_levers"]
