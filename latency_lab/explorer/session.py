@@ -257,20 +257,19 @@ def trace_path(folder: Path, tag: str, executor: str) -> Path:
     return host_overhead.trace_file(str(folder), f"{results.EXPLORER}.{tag}", executor)
 
 
+STATS = ("wall", "host", "host_per_ref")  # a rounds record's statistics, in ``harness.stat_columns``' order
+
+
 def _row(p: harness.Prepared, found: dict) -> dict:
     timed, reference = found.get("wall") or {}, found.get("reference") or {}
-    wall, host, per_ref = (timed.get(k) or {} for k in ("wall", "host", "host_per_ref"))
+    wall, host, per_ref = (metrics.Stat.from_dict(timed[k]) if timed.get(k) else None for k in STATS)
     kernels = found.get("kernels") or {}
     slow = reference.get("slow_share")
     return p.row(
-        **{f"wall{part}_ms": wall.get(key) for part, key in (("", "median"), ("_q1", "q1"), ("_q3", "q3"))},
-        wall_lo_ms=wall.get("lo"),
-        wall_hi_ms=wall.get("hi"),
-        wall_iqr_pct=100 * wall["rel_spread"] if wall else None,
+        **harness.stat_columns(wall, host, per_ref),
+        wall_iqr_pct=100 * wall.rel_spread if wall else None,
         host_slow_pct=None if slow is None else 100 * slow,
-        noisy=None if not wall else bool(wall.get("noisy") or (slow or 0) > NOISY_SLOW_SHARE),
-        host_ms=host.get("median"),
-        host_per_ref_x=per_ref.get("median"),
+        noisy=None if not wall else bool(wall.noisy or (slow or 0) > NOISY_SLOW_SHARE),
         kernels_per_step=kernels.get("kernels_per_step"),
         kernel_ms=kernels.get("kernel_ms"),
         first_call_s=p.first_call_s,
