@@ -489,3 +489,21 @@ def test_many_runs_name_a_run_given_twice_and_a_run_without_common_notebooks(run
     assert C.main(["a", "b", "other", "--output-dir", str(runs)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "have no notebook in common" in err
+
+
+def test_06_points_are_compared_with_their_intervals_not_the_key_tables_bare_values():
+    """06 keeps its per-point rows (intervals included) in ``points``; its key table carries none of
+    them (the H100 pair of 2026-12-05 left 60 host numbers of 06 "not judged"). Compare reads the points."""
+
+    def data(host: float) -> dict:
+        point = {"executor": "thunder", "step": "prefill", "layers": 1, "tokens": 6, "status": "ok"}
+        point.update(host_ms=host, host_q1_ms=host, host_q3_ms=host, host_lo_ms=0.9 * host, host_hi_ms=1.1 * host)
+        table = results.key_table("t", [point], ["executor", "step", "layers", "tokens", "host_ms", "status"])
+        return {"points": [point], "key_table": {**table, "intervals": {}}}
+
+    rows = C.table_rows(data(1.5))
+    assert rows[0]["host_lo_ms"] == pytest.approx(1.35)
+    same, _ = C.compare_notebook(results.SCALING, data(1.5), data(1.55), None)
+    far, _ = C.compare_notebook(results.SCALING, data(1.5), data(1.9), None)
+    assert [e["verdict"] for e in same if e["metric"] == "host_ms"] == ["reproduced"]
+    assert [e["verdict"] for e in far if e["metric"] == "host_ms"] == ["changed"]

@@ -187,13 +187,13 @@ def _number(v) -> bool:
 
 
 def table_rows(data: dict) -> list[dict]:
-    """The notebook's rows: its ``rows`` section when it is a list of executor rows (it holds
-    more than the key table), else the key table's rows with their intervals; and its fit rows
-    (06: fixed and per-layer costs per executor and metric) where it has them."""
+    """The notebook's rows: its ``rows`` section (06: ``points``) when it is a list of executor rows (it
+    holds more than the key table, intervals included), else the key table's rows with their intervals;
+    and its fit rows (06: fixed and per-layer costs per executor and metric) where it has them."""
     fits = data.get("fit_rows") if isinstance(data.get("fit_rows"), list) else []
-    section = data.get("rows")
-    if isinstance(section, list) and section and all(isinstance(r, dict) and "executor" in r for r in section):
-        return section + fits
+    for section in (data.get("rows"), data.get("points")):
+        if isinstance(section, list) and section and all(isinstance(r, dict) and "executor" in r for r in section):
+            return section + fits
     table = data["key_table"]
     rows = [dict(zip(table["columns"], r)) for r in table["rows"]]
     for metric, pairs in (table.get("intervals") or {}).items():
