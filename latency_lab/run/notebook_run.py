@@ -57,10 +57,9 @@ def kernel_environment(values: dict[str, str | None]) -> Iterator[None]:
 def forwarded_progress(out: TextIO, indent: str = "    ", every: float = 0.2) -> Iterator[None]:
     """Meanwhile, the progress lines of the kernels started (``progress.say``) printed to ``out`` as
     they come, each indented and flushed (a pipe too); at the end, the last of them before it returns."""
-    fd, name = tempfile.mkstemp(prefix="latency-lab-progress-", suffix=".txt")
-    done = threading.Event()
+    done, name, thread = threading.Event(), None, None
 
-    def pump() -> None:
+    def pump(fd: int) -> None:
         with open(fd, encoding="utf-8", errors="replace") as f:
             pending = ""
             while True:
@@ -76,15 +75,20 @@ def forwarded_progress(out: TextIO, indent: str = "    ", every: float = 0.2) ->
                     return
                 done.wait(every)
 
-    thread = threading.Thread(target=pump, name="progress", daemon=True)
-    thread.start()
-    try:
+    try:  # made inside the try: a signal right after it (the runner's Ctrl-C) still removes the file
+        fd, name = tempfile.mkstemp(prefix="latency-lab-progress-", suffix=".txt")
+        thread = threading.Thread(target=pump, args=(fd,), name="progress", daemon=True)
+        thread.start()
         with kernel_environment({progress.FILE: name}):
             yield
     finally:
         done.set()
-        thread.join(5)
-        Path(name).unlink(missing_ok=True)
+        if thread is not None and thread.ident is not None:
+            thread.join(5)
+        elif name is not None:
+            os.close(fd)
+        if name is not None:
+            Path(name).unlink(missing_ok=True)
 
 
 def discover(notebook_dir: Path = NOTEBOOK_DIR) -> dict[str, Path]:
