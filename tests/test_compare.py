@@ -507,3 +507,30 @@ def test_06_points_are_compared_with_their_intervals_not_the_key_tables_bare_val
     far, _ = C.compare_notebook(results.SCALING, data(1.5), data(1.9), None)
     assert [e["verdict"] for e in same if e["metric"] == "host_ms"] == ["reproduced"]
     assert [e["verdict"] for e in far if e["metric"] == "host_ms"] == ["changed"]
+
+
+def test_within_round_ratios_are_compared_beside_the_rows_they_come_from():
+    """05's CUDA-graph ratios (``graphs``, keyed by both executors: the row of the graphed executor
+    keeps its own key) and 07's combination ratios are headline numbers too: compare judges them by
+    their intervals. On the H100 pair of 2026-12-05 05's moved -4.6% and -4.7% (inside +-10%)."""
+
+    def data(ratio: float) -> dict:
+        step = [
+            {"executor": e, "status": "ok", "host_ms": 1.0, "host_lo_ms": 0.9, "host_hi_ms": 1.1} for e in ("a", "b")
+        ]
+        graphs = [{"with_graphs": "b", "without": "a", "wall_ratio_x": ratio}]
+        graphs[0].update(
+            wall_ratio_q1_x=ratio, wall_ratio_q3_x=ratio, wall_ratio_lo_x=0.9 * ratio, wall_ratio_hi_x=1.1 * ratio
+        )
+        combination = [{"executor": "a+b", "layers": 1, "vs_baseline_x": ratio, "vs_baseline_lo_x": 0.9 * ratio}]
+        combination[0]["vs_baseline_hi_x"] = 1.1 * ratio
+        return {"key_table": results.key_table("t", step), "graphs": graphs, "combination": combination}
+
+    same, skipped = C.compare_notebook(results.HOST_OVERHEAD, data(0.215), data(0.205), None)
+    assert skipped == [] and {e["row"] for e in same} == {"a", "b", "b · a", "1 · a+b"}
+    assert {e["metric"]: e["verdict"] for e in same if e["row"] in ("b · a", "1 · a+b")} == {
+        "wall_ratio_x": "reproduced",
+        "vs_baseline_x": "reproduced",
+    }
+    far, _ = C.compare_notebook(results.HOST_OVERHEAD, data(0.215), data(0.30), None)
+    assert {e["verdict"] for e in far if e["row"] in ("b · a", "1 · a+b")} == {"changed"}

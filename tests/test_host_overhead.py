@@ -12,6 +12,7 @@ from conftest import run_runner
 
 from latency_lab.core import harness, parameters, registry
 from latency_lab.core.metrics import Stat
+from latency_lab.pages.tables import number
 from latency_lab.studies import host_overhead, thunder_breakdown
 
 # The top-level keys of 05's results file: the notebook's run and ``run(params).save()`` write the same.
@@ -303,6 +304,13 @@ def test_graphs_hold_only_when_the_wall_drops_enough():
     cure = host_overhead.graph_rows(step, _graph_rounds(0.23, 0.95))
     assert cure[0]["wall_ratio_x"] == pytest.approx(0.23 / 0.95)
     assert ": holds" in host_overhead.graphs_text(cure, _graph_rounds(0.23, 0.95), "cuda")
+    lo, hi = cure[0]["wall_ratio_lo_x"], cure[0]["wall_ratio_hi_x"]  # the within-round ratio's interval
+    assert lo < 0.23 / 0.95 < hi and f"interval x{number(lo)}-x{number(hi)}" in host_overhead.graphs_text(
+        cure, _graph_rounds(0.23, 0.95), "cuda"
+    )
+    edge = {**cure[0], "wall_ratio_x": 0.78, "wall_ratio_lo_x": 0.70, "wall_ratio_hi_x": 0.86}
+    assert host_overhead.cure_verdict(edge) == "at the edge"
+    assert host_overhead.cure_verdict({**edge, "wall_ratio_lo_x": 0.81, "wall_ratio_x": 0.85}) == "does not hold"
     weak = host_overhead.graph_rows(step, _graph_rounds(0.9, 0.95))
     assert "does not hold" in host_overhead.graphs_text(weak, _graph_rounds(0.9, 0.95), "cuda")
     assert host_overhead.graphs_text([], _graph_rounds(1, 1), "cpu") == "CUDA graphs as the cure: needs CUDA."

@@ -37,8 +37,12 @@ KEY_COLUMNS = (
     "tokens",
     "prompt_tokens",
     "executor",
+    "with_graphs",
+    "without",
     "metric",
-)  # a row's identity, where a notebook's rows have them (``metric``: 06's fit rows, one per fitted metric)
+)  # a row's identity, where a notebook's rows have them (``with_graphs``, ``without``: 05's CUDA-graph ratios;
+# ``metric``: 06's fit rows, one per fitted metric)
+WITHIN_ROUNDS = ("combination", "graphs")  # 07's and 05's rows of within-round ratios, beside the main rows
 # Times that do not move with the host's speed: device time, measured by the profiler.
 HOST_FREE = ("kernel_", "copy_")
 PER_REFERENCE = "_per_ref"  # host time in units of the adjacent host reference (host_state.per_reference)
@@ -189,18 +193,20 @@ def _number(v) -> bool:
 def table_rows(data: dict) -> list[dict]:
     """The notebook's rows: its ``rows`` section (06: ``points``) when it is a list of executor rows (it
     holds more than the key table, intervals included), else the key table's rows with their intervals;
-    and its fit rows (06: fixed and per-layer costs per executor and metric) where it has them."""
-    fits = data.get("fit_rows") if isinstance(data.get("fit_rows"), list) else []
+    then its rows of within-round ratios (``WITHIN_ROUNDS``) and its fit rows (06: fixed and per-layer
+    costs per executor and metric) where it has them."""
+    extra = [data.get(name) for name in (*WITHIN_ROUNDS, "fit_rows")]
+    extra = [r for section in extra if isinstance(section, list) for r in section if isinstance(r, dict)]
     for section in (data.get("rows"), data.get("points")):
         if isinstance(section, list) and section and all(isinstance(r, dict) and "executor" in r for r in section):
-            return section + fits
+            return section + extra
     table = data["key_table"]
     rows = [dict(zip(table["columns"], r)) for r in table["rows"]]
     for metric, pairs in (table.get("intervals") or {}).items():
         lo, hi = metrics.interval_names(metric)
         for row, (a, b) in zip(rows, pairs):
             row.update({lo: a, hi: b})
-    return rows + fits
+    return rows + extra
 
 
 def metric_names(data: dict, rows: list[dict]) -> list[str]:
