@@ -109,7 +109,7 @@ def test_sweep_builds_every_point_and_times_all_in_the_same_rounds():
     params = type("P", (), {"device": "cpu", "warmup": 0, "iters": 1, "repeats": 1})()
     built = sweep.build(s, params, progress=lambda text: None)
     timed = sweep.time_all(built, params)
-    rows = [sweep.row(b, timed) for b in built]
+    rows = [sweep.row(b, timed).as_dict() for b in built]
     assert [r["size"] for r in rows] == [1, 2] and all(r["wall_ms"] is not None and r["status"] == "ok" for r in rows)
     assert set(timed.timed) == {"eager @ size=1", "eager @ size=2"} and rows[0]["floor_ratio_x"] > 0
     assert sweep.release(built, "cpu") == {} and all(b.prepared.fn is None for b in built)

@@ -11,6 +11,7 @@ from test_compare import timing_notebook
 
 from latency_lab.core import harness, host_state
 from latency_lab.core.metrics import Stat
+from latency_lab.core.rows import StepRow
 from latency_lab.run import compare as C
 from latency_lab.studies import levers, scaling
 
@@ -193,9 +194,10 @@ def test_host_per_reference_reproduces_where_a_mostly_slow_run_has_no_fast_state
         ra, rb = ta.host_per_ref, tb.host_per_ref
         assert ra.lo <= rb.median <= ra.hi and ra.median == pytest.approx(cost / FAST_REF, rel=0.03), n
         assert (ra.hi - ra.lo) / ra.median == pytest.approx(2 * host_state.RUN_TO_RUN)  # the floor: no wider
-        cols = harness.timed_columns(ta)
+        cols = StepRow(n, n, "ok", None, None, **StepRow.timed(ta)).as_dict()
         assert cols["host_per_ref_x"] == ra.median and cols["host_per_ref_lo_x"] == ra.lo
-    assert harness.timed_columns(None) == {"wall_ms": None, "host_ms": None, "host_per_ref_x": None}
+    untimed = StepRow("x", "x", "failed", "why", None, **StepRow.timed(None)).as_dict()
+    assert [untimed[k] for k in ("wall_ms", "host_ms", "host_per_ref_x")] == [None] * 3 and "wall_q1_ms" not in untimed
     assert harness.Timed("x", [1.0], [1.0]).host_per_ref is None  # no reference timed: no ratio
 
 

@@ -11,6 +11,7 @@ import torch
 
 from latency_lab.core import harness, model, parameters, registry, results, sweep
 from latency_lab.core.harness import Rounds, Timed
+from latency_lab.core.rows import ScalingRow
 from latency_lab.studies import scaling
 
 # --- fits ---------------------------------------------------------------------------------------
@@ -283,8 +284,9 @@ def test_first_call_line_is_drawn_over_cold_compiles_only():
 def test_decode_numbers_and_token_agreement():
     loops = [timing_block(ms) for ms in (32.0, 30.0, 34.0, 31.0)]
     numbers = scaling.decode_numbers(loops, tokens=16, batch_size=2)
-    assert numbers["loop_ms"] == 31.5 and numbers["tpot_ms"] == pytest.approx(31.5 / 16)
-    assert numbers["tpot_q1_ms"] == pytest.approx(numbers["loop_q1_ms"] / 16) and numbers["loop_q1_ms"] < 31.5
+    row = ScalingRow("x", "x", "ok", None, None, **numbers).as_dict()  # as a 06 row holds them
+    assert row["loop_ms"] == 31.5 and row["tpot_ms"] == pytest.approx(31.5 / 16)
+    assert row["tpot_q1_ms"] == pytest.approx(row["loop_q1_ms"] / 16) and row["loop_q1_ms"] < 31.5
     assert numbers["tokens_per_s"] == pytest.approx(2 * 16 / 0.0315)
     assert scaling.decode_numbers(None, 16, 1)["tpot_ms"] is None
     assert scaling.agreement([[1, 2, 3, 4], [5, 6, 7, 8]], [[1, 2, 9, 4], [5, 6, 7, 8]]) == 2
@@ -369,7 +371,7 @@ def test_a_build_records_its_first_call_s_cache_hits_and_the_memory_it_holds(mon
         (2, "counting"),
     ]
     timed = sweep.time_all(built, params)
-    rows = {(r["n"], r["executor"]): r for r in (sweep.row(b, timed) for b in built)}
+    rows = {(r["n"], r["executor"]): r for r in (sweep.row(b, timed).as_dict() for b in built)}
     # built executor by executor (eager at n=1 and n=2, then counting), each between two readings
     assert (rows[1, "eager"]["held_allocated_mib"], rows[1, "eager"]["held_reserved_mib"]) == (4.0, 0.0)
     assert (rows[1, "counting"]["held_allocated_mib"], rows[1, "counting"]["held_reserved_mib"]) == (2.0, 2.0)

@@ -434,20 +434,6 @@ def rounds(
     return done
 
 
-def timed_columns(t: Timed | None) -> dict:
-    """A row's wall and host columns from its blocks: ``wall_ms``, ``host_ms`` and ``host_per_ref_x``
-    (host time in units of the adjacent host reference), each with quartiles and interval."""
-    return stat_columns(t and t.wall, t and t.host, t and t.host_per_ref)
-
-
-def stat_columns(wall: Stat | None, host: Stat | None, per_ref: Stat | None) -> dict:
-    """``timed_columns`` from the three statistics themselves (a record's, read back with ``Stat.from_dict``)."""
-    out = {}
-    for name, stat in (("wall_ms", wall), ("host_ms", host), ("host_per_ref_x", per_ref)):
-        out.update(stat.flat(name) if stat else {name: None})
-    return out
-
-
 def host_moved_note(rounds_: Rounds, difference: float) -> str:
     """A caveat for a finding that reports a relative ``difference`` (0.2 = 20%) between two rows: said
     when the host reference moved by more than that during the rounds; empty otherwise."""

@@ -15,6 +15,7 @@ from typing import Callable
 from . import harness, timing
 from .harness import Prepared, Rounds
 from .progress import say
+from .rows import PointRow
 
 
 @dataclass
@@ -156,31 +157,29 @@ def run(
     return built, timed
 
 
-def row(b: Built, timed: Rounds) -> dict:
-    """A (point, executor) row: identity, axis values, first call and the compile-cache hits during it,
-    output check, wall and host time with their quartiles (from the rounds), kernels per step and
-    kernel time, floor and its ratio, and the GPU memory the build holds (MiB; on a GPU)."""
-    t = timed.timed.get(b.key)
+def row(b: Built, timed: Rounds, kind: type[PointRow] = PointRow, **more) -> PointRow:
+    """A (point, executor) row (``rows.PointRow``, or its ``kind`` with ``more`` fields): identity, axis
+    values, first call and the compile-cache hits during it, output check, wall and host time with
+    their quartiles (from the rounds), kernels per step and kernel time, floor and its ratio, and the
+    GPU memory the build holds (MiB; on a GPU)."""
     kernels = b.measured.get("kernels") or {}
     memory = b.measured.get("memory") or {}
-    out = b.prepared.row(
-        **b.point,
+    out = kind.of(
+        b.prepared,
+        axes=dict(b.point),
         first_call_s=b.prepared.first_call_s,
         first_call_cache_hits=(b.measured.get("compile caches") or {}).get("hits"),
         rel_err=(b.measured.get("output") or {}).get("rel_err"),
-    )
-    out.update(
-        **harness.timed_columns(t),
+        **PointRow.timed(timed.timed.get(b.key)),
         kernel_ms=kernels.get("kernel_ms"),
         kernels_per_step=kernels.get("kernels_per_step"),
         floor_ms=b.case.floor_ms,
         held_allocated_mib=memory.get("allocated_mib"),
         held_reserved_mib=memory.get("reserved_mib"),
+        **more,
     )
-    out["floor_ratio_x"] = out["wall_ms"] / b.case.floor_ms if out["wall_ms"] and b.case.floor_ms else None
-    for reason in (kernels.get("reason"), memory.get("reason")):
-        if reason:
-            out["notes"] = "; ".join(filter(None, (out["notes"], reason)))
+    out.note(kernels.get("reason"))
+    out.note(memory.get("reason"))
     return out
 
 

@@ -27,6 +27,7 @@ from ..core import harness, metrics, registry, results, timing
 from ..core import model as llama
 from ..core.parameters import REPO_ROOT, ParameterError, Params, validate
 from ..core.progress import say
+from ..core.rows import ExplorerRow
 from ..pages import tables
 from ..run import compare
 from ..studies import host_overhead, thunder_traces
@@ -257,26 +258,31 @@ def trace_path(folder: Path, tag: str, executor: str) -> Path:
     return host_overhead.trace_file(str(folder), f"{results.EXPLORER}.{tag}", executor)
 
 
-STATS = ("wall", "host", "host_per_ref")  # a rounds record's statistics, in ``harness.stat_columns``' order
+STATS = ("wall", "host", "host_per_ref")  # a rounds record's statistics: wall, host, host per reference
 
 
 def _row(p: harness.Prepared, found: dict) -> dict:
+    """The run's row of one executor (``rows.ExplorerRow``): its statistics read back from the rounds'
+    record, the host's slow share, kernels and its first call."""
     timed, reference = found.get("wall") or {}, found.get("reference") or {}
     wall, host, per_ref = (metrics.Stat.from_dict(timed[k]) if timed.get(k) else None for k in STATS)
     kernels = found.get("kernels") or {}
     slow = reference.get("slow_share")
-    return p.row(
-        **harness.stat_columns(wall, host, per_ref),
+    return ExplorerRow.of(
+        p,
+        first_call_s=p.first_call_s,
+        wall_ms=wall,
+        host_ms=host,
+        host_per_ref_x=per_ref,
+        kernel_ms=kernels.get("kernel_ms"),
+        kernels_per_step=kernels.get("kernels_per_step"),
         wall_iqr_pct=100 * wall.rel_spread if wall else None,
         host_slow_pct=None if slow is None else 100 * slow,
         noisy=None if not wall else bool(wall.noisy or (slow or 0) > NOISY_SLOW_SHARE),
-        kernels_per_step=kernels.get("kernels_per_step"),
-        kernel_ms=kernels.get("kernel_ms"),
-        first_call_s=p.first_call_s,
         method=timed.get("method"),
         blocks_ms=timed.get("wall_ms"),
         host_reference_ms=(reference.get("stat") or {}).get("median"),
-    )
+    ).as_dict()
 
 
 def _details(p: harness.Prepared, found: dict) -> dict:

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from ..core import environment, harness, model, registry, results, seed_numbers
 from ..core.harness import Prepared, Rounds
-from ..core.metrics import Stat, host_bound
+from ..core.metrics import Stat
 from ..core.parameters import Params
+from ..core.rows import ExecutorRow
 from ..pages.tables import number
 from . import thunder_traces
 
@@ -78,21 +79,21 @@ KEY_COLUMNS = [
 
 
 def row(p: Prepared, measured: dict | None, timed: Rounds, floor_ms: float | None) -> dict:
-    """One executor's row in the suite's vocabulary: wall and steady-state host time with quartiles,
-    kernel time and count, the seed's derived columns (CPU overhead = wall - kernel time, per kernel),
-    how busy the GPU is and whether the step is host-bound, the floor ratio, noise and provenance."""
+    """One executor's row (``rows.ExecutorRow``): wall and steady-state host time with quartiles,
+    kernel time and count, the seed's derived columns, how busy the GPU is and whether the step is
+    host-bound, the floor ratio, noise and provenance."""
     measured = measured or {}
     t = timed.timed.get(p.name)
     wall = t.wall if t else None
     kernels = measured.get("kernels") or {}
-    kernel_ms, count = kernels.get("kernel_ms"), kernels.get("kernels_per_step")
     timeit = measured.get("timeit") or {}
     ratio = t.pass_ratio() if t else None
-    out = p.row(first_call_s=p.first_call_s)
-    out.update(
-        **harness.timed_columns(t),
-        kernel_ms=kernel_ms,
-        kernels_per_step=count,
+    out = ExecutorRow.of(
+        p,
+        first_call_s=p.first_call_s,
+        **ExecutorRow.timed(t),
+        kernel_ms=kernels.get("kernel_ms"),
+        kernels_per_step=kernels.get("kernels_per_step"),
         copies_per_step=kernels.get("copies_per_step"),
         timeit_ms=timeit.get("mean_ms"),
         timeit_std_ms=timeit.get("std_ms"),
@@ -100,22 +101,10 @@ def row(p: Prepared, measured: dict | None, timed: Rounds, floor_ms: float | Non
         wall_iqr_pct=100 * wall.rel_spread if wall else None,
         blocks=wall.n if wall else None,
         pass_ratio_x=ratio,
+        noisy=bool(wall.noisy or (ratio is not None and abs(ratio - 1) > AGREEMENT)) if wall else None,
     )
-    wall_ms = out["wall_ms"]
-    busy = 100 * kernel_ms / wall_ms if wall_ms and kernel_ms is not None else None
-    out.update(
-        cpu_overhead_ms=wall_ms - kernel_ms if wall_ms and kernel_ms is not None else None,
-        overhead_per_kernel_us=(wall_ms - kernel_ms) * 1e3 / count
-        if wall_ms and kernel_ms is not None and count
-        else None,
-        gpu_busy_pct=busy,
-        host_bound=host_bound(out["host_ms"], kernel_ms),
-        floor_ratio_x=wall_ms / floor_ms if wall_ms and floor_ms else None,
-        noisy=bool(wall and (wall.noisy or (ratio is not None and abs(ratio - 1) > AGREEMENT))) if wall else None,
-    )
-    if kernels.get("reason"):
-        out["notes"] = "; ".join(filter(None, (out["notes"], kernels["reason"])))
-    return out
+    out.note(kernels.get("reason"))
+    return out.as_dict()
 
 
 def rows(prepared: dict[str, Prepared], measured: dict, timed: Rounds, floor_ms: float | None) -> list[dict]:

@@ -20,8 +20,9 @@ from pathlib import Path
 
 from ..core import environment, harness, model, registry, results, timing
 from ..core.harness import Prepared, Rounds, describe
-from ..core.metrics import Stat, host_bound
+from ..core.metrics import Stat
 from ..core.parameters import Params
+from ..core.rows import HostStepRow
 from ..pages.tables import number
 from . import profiler_timeline, thunder_breakdown
 
@@ -133,18 +134,18 @@ def step_row(p: Prepared, measured: dict, timed: Rounds) -> dict:
     step = (measured.get("timeline") or {}).get("step") or {}
     kernel_ms = step["kernel_us"] / 1e3 if step.get("kernels") else None
     memory = measured.get("memory") or {}
-    out = p.row(
-        **harness.timed_columns(t),
+    out = HostStepRow.of(
+        p,
+        first_call_s=p.first_call_s,
+        **HostStepRow.timed(t),
         kernel_ms=kernel_ms,
         kernels_per_step=step.get("kernels") or None,
         allocated_mib=memory.get("allocated_mib"),
         reserved_mib=memory.get("reserved_mib"),
     )
-    busy = 100 * kernel_ms / out["wall_ms"] if kernel_ms is not None and out["wall_ms"] else None
-    out.update(gpu_busy_pct=busy, host_bound=host_bound(out["host_ms"], kernel_ms))
     if memory.get("reason") and p.ok:
-        out["notes"] = "; ".join(filter(None, (out["notes"], f"memory: {memory['reason']}")))
-    return out
+        out.note(f"memory: {memory['reason']}")
+    return out.as_dict()
 
 
 def timeline_row(name: str, measured: dict) -> dict | None:

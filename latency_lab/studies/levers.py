@@ -20,6 +20,7 @@ from ..core import environment, harness, host_state, registry, results, sweep
 from ..core.harness import Prepared, Rounds
 from ..core.metrics import Stat
 from ..core.parameters import Params
+from ..core.rows import CombinationRow, LeverRow
 from ..pages.tables import number
 from . import host_overhead, thunder_breakdown, thunder_traces
 
@@ -145,24 +146,24 @@ def row(p: Prepared, measured: dict, timed: Rounds, broken: dict[str, dict], flo
     verdict, p_value = saving_verdict(timed, p.name) if p.name != BASELINE else (None, None)
     deltas = part_deltas(broken, p.name) if p.name != BASELINE else {}
     largest = max(deltas.items(), key=lambda kv: abs(kv[1])) if deltas else None
-    out = p.row(
+    return LeverRow.of(
+        p,
+        first_call_s=p.first_call_s,
+        **LeverRow.timed(t),
+        kernel_ms=kernels.get("kernel_ms"),
+        kernels_per_step=kernels.get("kernels_per_step"),
         options=options_text(p.executor),
         lever=p.executor.lever,
-        first_call_s=p.first_call_s,
         nvfusion_regions=nv,
         other_regions=other,
         bound_symbols=symbols,
-        kernels_per_step=kernels.get("kernels_per_step"),
-        kernel_ms=kernels.get("kernel_ms"),
-        **harness.timed_columns(t),
-        **(s.flat("host_saved_us") if s else {"host_saved_us": None}),
-        **(r.flat("host_saved_per_ref_x") if (r := saved_per_reference(timed, p.name)) and s else {}),
+        host_saved_us=s,
+        host_saved_per_ref_x=saved_per_reference(timed, p.name) if s else None,
         saving=verdict,
         saving_p=p_value,
         largest_change=f"{largest[0]} {number(largest[1])} µs" if largest else None,
-    )
-    out["floor_ratio_x"] = out["wall_ms"] / floor_ms if out["wall_ms"] and floor_ms else None
-    return out
+        floor_ms=floor_ms,
+    ).as_dict()
 
 
 def lever_rows(chosen: list) -> list[dict]:
@@ -287,7 +288,7 @@ def combination_text(combo: list[dict], depth_of: dict[str, int], floor_of: dict
             f"x{number(combined['vs_baseline_x'])} of Thunder-nvFuser's ({number(base.get('wall_ms'))} ms)"
         )
         if ref.get("wall_ms"):
-            low = combined.get("vs_reference_lo_x", combined["vs_reference_q1_x"])
+            low = combined.get("vs_reference_lo_x", combined.get("vs_reference_q1_x"))
             reaches = low is not None and low <= 1.0
             text += f" and x{number(combined['vs_reference_x'])} of torch.compile's ({number(ref['wall_ms'])} ms): " + (
                 "it reaches torch.compile's wall" if reaches else "it does not reach torch.compile's wall"
@@ -389,23 +390,21 @@ def combination_stage(best: list[str], prepared: dict[str, Prepared], case: swee
 def combination_row(key: str, p: Prepared, timed: Rounds, depth_of: dict[str, int], combined: str) -> dict:
     """One entry of the combination rounds: wall and host time, and its within-round wall ratio to the
     baseline and to the reference at the same depth."""
-    t = timed.timed.get(key)
     depth = depth_of[key]
-    out = p.row(
+
+    def versus(other: str) -> Stat | None:
+        return timed.ratio(key, f"{other} @ layers={depth}") if p.name != other else None
+
+    return CombinationRow.of(
+        p,
+        first_call_s=p.first_call_s,
+        **CombinationRow.timed(timed.timed.get(key)),
         key=key,
         layers=depth,
         combined=p.name == combined,
-        first_call_s=p.first_call_s,
-        **harness.timed_columns(t),
-    )
-    for other, field in ((BASELINE, "vs_baseline"), (REFERENCE, "vs_reference")):
-        ratio = timed.ratio(key, f"{other} @ layers={depth}")
-        out.update(
-            ratio.flat(f"{field}_x")
-            if ratio and p.name != other
-            else {f"{field}_x": None, f"{field}_q1_x": None, f"{field}_lo_x": None}
-        )
-    return out
+        vs_baseline_x=versus(BASELINE),
+        vs_reference_x=versus(REFERENCE),
+    ).as_dict()
 
 
 def build(chosen: list, case: sweep.Case, plan: harness.Plan, device: str) -> tuple[dict, dict]:

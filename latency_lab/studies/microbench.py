@@ -27,6 +27,7 @@ from ..core.metrics import Stat
 from ..core.model import compare_to_eager
 from ..core.parameters import Params
 from ..core.progress import say
+from ..core.rows import OpRow
 from ..core.seed_numbers import SEED_SINGLE_ADD_H100
 from ..pages.tables import number
 
@@ -257,21 +258,24 @@ def difference(timed: Rounds, a: str, b: str) -> Stat | None:
 
 
 def rows(built: list[sweep.Built], timed: Rounds, threads: int, seq_len: int) -> list[dict]:
-    """One row per (op, size, executor): ``sweep.row``'s columns, the tokens, the intra-op threads, and
+    """One row per (op, size, executor) (``rows.OpRow``): ``sweep.row``'s columns, the tokens, the intra-op threads, and
     the overhead against eager at the same op and size, within rounds: ``overhead_vs_eager_us`` (median
     difference, with quartiles) and ``vs_eager_x`` (median ratio)."""
     eager = {sweep.label(b.point): b.key for b in built if b.prepared.name == "eager"}
     out = []
     for b in built:
-        row = {**sweep.row(b, timed), "tokens": size_tokens(b.point["size"], seq_len), "threads": threads}
         base = eager.get(sweep.label(b.point))
-        diff = difference(timed, b.key, base) if base else None
         ratio = timed.ratio(b.key, base) if base else None
-        row.update(
-            **(diff.flat("overhead_vs_eager_us") if diff else {"overhead_vs_eager_us": None}),
+        row = sweep.row(
+            b,
+            timed,
+            OpRow,
+            tokens=size_tokens(b.point["size"], seq_len),
+            threads=threads,
+            overhead_vs_eager_us=difference(timed, b.key, base) if base else None,
             vs_eager_x=ratio and ratio.median,
         )
-        out.append(row)
+        out.append(row.as_dict())
     return out
 
 

@@ -26,6 +26,7 @@ from ..core import environment, harness, host_state, model, registry, results, s
 from ..core.harness import Rounds
 from ..core.metrics import Stat
 from ..core.parameters import Params
+from ..core.rows import ScalingRow
 from ..pages.tables import number
 
 METRICS = ("wall_ms", "host_ms", "kernel_ms")  # fitted against depth
@@ -156,41 +157,43 @@ def divergence(logits: list, got: list[list[int]], reference: list[list[int]], a
 
 
 def decode_numbers(loops: list | None, tokens: int, batch_size: int) -> dict:
-    """From the greedy loop's blocks (one loop each): the loop's wall, time per output token (loop /
-    tokens) with their quartiles, and tokens per second (batch x tokens / loop median)."""
+    """From the greedy loop's blocks (one loop each): the loop's wall and the time per output token (loop /
+    tokens) as statistics, and tokens per second (batch x tokens / loop median): ``rows.ScalingRow``'s fields."""
     if not loops:
         return {"decode_tokens": tokens, "loop_ms": None, "tpot_ms": None, "tokens_per_s": None}
     loop = Stat.of(b.wall_ms for b in loops)
     return {
         "decode_tokens": tokens,
-        **loop.flat("loop_ms"),
-        **loop.scaled(1 / tokens).flat("tpot_ms"),
+        "loop_ms": loop,
+        "tpot_ms": loop.scaled(1 / tokens),
         "tokens_per_s": batch_size * tokens / (loop.median / 1e3),
     }
 
 
 def rows(sweeps_: dict[str, sweep.Sweep], built: list[sweep.Built], timed: Rounds, params) -> list[dict]:
-    """One row per build: ``sweep.row``'s columns, its key in the rounds, ``sweep`` (the sweeps its point
-    belongs to: ``depth, prompt`` for the shared one), and for a decode build its loop's numbers and
-    how many of its greedy tokens equal eager's."""
+    """One row per build (``rows.ScalingRow``): ``sweep.row``'s columns, its key in the rounds,
+    ``sweep`` (the sweeps its point belongs to: ``depth, prompt`` for the shared one), and for a decode
+    build its loop's numbers and how many of its greedy tokens equal eager's."""
     out = []
     for b in built:
         names = [name for name, s in sweeps_.items() if sweep.label(b.point) in map(sweep.label, s.points())]
-        r = {
-            "sweep": ", ".join(names),
-            "step": "decode" if isinstance(b.case, DecodeCase) else "prefill",
-            **sweep.row(b, timed),
-            "key": b.key,
-        }
+        decode, tokens = {}, b.measured.get("tokens") or {}
         if isinstance(b.case, DecodeCase):
             t = timed.timed.get(b.key)
-            r.update(
-                decode_numbers(t.probes.get("loop") if t else None, b.case.new_tokens, params.batch_size),
-                tokens_match_eager=(b.measured.get("tokens") or {}).get("match"),
-                divergence_ulps=(b.measured.get("tokens") or {}).get("divergence_ulps"),
-                near_tie=(b.measured.get("tokens") or {}).get("near_tie"),
-            )
-        out.append(r)
+            decode = decode_numbers(t.probes.get("loop") if t else None, b.case.new_tokens, params.batch_size)
+        row = sweep.row(
+            b,
+            timed,
+            ScalingRow,
+            sweep=", ".join(names),
+            step="decode" if decode else "prefill",
+            key=b.key,
+            **decode,
+            tokens_match_eager=tokens.get("match"),
+            divergence_ulps=tokens.get("divergence_ulps"),
+            near_tie=tokens.get("near_tie"),
+        )
+        out.append(row.as_dict())
     return out
 
 

@@ -1,0 +1,58 @@
+"""Rows as types (``core/rows.py``): the JSON a row becomes, the columns it derives, and every
+notebook's column list checked against the row type it shows."""
+
+from __future__ import annotations
+
+import pytest
+
+from latency_lab.core import rows as R
+from latency_lab.core.metrics import Stat
+from latency_lab.explorer import session
+from latency_lab.studies import executor_timing, host_overhead, levers, microbench, scaling
+
+SCALING_AXES = ("layers", "tokens", "prompt_tokens")
+
+
+@pytest.mark.parametrize(
+    "columns, kind, axes",
+    [
+        (executor_timing.TABLE_COLUMNS, R.ExecutorRow, ()),
+        (executor_timing.NOISE_COLUMNS, R.ExecutorRow, ()),
+        (executor_timing.KEY_COLUMNS, R.ExecutorRow, ()),
+        (host_overhead.STEP_COLUMNS, R.HostStepRow, ()),
+        (scaling.KEY_COLUMNS, R.ScalingRow, SCALING_AXES),
+        (scaling.POINT_COLUMNS, R.ScalingRow, SCALING_AXES),
+        (scaling.DECODE_COLUMNS, R.ScalingRow, SCALING_AXES),
+        (microbench.ROW_COLUMNS, R.OpRow, ("op", "size")),
+        (microbench.KEY_COLUMNS, R.OpRow, ("op", "size")),
+        (levers.KEY_COLUMNS, R.LeverRow, ()),
+        ([c for c in session.COLUMNS if c != "run"], R.ExplorerRow, ()),
+    ],
+)
+def test_every_column_a_notebook_shows_is_a_column_of_its_row_type(columns, kind, axes):
+    assert [c for c in columns if c not in kind.columns() and c not in axes] == []
+
+
+def test_a_row_is_its_fields_with_statistics_flattened_and_the_axes_spliced_in():
+    wall = Stat(2.0, 1.9, 2.1, 1.8, 2.2, 2.0, 0.1, 8, lo=1.8, hi=2.2)
+    host = Stat(1.5, 1.4, 1.6, 1.3, 1.7, 1.5, 0.1, 8)  # no interval: no lo/hi columns
+    row = R.PointRow("eager", "torch-eager", "ok", None, None, wall_ms=wall, host_ms=host, axes={"layers": 2})
+    d = row.as_dict()
+    assert (d["wall_ms"], d["wall_q1_ms"], d["wall_lo_ms"], d["wall_hi_ms"]) == (2.0, 1.9, 1.8, 2.2)
+    assert d["host_q3_ms"] == 1.6 and "host_lo_ms" not in d and d["host_per_ref_x"] is None
+    assert d["layers"] == 2 and "axes" not in d and "host_per_ref_q1_x" not in d
+    assert set(d) <= set(R.PointRow.columns()) | {"layers"}
+
+
+def test_derived_columns_are_computed_where_the_type_is_declared():
+    timed = {"wall_ms": Stat.of([1.0] * 3), "host_ms": Stat.of([0.9] * 3)}
+    d = R.ExecutorRow("x", "x", "ok", None, None, **timed, kernel_ms=0.25, kernels_per_step=5, floor_ms=0.1).as_dict()
+    assert d["cpu_overhead_ms"] == pytest.approx(0.75) and d["overhead_per_kernel_us"] == pytest.approx(150)
+    assert d["gpu_busy_pct"] == pytest.approx(25) and d["host_bound"] is True
+    assert d["floor_ratio_x"] == pytest.approx(10)
+    untimed = R.ExecutorRow("y", "y", "unavailable", "needs CUDA", None).as_dict()
+    assert untimed["cpu_overhead_ms"] is None and untimed["host_bound"] is None and untimed["floor_ratio_x"] is None
+    noted = R.StepRow("z", "z", "ok", None, "first")
+    noted.note(None)
+    noted.note("second")
+    assert noted.notes == "first; second"
