@@ -28,9 +28,8 @@ class Row:
     notes: str | None
 
     @classmethod
-    def of(cls, prepared, **values):
-        """The row of a ``harness.Prepared`` (its identity and outcome) with ``values``."""
-        p = prepared
+    def of(cls, p, **values):
+        """The row of a ``harness.Prepared`` ``p`` (its identity and outcome) with ``values``."""
         return cls(p.executor.name, p.executor.label, p.status, p.reason, "; ".join(p.notes) or None, **values)
 
     def as_dict(self) -> dict:
@@ -92,6 +91,11 @@ class StepRow(Row):
     def host(self) -> float | None:
         return self.host_ms and self.host_ms.median
 
+    @property
+    def busy_pct(self) -> float | None:
+        """How busy the GPU is: kernel time over the wall, in % (None without either)."""
+        return 100 * self.kernel_ms / self.wall if self.wall and self.kernel_ms is not None else None
+
     def per_floor(self, floor_ms: float | None) -> float | None:
         """The wall over the bandwidth floor (None without either)."""
         return self.wall / floor_ms if self.wall and floor_ms else None
@@ -122,8 +126,7 @@ class ExecutorRow(StepRow):
         if wall and kernel is not None:
             self.cpu_overhead_ms = wall - kernel
             self.overhead_per_kernel_us = (wall - kernel) * 1e3 / count if count else None
-            self.gpu_busy_pct = 100 * kernel / wall
-        self.host_bound = host_bound(self.host, kernel)
+        self.gpu_busy_pct, self.host_bound = self.busy_pct, host_bound(self.host, kernel)
         self.floor_ratio_x = self.per_floor(self.floor_ms)
 
 
@@ -138,9 +141,7 @@ class HostStepRow(StepRow):
     host_bound: bool | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
-        wall, kernel = self.wall, self.kernel_ms
-        self.gpu_busy_pct = 100 * kernel / wall if kernel is not None and wall else None
-        self.host_bound = host_bound(self.host, kernel)
+        self.gpu_busy_pct, self.host_bound = self.busy_pct, host_bound(self.host, self.kernel_ms)
 
 
 @dataclass
