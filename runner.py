@@ -5,6 +5,7 @@
     python runner.py --preset tiny            # small model of the same architecture (CPU tests)
     python runner.py --notebooks 01,02 -p cache_mode=static -p executors=eager,thunder
     python runner.py --list                   # notebooks and their parameters
+    python runner.py ab --b-path ~/src/lightning-thunder   # two builds in the same rounds (notebook 08)
     python runner.py compare RUN_A RUN_B      # two runs side by side (ids, paths or latest)
     python runner.py publish RUN DEST         # a small copy of a run to commit or send
     python runner.py --ray [ADDRESS]          # on a Ray cluster: one run folder per GPU type, one fleet page
@@ -429,6 +430,71 @@ def run_notebooks(notebooks, values, params, run_dir, args, meta, outcomes, slot
         print(f"[{i}/{len(notebooks)}] {name} {o.status} in {o.seconds:.1f} s{detail}", flush=True)
 
 
+AB_HELP = """Notebook 08 on two builds of the stack, timed in the same rounds by one worker process each.
+
+Build A is this environment unless --a, --a-path or --a-env say otherwise; build B is what --b,
+--b-path and --b-env give (at least one of them). Every other argument is runner.py's own and applies
+to both builds alike (--preset, --device, -p executors=..., -p layers=..., -p planted_pct=[1,5],
+--run-id, --output-dir). Example:
+
+    python runner.py ab --b-path ~/src/lightning-thunder -p executors=thunder
+    python runner.py ab --b ~/venvs/nightly/bin/python --b-env NVFUSER_DISABLE=kernel_reuse
+"""
+
+
+def ab(argv: list[str]) -> int:
+    """``runner.py ab``: the builds from their flags (``builds.parse``: a missing interpreter or folder,
+    a bad variable is exit 2 before any work), then ``main`` on notebook 08 with them as parameters."""
+    ap = argparse.ArgumentParser(
+        prog="runner.py ab",
+        description=AB_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    for side in ("a", "b"):
+        ap.add_argument(f"--{side}", metavar="PYTHON", help=f"build {side.upper()}'s interpreter (a venv's bin/python)")
+        ap.add_argument(
+            f"--{side}-path",
+            action="append",
+            default=[],
+            metavar="FOLDER",
+            help="first on its module path (repeatable)",
+        )
+        ap.add_argument(
+            f"--{side}-env",
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help="a variable of its process (repeatable)",
+        )
+    args, rest = ap.parse_known_args(argv)
+    try:
+        if args.b is None and not args.b_path and not args.b_env:
+            raise SetupError("give build B: --b PYTHON, --b-path FOLDER or --b-env NAME=VALUE (runner.py ab --help)")
+        if "--notebooks" in rest or any(r.startswith("--notebooks=") for r in rest):
+            raise SetupError("runner.py ab runs notebook 08 only: leave out --notebooks")
+        specs = {side: ab_build(args, side) for side in ("a", "b")}
+    except ValueError as e:
+        print(f"runner.py ab: error: {e}", file=sys.stderr)
+        return EXIT_SETUP
+    given = ["-p", f"build_a={specs['a']!r}", "-p", f"build_b={specs['b']!r}"]
+    return main(["--notebooks", results.AB_BUILDS, *rest, *given])
+
+
+def ab_build(args: argparse.Namespace, side: str) -> dict:
+    """One side's flags as a build (``latency_lab.core.builds``), checked."""
+    from latency_lab.core import builds
+
+    env = {}
+    for pair in getattr(args, f"{side}_env"):
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise ParameterError(f"--{side}-env", pair, "NAME=VALUE")
+        env[name] = value
+    spec = {"python": getattr(args, side) or "", "path": getattr(args, f"{side}_path"), "env": env}
+    return builds.parse(f"build_{side}", spec).to_dict()
+
+
 def publish(argv: list[str]) -> int:
     """``runner.py publish RUN [RUN ...] DEST``: a small copy of a run, or of runs that together hold
     the suite (results, summary, environment, index)."""
@@ -464,4 +530,6 @@ if __name__ == "__main__":
         sys.exit(compare.main(sys.argv[2:]))
     if sys.argv[1:2] == ["publish"]:
         sys.exit(publish(sys.argv[2:]))
+    if sys.argv[1:2] == ["ab"]:
+        sys.exit(ab(sys.argv[2:]))
     sys.exit(main())

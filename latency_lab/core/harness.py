@@ -14,6 +14,7 @@ ratios over rounds where both blocks were fast), each with the interval a second
 from __future__ import annotations
 
 import gc
+import random
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -212,15 +213,52 @@ def pass_of(round_index: int) -> int:
     return (0, 1, 1, 0)[round_index % 4]
 
 
+@dataclass(frozen=True)
+class Measured:
+    """One entry's block in one round: the host reference right before it, the block, the reference
+    right after it, and its probes' records."""
+
+    before_ms: float
+    block: timing.Block
+    after_ms: float
+    probed: dict
+
+
+def measure_block(fn: Callable, kwargs: dict, device: str, warmup: int, iters: int, probes: dict) -> Measured:
+    """One block between two host references in this process: ``warmup`` calls, then ``iters`` timed
+    calls (``timing.block``, which synchronizes before it returns), then the probes."""
+    before = timing.host_reference_ms()
+    timing.warm_up(fn, kwargs, warmup)
+    b = timing.block(fn, kwargs, device, iters)
+    after = timing.host_reference_ms()
+    return Measured(before, b, after, {k: probe() for k, probe in probes.items()})
+
+
 @dataclass
 class Entry:
     """One callable timed in the rounds: a name, the call, and probes run right after its block in
-    every round (e.g. an instrumented call of the same step), each returning a record."""
+    every round (e.g. an instrumented call of the same step), each returning a record. ``measure``
+    times one block; an entry whose step runs in another process (``ab_builds``) overrides it."""
 
     name: str
     fn: Callable
     kwargs: dict
     probes: dict[str, Callable[[], object]] = field(default_factory=dict)
+
+    in_process = True  # its step runs in this process (whose CUDA context the rounds watch)
+
+    def measure(self, device: str, warmup: int, iters: int) -> Measured:
+        return measure_block(self.fn, self.kwargs, device, warmup, iters, self.probes)
+
+
+def arrangement(entries: list, r: int, shuffle: int | None = None) -> list:
+    """The entries' order in round ``r``: forward on even rounds and reverse on odd ones (each entry's
+    mean position is the same), and with ``shuffle`` (a seed) a fresh permutation for every pair of
+    rounds, so that no two entries are always neighbours."""
+    order = list(entries)
+    if shuffle is not None:
+        random.Random(f"{shuffle}-{r // 2}").shuffle(order)
+    return order if r % 2 == 0 else order[::-1]
 
 
 @dataclass
@@ -384,45 +422,47 @@ class Rounds:
 
 
 def rounds(
-    entries: list[Entry], device: str, warmup: int, iters: int, repeats: int, progress: Callable[[str], None] = say
+    entries: list[Entry],
+    device: str,
+    warmup: int,
+    iters: int,
+    repeats: int,
+    progress: Callable[[str], None] = say,
+    shuffle: int | None = None,
 ) -> Rounds:
     """Every entry in ``2 x repeats`` interleaved rounds after one discarded warm-up round. In each
     round every entry runs one block (``warmup`` calls, then ``iters`` timed calls; ``timing.block``)
     between two host references, and then its probes, in forward order on even rounds and reverse
-    order on odd ones. ``reference_ms`` per round is the median of that round's references. A
-    failure ends that entry's blocks; a lost CUDA context ends everyone's."""
+    order on odd ones (``arrangement``; ``shuffle``: permuted per pair of rounds). ``reference_ms`` per
+    round is the median of that round's references. A failure ends that entry's blocks; a lost CUDA
+    context of this process ends everyone's."""
     timed = {e.name: Timed(e.name, probes={k: [] for k in e.probes}) for e in entries}
     reference: list[float] = []
     total = 2 * repeats
     progress(f"rounds: a warm-up round, then {total}")
     for r in range(-1, total):
-        order = entries if r % 2 == 0 else entries[::-1]
         round_refs: list[float] = []
-        for e in order:
+        for e in arrangement(entries, r, shuffle):
             t = timed[e.name]
             if t.error:
                 continue
-            if lost := lost_context(device):
+            if e.in_process and (lost := lost_context(device)):
                 for other in timed.values():
                     other.error = other.error or lost
                 break
             try:
-                before = timing.host_reference_ms()
-                timing.warm_up(e.fn, e.kwargs, warmup)
-                b = timing.block(e.fn, e.kwargs, device, iters)
-                after = timing.host_reference_ms()
-                probed = {k: probe() for k, probe in e.probes.items()}
+                m = e.measure(device, warmup, iters)
             except Exception as err:  # one entry's failure is its row's reason
                 t.error = f"{'warm-up round' if r < 0 else f'round {r + 1}'}: {describe(err)}"
                 continue
             if r >= 0:
-                t.wall_ms.append(b.wall_ms)
-                t.host_ms.append(b.host_ms)
-                t.reference_before_ms.append(before)
-                t.reference_after_ms.append(after)
-                round_refs += [before, after]
-                for k, v in probed.items():
-                    t.probes[k].append(v)
+                t.wall_ms.append(m.block.wall_ms)
+                t.host_ms.append(m.block.host_ms)
+                t.reference_before_ms.append(m.before_ms)
+                t.reference_after_ms.append(m.after_ms)
+                round_refs += [m.before_ms, m.after_ms]
+                for k, v in m.probed.items():
+                    t.probes.setdefault(k, []).append(v)
         if r >= 0:
             reference.append(Stat.of(round_refs or [timing.host_reference_ms()]).median)
         if r + 1 in (total // 4, total // 2, 3 * total // 4, total):

@@ -84,16 +84,24 @@ def interval(samples) -> tuple[float, float]:
     if not xs:
         raise ValueError("interval() needs at least one sample")
     m = statistics.median(xs)
-    rng = random.Random(SEED)
-    boot = sorted(statistics.median(rng.choices(xs, k=len(xs))) for _ in range(BOOTSTRAP))
-    tail = (1 - CONFIDENCE) / 2
-    lo = m - math.sqrt(2) * (m - quantile(boot, tail))
-    hi = m + math.sqrt(2) * (quantile(boot, 1 - tail) - m)
+    boot_lo, boot_hi = bootstrap(xs)
+    lo = m - math.sqrt(2) * (m - boot_lo)
+    hi = m + math.sqrt(2) * (boot_hi - m)
     size = len(xs) // CHUNKS
     if size >= 2:
         chunks = [statistics.median(xs[i * size : (i + 1) * size]) for i in range(CHUNKS)]
         lo, hi = min(lo, *chunks), max(hi, *chunks)
     return floored(m, lo, hi)
+
+
+def bootstrap(samples) -> tuple[float, float]:
+    """The bootstrap's ``CONFIDENCE`` interval of the median of ``samples`` (``BOOTSTRAP`` resamples,
+    seeded): the statistic's own interval, for this run."""
+    xs = [float(x) for x in samples]
+    rng = random.Random(SEED)
+    boot = sorted(statistics.median(rng.choices(xs, k=len(xs))) for _ in range(BOOTSTRAP))
+    tail = (1 - CONFIDENCE) / 2
+    return quantile(boot, tail), quantile(boot, 1 - tail)
 
 
 def floored(value: float, lo: float, hi: float) -> tuple[float, float]:

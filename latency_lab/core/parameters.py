@@ -89,6 +89,8 @@ NOTEBOOK_DEFAULTS: dict[str, dict[str, object]] = {
         "repeats": 10,
         "depths": [1],
     },
+    # the seed's Thunder-nvFuser, Thunder's own host costs without nvFuser (the Thunder a CPU runs), and eager
+    results.AB_BUILDS: {"executors": "thunder,thunder:torch,eager", "repeats": 10},
 }
 # Parameters every notebook applies in its setup (``from_namespace``), whether its cell declares them or not.
 EVERY_NOTEBOOK = ("threads",)
@@ -145,6 +147,9 @@ class Params:
     prompt_lengths: tuple[int, ...]
     decode_tokens: int
     threads: int
+    build_a: dict
+    build_b: dict | None
+    planted_pct: tuple[float, ...]
 
     @property
     def is_cuda(self) -> bool:
@@ -182,6 +187,9 @@ SCHEMA: dict[str, tuple[object, str]] = {
         None,
         "torch's intra-op threads, an integer 1..CPUs (None: 1 on a CPU, for stable timing; torch's default on a GPU)",
     ),
+    "build_a": ({}, "build A of 08: {} (this environment) or {'python': PATH, 'path': [FOLDER], 'env': {NAME: VALUE}}"),
+    "build_b": (None, "build B of 08, as build_a; None: no B, only the controls (A against A, A with a planted delay)"),
+    "planted_pct": ([1.0], "08's planted delays, each a % of A's host time per step, a list of numbers in (0, 100]"),
 }
 
 
@@ -285,10 +293,16 @@ def resolve_device(value: str) -> str:
 
 def validate(raw: dict | None = None, **kwargs) -> Params:
     """Check and resolve parameters; unknown names and bad values raise ``ParameterError``; sizes must
-    fit this machine (``check_fits``)."""
+    fit this machine (``check_fits``), and a build other than this environment must start and import
+    torch (``builds.check``)."""
     values = {**(raw or {}), **kwargs}
     p = resolved(values, device=resolve_device(values.get("device", SCHEMA["device"][0])))
     check_fits(p, values)
+    from . import builds  # (it imports this module)
+
+    for name in ("build_a", "build_b"):
+        if getattr(p, name) is not None and not builds.parse(name, getattr(p, name)).here:
+            builds.check(name, builds.parse(name, getattr(p, name)))
     return p
 
 
@@ -331,6 +345,11 @@ def resolved(raw: dict | None = None, **kwargs) -> Params:
         sweeps["decode_tokens"] if v["decode_tokens"] is None else _int("decode_tokens", v["decode_tokens"], 1)
     )
     chosen["threads"] = _threads(v["threads"], device)
+    from . import builds  # (it imports this module)
+
+    chosen["build_a"] = builds.parse("build_a", v["build_a"]).to_dict()
+    chosen["build_b"] = None if v["build_b"] is None else builds.parse("build_b", v["build_b"]).to_dict()
+    chosen["planted_pct"] = _planted(v["planted_pct"])
 
     return Params(
         preset=v["preset"],
@@ -429,6 +448,18 @@ def torch_default_threads() -> int:
     import torch
 
     return torch.get_num_threads()
+
+
+def _planted(value) -> tuple[float, ...]:
+    """08's planted delays: a non-empty list of percentages in (0, 100], each once, sorted."""
+    items = [value] if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+    if (
+        not isinstance(items, (list, tuple))
+        or not items
+        or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x <= 100 for x in items)
+    ):
+        raise ParameterError("planted_pct", value, "a number or a non-empty list of numbers in (0, 100], e.g. [1, 5]")
+    return tuple(sorted({float(x) for x in items}))
 
 
 def _threads(value, device: str) -> int:

@@ -23,13 +23,24 @@ EXPLORER, MODEL_SETUP, EXECUTOR_TIMING, TRACE_COUNTERS = (
     "02_executor_timing",
     "03_trace_counters",
 )
-OP_MICROBENCHMARKS, HOST_OVERHEAD, SCALING, LEVERS = (
+OP_MICROBENCHMARKS, HOST_OVERHEAD, SCALING, LEVERS, AB_BUILDS = (
     "04_op_microbenchmarks",
     "05_host_overhead",
     "06_scaling",
     "07_levers",
+    "08_ab_builds",
 )
-NOTEBOOKS = (EXPLORER, MODEL_SETUP, EXECUTOR_TIMING, TRACE_COUNTERS, OP_MICROBENCHMARKS, HOST_OVERHEAD, SCALING, LEVERS)
+NOTEBOOKS = (
+    EXPLORER,
+    MODEL_SETUP,
+    EXECUTOR_TIMING,
+    TRACE_COUNTERS,
+    OP_MICROBENCHMARKS,
+    HOST_OVERHEAD,
+    SCALING,
+    LEVERS,
+    AB_BUILDS,
+)
 # What a notebook reads from another one's results in the same run (it runs after it): 03 reads the
 # Thunder trace rows 02 took right after each first call.
 READS_FROM = {TRACE_COUNTERS: (EXECUTOR_TIMING,)}

@@ -178,14 +178,6 @@ def phase_rows(broken: dict[str, dict]) -> list[dict]:
     ]
 
 
-def kind_label(kind: str) -> str:
-    return {
-        "op": "ops outside fusions",
-        "glue": "glue (dels, unpacking, return)",
-        "bookkeeping": "bookkeeping calls",
-    }.get(kind, f"{kind} regions")
-
-
 def parts_rows(broken: dict[str, dict]) -> list[dict]:
     """Per configuration: the in-place parts of one call (phases around the computation, and the
     computation's statements by kind), the corrected instrumented call, the plain step's host time
@@ -198,7 +190,7 @@ def parts_rows(broken: dict[str, dict]) -> list[dict]:
             if phase != "statements":
                 rows.append({"executor": n, "part": phase, "us": v["median"]})
         for kind, v in b["kinds"].items():
-            rows.append({"executor": n, "part": kind_label(kind), "us": v["median"]})
+            rows.append({"executor": n, "part": thunder_breakdown.kind_label(kind), "us": v["median"]})
         rem = b["remainder_pct"] or {}
         rows.append(
             {
@@ -350,7 +342,7 @@ def parts_text(broken: dict[str, dict]) -> list[str]:
             continue
         parts = {
             **{k: v["median"] for k, v in b["phases"].items() if k != "statements"},
-            **{kind_label(k): v["median"] for k, v in b["kinds"].items()},
+            **{thunder_breakdown.kind_label(k): v["median"] for k, v in b["kinds"].items()},
         }
         top = sorted(parts.items(), key=lambda kv: -kv[1])[:3]
         rem = (b["remainder_pct"] or {}).get("median")

@@ -122,7 +122,7 @@ def part_deltas(broken: dict[str, dict], name: str, baseline: str = BASELINE) ->
     def per_block(b):
         return {
             **{k: v for k, v in b.get("phases_per_block", {}).items() if k != "statements"},
-            **{host_overhead.kind_label(k): v for k, v in b.get("kinds_per_block", {}).items()},
+            **{thunder_breakdown.kind_label(k): v for k, v in b.get("kinds_per_block", {}).items()},
         }
 
     mine, base = per_block(broken.get(name) or {}), per_block(broken.get(baseline) or {})
@@ -339,7 +339,7 @@ def breakdown_rows(broken: dict[str, dict]) -> list[dict]:
         deltas = part_deltas(broken, n)
         parts = {
             **{k: v["median"] for k, v in b["phases"].items() if k != "statements"},
-            **{host_overhead.kind_label(k): v["median"] for k, v in b["kinds"].items()},
+            **{thunder_breakdown.kind_label(k): v["median"] for k, v in b["kinds"].items()},
         }
         out += [
             {"executor": n, "part": k, "us": us, "saved_vs_baseline_us": deltas.get(k) if n != BASELINE else None}

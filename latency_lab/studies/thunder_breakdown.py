@@ -96,6 +96,15 @@ class Statement:
     kind: str  # nvFusion, TorchCompile, CUDAGraph, op, bookkeeping or glue
 
 
+def kind_label(kind: str) -> str:
+    """A statement kind as the tables name it: ``nvFusion regions``, ``ops outside fusions``, ..."""
+    return {
+        "op": "ops outside fusions",
+        "glue": "glue (dels, unpacking, return)",
+        "bookkeeping": "bookkeeping calls",
+    }.get(kind, f"{kind} regions")
+
+
 def _callee(node: ast.AST) -> str | None:
     """The dotted name a statement calls (``torch.nn.functional.linear``), None if it calls nothing."""
     value = getattr(node, "value", None)

@@ -1,0 +1,203 @@
+"""Builds of the stack that notebook 08 times against each other: a build is this environment, another
+Python interpreter (a virtual environment of its own), folders put first on the module path (a
+source tree such as a git worktree of lightning-thunder, or a folder of installed wheels),
+environment variables for its process, or any of these together.
+
+A build is given as a dict ``{"python": PATH, "path": [FOLDER, ...], "env": {NAME: VALUE}}`` (every
+key optional; ``{}`` is this environment). ``parse`` checks it without starting anything; ``probe``
+starts the build's interpreter once and reads the versions it would run with, so that an
+interpreter without torch is refused before any work.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .parameters import ParameterError, short
+
+KEYS = ("python", "path", "env")
+ALLOWED = (
+    "a dict with any of python (an interpreter path), path (a list of existing folders, put first on the module "
+    "path), env ({NAME: VALUE}); {} is this environment"
+)
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# the packages whose versions a build reports and the page compares (import name, distribution name)
+PACKAGES = (
+    ("torch", "torch"),
+    ("thunder", "lightning-thunder"),
+    ("nvfuser_direct", "nvfuser"),
+    ("transformers", "transformers"),
+)
+PROBE_TIMEOUT_S = 180
+REPO_ROOT = Path(__file__).resolve().parents[2]  # put after a build's own folders, so its workers import this suite
+
+
+@dataclass(frozen=True)
+class Build:
+    """One build: its interpreter (empty: this one), folders first on its module path, variables."""
+
+    python: str = ""
+    path: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = field(default=())
+
+    @property
+    def interpreter(self) -> str:
+        return self.python or sys.executable
+
+    @property
+    def here(self) -> bool:
+        """Whether this build is this environment, unchanged."""
+        return not (self.python or self.path or self.env)
+
+    def to_dict(self) -> dict:
+        return {"python": self.python, "path": list(self.path), "env": dict(self.env)}
+
+    def text(self) -> str:
+        """One line: what this build is."""
+        parts = [f"python {self.python}" if self.python else "this Python"]
+        parts += [f"{p} first on the module path" for p in self.path]
+        parts += [f"{k}={v}" for k, v in self.env]
+        return ", ".join(parts)
+
+
+def parse(name: str, value) -> Build:
+    """A build from its parameter value (module docstring); ``ParameterError`` naming ``name`` for a
+    value that is not one, an interpreter that is not an executable file, or a folder that is not one."""
+    if value is None or value == {}:
+        return Build()
+    if not isinstance(value, dict) or set(value) - set(KEYS):
+        raise ParameterError(name, value, ALLOWED)
+    python = value.get("python") or ""
+    if not isinstance(python, str):
+        raise ParameterError(name, value, ALLOWED)
+    if python:
+        exe = Path(python).expanduser()
+        if not exe.is_file() or not os.access(exe, os.X_OK):
+            raise ParameterError(name, value, f"{ALLOWED}; python {short(python)} is not an executable file")
+        python = str(exe.absolute())
+    path = value.get("path") or []
+    if isinstance(path, str):
+        path = [path]
+    if not isinstance(path, (list, tuple)) or not all(isinstance(p, str) and p for p in path):
+        raise ParameterError(name, value, ALLOWED)
+    folders = []
+    for p in path:
+        folder = Path(p).expanduser()
+        if not folder.is_dir():
+            raise ParameterError(name, value, f"{ALLOWED}; path {short(p)} is not a folder")
+        folders.append(str(folder.resolve()))
+    env = value.get("env") or {}
+    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise ParameterError(name, value, ALLOWED)
+    bad = [k for k in env if not ENV_NAME.match(k)]
+    if bad:
+        raise ParameterError(name, value, f"{ALLOWED}; {short(bad[0])} is not a variable name")
+    return Build(python, tuple(folders), tuple(sorted(env.items())))
+
+
+def versions() -> dict:
+    """This process's python and the versions of ``PACKAGES`` it imports (version and the file each
+    came from, or the import's error)."""
+    import importlib
+    import importlib.metadata
+
+    out = {"python": sys.version.split()[0], "executable": sys.executable, "packages": {}}
+    for module, dist in PACKAGES:
+        try:
+            m = importlib.import_module(module)
+            version = getattr(m, "__version__", None) or importlib.metadata.version(dist)
+            out["packages"][dist] = {"version": str(version), "file": getattr(m, "__file__", None)}
+        except Exception as e:  # a missing or broken package is a finding about the build
+            out["packages"][dist] = {"version": None, "error": f"{type(e).__name__}: {e}"[:300]}
+    return out
+
+
+# Run by the build's interpreter: its variables and folders first, then this suite after them.
+PROBE = """
+import json, os, sys
+paths, env = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+os.environ.update(env)
+sys.path[:0] = paths
+from latency_lab.core.builds import versions
+print("LATENCY-LAB-PROBE " + json.dumps(versions()))
+"""
+
+
+@functools.cache
+def probe(build: Build) -> dict:
+    """The versions ``build`` runs with (python, and torch, thunder, nvFuser, transformers: version and
+    the file each was imported from, or the import's error), read by starting its interpreter once
+    with its path and variables (once per process and build). Raises ``RuntimeError`` when the
+    interpreter does not answer."""
+    paths = [*build.path, str(REPO_ROOT)]
+    args = [build.interpreter, "-c", PROBE, json.dumps(paths), json.dumps(dict(build.env))]
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise RuntimeError(f"{build.interpreter} did not start: {e}") from None
+    line = next((x for x in done.stdout.splitlines() if x.startswith("LATENCY-LAB-PROBE ")), None)
+    if line is None:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise RuntimeError(f"{build.interpreter} exited {done.returncode}: {tail[0][:300]}")
+    return json.loads(line.removeprefix("LATENCY-LAB-PROBE "))
+
+
+def check(name: str, build: Build) -> dict:
+    """``probe`` as a parameter check: the versions, or ``ParameterError`` naming ``name`` when the
+    interpreter does not start or cannot import torch (nothing could be timed in it). A build
+    without thunder is allowed: its Thunder rows say so."""
+    try:
+        found = probe(build)
+    except RuntimeError as e:
+        raise ParameterError(name, build.to_dict(), f"{ALLOWED}; {e}") from None
+    torch = found["packages"].get("torch") or {}
+    if torch.get("version") is None:
+        raise ParameterError(
+            name, build.to_dict(), f"a build whose interpreter imports torch; {build.text()}: {torch.get('error')}"
+        )
+    return found
+
+
+def git_state(folder: str) -> dict | None:
+    """A folder's git commit and whether its work tree has changes, or None outside a git work tree."""
+
+    def git(*args) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", folder, *args], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if commit is None:
+        return None
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": bool(status), "branch": git("rev-parse", "--abbrev-ref", "HEAD")}
+
+
+def differences(a: dict, b: dict) -> list[str]:
+    """What differs between two builds' probes (``probe``): python, each package's version and the
+    folder it came from, as sentences; empty when the two run the same stack."""
+    out = []
+    if a.get("python") != b.get("python") or a.get("executable") != b.get("executable"):
+        out.append(f"python: A {a.get('python')} ({a.get('executable')}), B {b.get('python')} ({b.get('executable')})")
+    for _, dist in PACKAGES:
+        pa, pb = a["packages"].get(dist) or {}, b["packages"].get(dist) or {}
+        va, vb = pa.get("version") or "missing", pb.get("version") or "missing"
+        if va != vb:
+            out.append(f"{dist}: A {va}, B {vb}")
+        elif pa.get("file") != pb.get("file"):
+            out.append(f"{dist}: {va} in both, B's from {_folder(pb.get('file'))} (A's {_folder(pa.get('file'))})")
+    return out
+
+
+def _folder(file: str | None) -> str:
+    """The folder a package was imported from (its ``__init__.py``'s grandparent)."""
+    return str(Path(file).parent.parent) if file else "?"

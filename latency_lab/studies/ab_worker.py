@@ -1,0 +1,138 @@
+"""One build's worker for notebook 08: runs in the build's own interpreter, started and driven by
+``ab_builds`` over an execnet channel (execnet sends its own bootstrap, so the build's environment
+needs none of it; ``BOOTSTRAP`` puts the build's folders, then this suite, on its module path).
+
+The worker builds the model and every executor once, then answers requests one at a time, blocking
+on the channel in between (an idle worker does not spin): a block between two host references
+(``harness.measure_block``, which synchronizes before it returns, so two workers never overlap on
+the GPU), optionally behind a planted pure-Python delay and followed by an in-place breakdown of a
+Thunder step (``thunder_breakdown.InSitu``); kernels from the profiler; its versions.
+"""
+
+from __future__ import annotations
+
+import array
+import os
+import time
+
+# Sent to the build's interpreter by ``ab_builds``: the first message is ``{"paths", "env"}``.
+BOOTSTRAP = """
+import os, sys, warnings
+warnings.filterwarnings("ignore", message="transformer_engine module not found")  # thunder's import, every build
+setup = channel.receive()
+os.environ.update(setup["env"])
+sys.path[:0] = setup["paths"]
+from latency_lab.studies import ab_worker
+ab_worker.serve(channel)
+"""
+
+
+def planted(fn, delay_us: float):
+    """``fn`` behind a pure-Python busy wait of ``delay_us`` µs per call (host time, no GPU work)."""
+    delay_s = delay_us / 1e6
+
+    def step(**kwargs):
+        until = time.perf_counter() + delay_s
+        while time.perf_counter() < until:
+            pass
+        return fn(**kwargs)
+
+    return step
+
+
+class Worker:
+    """The requests a worker answers (``serve`` calls them by name with the message's fields)."""
+
+    def __init__(self):
+        self.setup = None
+        self.prepared = {}
+        self.insitu = {}
+        self.device = "cpu"
+
+    def hello(self) -> dict:
+        from ..core import builds
+
+        return {**builds.versions(), "pid": os.getpid()}
+
+    def build(self, params: dict, executors: list[str]) -> dict:
+        """The model and each executor, each with its first call; per executor its status, reason,
+        first-call seconds and logits (float32 bytes and shape, taken before any later call)."""
+        from ..core import harness, model, parameters, registry
+
+        p = parameters.resolved(params)
+        harness.set_up(p)
+        self.device = p.device
+        self.setup = model.build(p)
+        out = {}
+        for ex in registry.selected(executors):
+            prep = self.prepared[ex.name] = harness.prepare(ex, self.setup.model, self.setup.kwargs, p.device)
+            record = {"status": prep.status, "reason": prep.reason, "notes": prep.notes}
+            if prep.ok:
+                logits = model.logits_of(prep.output).detach().float().cpu().contiguous()
+                record.update(
+                    first_call_s=prep.first_call_s,
+                    logits=array.array("f", logits.flatten().tolist()).tobytes(),
+                    shape=list(logits.shape),
+                )
+                prep.output = None
+            out[ex.name] = record
+        return out
+
+    def block(self, executor: str, warmup: int, iters: int, delay_us: float = 0.0, parts: bool = False) -> dict:
+        """One block of ``executor`` between two host references (``harness.measure_block``), behind
+        ``delay_us`` of planted delay; with ``parts``, an in-place breakdown of the same step right
+        after it (a Thunder configuration that can be instrumented), else the reason it has none."""
+        from ..core import harness
+
+        fn = self.prepared[executor].fn
+        probes = {"parts": lambda: self.parts(executor, iters)} if parts else {}
+        m = harness.measure_block(
+            planted(fn, delay_us) if delay_us else fn, self.setup.kwargs, self.device, warmup, iters, probes
+        )
+        return {
+            "before_ms": m.before_ms,
+            "after_ms": m.after_ms,
+            "wall_ms": m.block.wall_ms,
+            "host_ms": m.block.host_ms,
+            "probed": m.probed,
+        }
+
+    def parts(self, executor: str, calls: int) -> dict:
+        """µs per call of each in-place part of a Thunder step: the phases around its computation and
+        the computation's statements summed by kind (``thunder_breakdown``); or ``{"reason": ...}``."""
+        from . import thunder_breakdown
+
+        if executor not in self.insitu:
+            self.insitu[executor] = thunder_breakdown.insitu_probe(self.prepared[executor], self.setup.kwargs, calls)
+        ins, why = self.insitu[executor]
+        if ins is None:
+            return {"reason": why}
+        b = ins.block(calls)
+        out = {k: v for k, v in b["phases_us"].items() if k != "statements"}
+        for s in ins.statements:
+            label = thunder_breakdown.kind_label(s.kind)
+            out[label] = out.get(label, 0.0) + b["statements_us"][s.index]
+        return {"us": out}
+
+    def kernels(self, executor: str, steps: int) -> dict:
+        from ..core import timing
+
+        return timing.profile_kernels(self.prepared[executor].fn, self.setup.kwargs, self.device, steps)
+
+
+def serve(channel) -> None:
+    """Answer ``{"op": NAME, **fields}`` messages with ``{"ok": True, "value": ...}`` or ``{"ok":
+    False, "error": ...}`` until ``{"op": "stop"}``."""
+    from ..core.harness import describe
+
+    worker = Worker()
+    while True:
+        message = channel.receive()
+        op = message.pop("op")
+        if op == "stop":
+            channel.send({"ok": True, "value": None})
+            return
+        try:
+            channel.send({"ok": True, "value": getattr(worker, op)(**message)})
+        except Exception as e:  # the request's failure is its answer; the worker keeps serving
+            channel.send({"ok": False, "error": describe(e)})
