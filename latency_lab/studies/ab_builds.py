@@ -236,14 +236,16 @@ def calibrate(worker: Worker, executor: str, params: Params) -> float | None:
     return min(hosts)
 
 
-def entries_for(workers: dict[str, Worker], built: dict, params: Params, delays: dict) -> list[RemoteEntry]:
+def entries_for(
+    workers: dict[str, Worker], built: dict, params: Params, delays: dict, parts: bool = True
+) -> list[RemoteEntry]:
     """Per executor that A and A' built: A, A', A' behind each planted delay, and B where it built.
-    The in-place parts are taken for A, A' and B of every Thunder configuration."""
+    With ``parts``, the in-place parts are taken for A, A' and B of every Thunder configuration."""
     out = []
     for name in params.executors:
         if not (usable(built, A, name) and usable(built, TWIN, name)):
             continue
-        parts = registry.REGISTRY[name].needs_thunder
+        parts = parts and registry.REGISTRY[name].needs_thunder
         out += [
             RemoteEntry(entry_name(name, A), workers[A], name, parts=parts),
             RemoteEntry(entry_name(name, TWIN), workers[TWIN], name, parts=parts),
@@ -450,13 +452,21 @@ def failed_entries(params: Params, built: dict, workers: dict) -> list[dict]:
     return rows
 
 
+def differs_text(r: Result) -> str:
+    """What the page opens with: what differs between A and B, or that this run has no B."""
+    if r.params.build_b is None:
+        return (
+            "**No build B:** this run times only the controls, two workers of build A and A with a planted delay: "
+            "what it could resolve on this machine. `python runner.py ab --b-path FOLDER` adds a B."
+        )
+    if not r.differs:
+        return "**A and B import the same versions from the same folders:** B differs only by its variables."
+    return "**What differs between A and B:** " + "; ".join(r.differs) + "."
+
+
 def findings(r: Result) -> list[str]:
     """Sentences from the tables: what differs, each executor's verdict, the controls, which part moved."""
-    out = []
-    if r.differs:
-        out.append("**What differs between A and B:** " + "; ".join(r.differs) + ".")
-    elif r.params.build_b is not None:
-        out.append("A and B import the same versions from the same folders: B differs only by its variables.")
+    out = [differs_text(r)]
     for row in r.table:
         if row["comparison"] == "B vs A" and row.get("ratio_x") is not None:
             out.append(f"**{row['executor']}**, {row['metric'].removesuffix('_ms')} time per step: {row['verdict']}.")
@@ -537,11 +547,12 @@ class Session:
             w.stop()
         shutil.rmtree(self.cache_root, ignore_errors=True)
 
-    def trial(self, shuffle: int, min_effect: dict | None = None, profile: bool = True) -> Result:
+    def trial(self, shuffle: int, min_effect: dict | None = None, extras: bool = True) -> Result:
         """One set of rounds of every entry (``shuffle``: the seed of their order), read against A with
-        ``min_effect`` (default: ``min_effect.json``'s for this device); ``profile``: kernels too."""
+        ``min_effect`` (default: ``min_effect.json``'s for this device); ``extras``: the in-place parts
+        and the kernels too."""
         p = self.params
-        entries = entries_for(self.by_label, self.built, p, self.delays)
+        entries = entries_for(self.by_label, self.built, p, self.delays, parts=extras)
         timed = harness.rounds(entries, p.device, p.warmup, p.iters, p.repeats, shuffle=shuffle)
         effects = paired.min_effects(p.device) if min_effect is None else min_effect
         table = change_rows(timed, p, {k: v for k, v in effects.items() if k in metrics_for(p.device)})
@@ -554,7 +565,7 @@ class Session:
             builds.differences(hello[A], hello[B]) if "packages" in hello.get(B, {}) and "packages" in hello[A] else [],
             table,
             control_rows(table, self.delays, timed),
-            kernel_rows(self.by_label, self.built, p) if profile else [],
+            kernel_rows(self.by_label, self.built, p) if extras else [],
             parts_rows(timed, p),
             logits_rows(self.built, p),
             executor_rows(self.workers, self.built, p),
