@@ -40,8 +40,9 @@ KEY_COLUMNS = (
     "with_graphs",
     "without",
     "metric",
+    "comparison",
 )  # a row's identity, where a notebook's rows have them (``with_graphs``, ``without``: 05's CUDA-graph ratios;
-# ``metric``: 06's fit rows, one per fitted metric)
+# ``metric``: 06's fit rows, one per fitted metric; ``comparison``: 08's B, A/A and planted rows)
 WITHIN_ROUNDS = ("combination", "graphs")  # 07's and 05's rows of within-round ratios, beside the main rows
 # Times that do not move with the host's speed: device time, measured by the profiler.
 HOST_FREE = ("kernel_", "copy_")
@@ -337,6 +338,7 @@ def _entry(notebook, key, metric, a, b, spread_a, spread_b, host=None, interval_
         "a": a,
         "b": b,
         "ratio": b / a if both and a else None,
+        "resolution": resolution(a, b, interval_a, interval_b, spread_a, spread_b, host, metric),
         "a_q1_q3": spread_a,
         "b_q1_q3": spread_b,
         "a_interval": interval_a,
@@ -345,6 +347,38 @@ def _entry(notebook, key, metric, a, b, spread_a, spread_b, host=None, interval_
         "verdict": verdict,
         "decided": decided,
     }
+
+
+def resolution(a, b, interval_a, interval_b, spread_a, spread_b, host, metric) -> float | None:
+    """The smallest move of this number the comparison could call, as a fraction of A's value: with
+    intervals, B must leave A's and A leave B's, so the wider of the two half-widths; with q1-q3
+    ranges, the two ranges' half-widths together, and for a host-bound time at least the hosts' drift.
+    None where nothing is judged."""
+    if not (_number(a) and _number(b)) or not a or not b:
+        return None
+    if interval_a and interval_b:
+        return max((interval_a[1] - interval_a[0]) / (2 * abs(a)), (interval_b[1] - interval_b[0]) / (2 * abs(b)))
+    if spread_a and spread_b:
+        apart = (spread_a[1] - spread_a[0]) / (2 * abs(a)) + (spread_b[1] - spread_b[0]) / (2 * abs(b))
+        return max(apart, host) if host is not None and not metric.startswith(HOST_FREE) else apart
+    return None
+
+
+AB_HINT = (
+    "Across two runs a change under that resolution is not told from what moves between them; for a change of "
+    "the stack, time both builds in the same rounds: python runner.py ab --b-path FOLDER (or --b PYTHON)"
+)
+
+
+def ab_resolution(run: dict) -> float | None:
+    """What 08's A/A control of a run says that run resolves (%, host time, the median over its
+    executors), or None where the run has no 08."""
+    data = run["notebooks"].get(results.AB_BUILDS) or {}
+    rows = [r for r in table_rows(data) if r.get("comparison", "").startswith("A' vs A")] if data else []
+    values = sorted(
+        r["resolution_pct"] for r in rows if r.get("metric") == "host_ms" and _number(r.get("resolution_pct"))
+    )
+    return values[len(values) // 2] if values else None
 
 
 def compare(a: dict, b: dict) -> dict:
@@ -379,6 +413,7 @@ def compare(a: dict, b: dict) -> dict:
         "skipped": skipped,
         "rows": rows,
         "hosts_apart": host,
+        "ab_resolution_pct": next((r for r in (ab_resolution(b), ab_resolution(a)) if r is not None), None),
     }
 
 
@@ -398,13 +433,17 @@ TABLE = (
     ("B interval", "b_interval"),
     ("B q1-q3", "b_q1_q3"),
     ("B / A", "ratio"),
+    ("resolves ±%", "resolution"),
     ("verdict", "decided"),
 )  # (header, key of a comparison row)
 RANGES = ("a_interval", "a_q1_q3", "b_interval", "b_q1_q3")
 
 
 def cell(entry: dict, key: str) -> str:
-    """A comparison row's cell as text: numbers as ``tables.number`` prints them, spreads as ``q1-q3``."""
+    """A comparison row's cell as text: numbers as ``tables.number`` prints them, spreads as ``q1-q3``,
+    the resolution in %."""
+    if key == "resolution":
+        return "" if entry.get(key) is None else tables.number(100 * entry[key])
     return fmt_range(entry[key]) if key in RANGES else tables.number(entry[key])
 
 
@@ -441,10 +480,20 @@ def tally(report: dict) -> str:
             "interval counts as beyond spread only when it moved further."
         )
     )
+    resolved = sorted(e["resolution"] for e in numbers if e.get("resolution") is not None)
+    finer = ""
+    if resolved:
+        ab = report.get("ab_resolution_pct")
+        median = 100 * resolved[len(resolved) // 2]
+        finer = (
+            f" Resolution (the smallest move each number could be called changed by): median ±{median:.3g}%, "
+            f"finest ±{100 * resolved[0]:.3g}%. {AB_HINT}"
+            + (f"; this machine's 08 resolved ±{ab:.2g}% of host time within one run." if ab is not None else ".")
+        )
     return (
         f"{len(numbers)} numbers compared, {spread} with a spread in both runs; {len(beyond)} differ by more "
         f"than that spread ({higher} higher in B, {len(beyond) - higher} lower)"
-        f"{f'; {changed} rows changed status' if changed else ''}.{verdicts}{apart}"
+        f"{f'; {changed} rows changed status' if changed else ''}.{verdicts}{apart}{finer}"
     )
 
 
