@@ -74,7 +74,7 @@ def trial_record(result: ab_builds.Result, session: int, seconds: float) -> dict
             for r in rows
             if "planted" in r["comparison"]
             for c in result.controls
-            if c["executor"] == r["executor"] and f"+ {c['planted_pct_asked']:g}%" in r["comparison"]
+            if (c["executor"], c["comparison"]) == (r["executor"], r["comparison"])
         ],
     }
 

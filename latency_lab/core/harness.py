@@ -336,6 +336,25 @@ class Rounds:
     def reference(self) -> Stat | None:
         return Stat.of(self.reference_ms) if self.reference_ms else None
 
+    @classmethod
+    def merged(cls, parts: list[Rounds]) -> Rounds:
+        """Sets of rounds run one after another (of the same method and block sizes) as one: every
+        entry's blocks, the host references of all, and the blocks marked fast against their common
+        cut-off (the host's states are the machine's, whichever set a block ran in)."""
+        first = parts[0]
+        done = cls(
+            {n: t for r in parts for n, t in r.timed.items()},
+            [x for r in parts for x in r.reference_ms],
+            first.method,
+            first.warmup,
+            first.iters,
+            sum(r.rounds for r in parts),
+        )
+        cut = done.cutoff_ms
+        for t in done.timed.values():
+            t.mark(cut)
+        return done
+
     def references(self) -> list[float]:
         """Every host reference of the rounds: the two around each block."""
         return [x for t in self.timed.values() for x in (*t.reference_before_ms, *t.reference_after_ms)]

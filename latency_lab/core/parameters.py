@@ -89,8 +89,9 @@ NOTEBOOK_DEFAULTS: dict[str, dict[str, object]] = {
         "repeats": 10,
         "depths": [1],
     },
-    # the seed's Thunder-nvFuser, Thunder's own host costs without nvFuser (the Thunder a CPU runs), and eager
-    results.AB_BUILDS: {"executors": "thunder,thunder:torch,eager", "repeats": 10},
+    # the seed's Thunder-nvFuser and Thunder's own host costs without nvFuser (the Thunder a CPU runs). Many short
+    # blocks: the host's state flips within 0.1-5 s, and two blocks 20-30 ms apart mostly share it (08's module)
+    results.AB_BUILDS: {"executors": "thunder,thunder:torch", "warmup": 2, "iters": 10, "repeats": 60},
 }
 # Parameters every notebook applies in its setup (``from_namespace``), whether its cell declares them or not.
 EVERY_NOTEBOOK = ("threads",)

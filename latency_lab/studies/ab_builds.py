@@ -3,9 +3,12 @@ transformers, a branch, a variable) move the step? ``run(params) -> Result``, wr
 
 One worker process per build (``ab_worker``, in the build's own interpreter, driven over an execnet
 channel), each built once, with its own compile caches. One coordinator (this process, which times
-nothing itself) gives every worker's entries a block in turn in the same interleaved rounds
-(``harness.rounds``: forward then reverse, the order permuted per pair of rounds), each block between
-host references in the worker's own process, which synchronizes before it answers.
+nothing itself) gives every worker's entries of one executor a block in turn in the same interleaved
+rounds (``harness.rounds``: forward then reverse, the order permuted per pair of rounds; one set of
+rounds per executor, so that the blocks compared are neighbours in time), each block between host
+references in the worker's own process, which synchronizes before it answers. The host's speed state
+flips within 0.1-5 s, so 08 times many short blocks (``NOTEBOOK_DEFAULTS``: 2 warm-up and 10 timed
+calls, 120 rounds) rather than a few long ones: two blocks a few tens of ms apart mostly share a state.
 
 Controls in every run: a second worker of build A (A') gives the run's own false-alarm check (A'
 against A), and A' with a planted pure-Python delay of ``planted_pct`` % of A's host time per step
@@ -141,7 +144,8 @@ def entry_name(executor: str, who: str) -> str:
 
 
 def planted_label(pct: float) -> str:
-    return f"A' + {pct:g}% planted"
+    """The worker of build A whose step runs behind a planted delay of ``pct`` % of A's host time."""
+    return f"A + {pct:g}% planted"
 
 
 @dataclass
@@ -187,9 +191,13 @@ class Result:
 
 
 def workers_for(params: Params, cache_root: Path) -> list[Worker]:
-    """A, its twin A' (the control), and B when one is given, each with its own cache folder."""
+    """A, its twin A' (the control), one worker of build A per planted delay, and B when one is given,
+    each with its own cache folder. One entry per worker: a worker that ran the block before is warmer
+    than one that did not (on the CPU machine, a worker serving three entries read 3% faster than one
+    serving one), so every block follows another process's."""
     a = builds.parse("build_a", params.build_a)
     out = [Worker(A, a, cache_root / "A"), Worker(TWIN, a, cache_root / "A-twin")]
+    out += [Worker(planted_label(p), a, cache_root / f"A-planted-{i}") for i, p in enumerate(params.planted_pct)]
     if params.build_b is not None:
         out.append(Worker(B, builds.parse("build_b", params.build_b), cache_root / "B"))
     return out
@@ -239,8 +247,8 @@ def calibrate(worker: Worker, executor: str, params: Params) -> float | None:
 def entries_for(
     workers: dict[str, Worker], built: dict, params: Params, delays: dict, parts: bool = True
 ) -> list[RemoteEntry]:
-    """Per executor that A and A' built: A, A', A' behind each planted delay, and B where it built.
-    With ``parts``, the in-place parts are taken for A, A' and B of every Thunder configuration."""
+    """Per executor that A and A' built: A, A', each planted worker behind its delay, and B, where each
+    built it. With ``parts``, the in-place parts are taken for A, A' and B of every Thunder configuration."""
     out = []
     for name in params.executors:
         if not (usable(built, A, name) and usable(built, TWIN, name)):
@@ -251,7 +259,9 @@ def entries_for(
             RemoteEntry(entry_name(name, TWIN), workers[TWIN], name, parts=parts),
         ]
         for pct, us in delays.get(name, {}).items():
-            out.append(RemoteEntry(entry_name(name, planted_label(pct)), workers[TWIN], name, delay_us=us))
+            who = planted_label(pct)
+            if usable(built, who, name):
+                out.append(RemoteEntry(entry_name(name, who), workers[who], name, delay_us=us))
         if B in workers and usable(built, B, name):
             out.append(RemoteEntry(entry_name(name, B), workers[B], name, parts=parts))
     return out
@@ -323,6 +333,7 @@ def control_rows(table: list[dict], delays: dict, timed: Rounds) -> list[dict]:
         out.append(
             {
                 "executor": r["executor"],
+                "comparison": r["comparison"],
                 "planted_pct_asked": pct,
                 "planted_us": us,
                 "planted_pct": planted,
@@ -336,23 +347,36 @@ def control_rows(table: list[dict], delays: dict, timed: Rounds) -> list[dict]:
 
 
 def parts_rows(timed: Rounds, params: Params) -> list[dict]:
-    """Per Thunder configuration and in-place part: B's µs against A's, paired per round (without B,
-    the A/A control's, so that the page shows what no change looks like part by part)."""
+    """Per Thunder configuration and in-place part: A' against A (the A/A control), and B against A,
+    each paired per round (``paired.difference``). A part of B **moved** when its test calls it and
+    its difference lies beyond the control's interval for the same part (what two workers of build A
+    differ by in this run); the control's own rows show what no change looks like, part by part."""
     rows = []
     for name in params.executors:
-        other = B if entry_name(name, B) in timed.timed else TWIN
-        a, b = timed.timed.get(entry_name(name, A)), timed.timed.get(entry_name(name, other))
-        if a is None or b is None or "parts" not in a.probes:
+        a = timed.timed.get(entry_name(name, A))
+        if a is None or "parts" not in a.probes:
             continue
-        pa, pb = a.probes["parts"], b.probes["parts"]
-        reason = next((x.get("reason") for x in pa + pb if "reason" in x), None)
-        if reason:
-            rows.append({"executor": name, "against": other, "part": None, "reason": reason})
-            continue
-        n = min(len(pa), len(pb))
-        for part in dict.fromkeys([*pa[0]["us"], *pb[0]["us"]] if n else []):
-            d = paired.difference([x["us"].get(part, 0.0) for x in pa[:n]], [x["us"].get(part, 0.0) for x in pb[:n]])
-            rows.append({"executor": name, "against": other, "part": part, **(d or {})})
+        control = {}
+        for other in (TWIN, B):
+            b = timed.timed.get(entry_name(name, other))
+            if b is None:
+                continue
+            pa, pb = a.probes["parts"], b.probes["parts"]
+            reason = next((x.get("reason") for x in pa + pb if "reason" in x), None)
+            if reason:
+                rows.append({"executor": name, "against": other, "part": None, "reason": reason})
+                continue
+            n = min(len(pa), len(pb))
+            for part in dict.fromkeys([*pa[0]["us"], *pb[0]["us"]] if n else []):
+                d = paired.difference(*([x["us"].get(part, 0.0) for x in side[:n]] for side in (pa, pb)))
+                if d is None:
+                    continue
+                if other == TWIN:
+                    control[part] = max(abs(d["diff_lo_us"]), abs(d["diff_hi_us"]))
+                else:
+                    d["control_us"] = control.get(part)
+                    d["moved"] = d["moved"] and abs(d["diff_us"]) > (control.get(part) or 0.0)
+                rows.append({"executor": name, "against": other, "part": part, **d})
     return rows
 
 
@@ -435,11 +459,11 @@ def executor_rows(workers: list[Worker], built: dict, params: Params) -> list[di
 
 
 def failed_entries(params: Params, built: dict, workers: dict) -> list[dict]:
-    """Key-table rows for what could not be compared at all: an executor A could not run (or one B
-    could not, where A could), with the reason."""
+    """Key-table rows for what could not be compared: an executor A could not run (one row), else
+    each other worker that could not run it, with the reason."""
     rows = []
     for name in params.executors:
-        for who in [A, TWIN] + ([B] if B in workers else []):
+        for who in workers:
             if usable(built, who, name):
                 continue
             r = (built.get(who) or {}).get(name) or {}
@@ -448,7 +472,8 @@ def failed_entries(params: Params, built: dict, workers: dict) -> list[dict]:
             rows.append(
                 {"executor": name, "comparison": f"{who} build", "metric": None, "status": status, "reason": reason}
             )
-            break
+            if who == A:
+                break
     return rows
 
 
@@ -485,15 +510,23 @@ def findings(r: Result) -> list[str]:
             f"{c['found_pct']:+.2g}% ({c['error_pp']:+.2g} percentage points), "
             + ("detected." if c["detected"] else f"not detected ({c['verdict']}).")
         )
-    moved = [p for p in r.parts if p.get("moved")]
+    moved = [p for p in r.parts if p.get("moved") and p["against"] == B]
     if moved:
         out.append(
-            "**Parts that moved** (in place, paired per round): "
-            + "; ".join(f"{p['executor']} {p['part']} {p['diff_us']:+.3g} µs ({p['against']} against A)" for p in moved)
+            "**Parts of B that moved** (in place, paired per round, beyond the A/A control's interval): "
+            + "; ".join(f"{p['executor']} {p['part']} {p['diff_us']:+.3g} µs" for p in moved)
             + "."
         )
-    elif r.parts:
-        out.append("No in-place part moved beyond its paired interval.")
+    elif any(p["against"] == B for p in r.parts):
+        out.append("No in-place part of B moved beyond its paired interval and the A/A control's.")
+    aa = [p for p in r.parts if p["against"] == TWIN and p.get("part")]
+    if aa:
+        widest = max(aa, key=lambda p: max(abs(p["diff_lo_us"]), abs(p["diff_hi_us"])))
+        out.append(
+            f"In the A/A control, {sum(bool(p['moved']) for p in aa)} of {len(aa)} in-place parts read moved by "
+            f"their test alone; the widest interval, {widest['executor']} {widest['part']}, reaches "
+            f"{max(abs(widest['diff_lo_us']), abs(widest['diff_hi_us'])):.3g} µs: a part of B must move further."
+        )
     bad = [x for x in r.logits if not x["passed"]]
     if bad:
         out.append(
@@ -553,7 +586,10 @@ class Session:
         and the kernels too."""
         p = self.params
         entries = entries_for(self.by_label, self.built, p, self.delays, parts=extras)
-        timed = harness.rounds(entries, p.device, p.warmup, p.iters, p.repeats, shuffle=shuffle)
+        groups = {e.executor: [x for x in entries if x.executor == e.executor] for e in entries}
+        timed = harness.Rounds.merged(
+            [harness.rounds(g, p.device, p.warmup, p.iters, p.repeats, shuffle=shuffle) for g in groups.values()]
+        )
         effects = paired.min_effects(p.device) if min_effect is None else min_effect
         table = change_rows(timed, p, {k: v for k, v in effects.items() if k in metrics_for(p.device)})
         table += failed_entries(p, self.built, self.by_label)
