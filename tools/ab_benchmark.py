@@ -152,18 +152,26 @@ def main(argv=None) -> int:
     )
     env = environment.collect(params.device)
     metrics = ab_builds.metrics_for(params.device)
-    trials, builds_s = [], []
+    trials, starts = [], []
     for s in range(args.sessions):
         t0 = time.perf_counter()
         with ab_builds.Session(params) as session:
-            builds_s.append(time.perf_counter() - t0)
+            starts.append(time.perf_counter() - t0)
             for t in range(args.trials):
                 t1 = time.perf_counter()
                 result = session.trial(shuffle=1000 * s + t, min_effect={}, extras=False)
                 trials.append(trial_record(result, s, time.perf_counter() - t1))
                 aa = trials[-1]["aa"].get("host_ms") or {}
                 print(f"session {s + 1} trial {t + 1}: A'/A host x{aa.get('ratio_x', float('nan')):.4f}", flush=True)
-    summary = {**summarize(trials, metrics), "session_start_s": builds_s}
+        summary = write(args, argv, params, env, metrics, trials, starts)  # after every session: a cut run keeps it
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+def write(args, argv, params, env, metrics, trials, starts) -> dict:
+    """The report so far to ``--out``, and with ``--write-min-effect`` (two sessions or more, so that
+    every trial is judged held out) the minimum effect."""
+    summary = {**summarize(trials, metrics), "session_start_s": starts}
     report = {
         "params": params.to_dict(),
         "environment": {k: env.get(k) for k in ("gpu", "cpu", "platform", "packages")},
@@ -171,10 +179,9 @@ def main(argv=None) -> int:
         "trials": trials,
     }
     write_atomic(Path(args.out), json.dumps(report, indent=1, default=str) + "\n")
-    print(json.dumps(summary, indent=1))
-    if args.write_min_effect:
-        print(f"minimum effect written to {write_min_effect(summary, params, env, metrics, argv)}")
-    return 0
+    if args.write_min_effect and len(starts) >= 2:
+        print(f"minimum effect written to {write_min_effect(summary, params, env, metrics, argv)}", flush=True)
+    return summary
 
 
 if __name__ == "__main__":
