@@ -44,6 +44,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--repeats", type=int, default=10, help="rounds per ABBA pass of a trial (default: 10)")
     ap.add_argument("--out", default="outputs/ab-benchmark.json", help="the trials and summary (JSON)")
     ap.add_argument("--write-min-effect", action="store_true", help="store the minimum effect in min_effect.json")
+    ap.add_argument("--add", metavar="REPORT", help="an earlier report of this machine: its trials count too")
     return ap.parse_args(argv)
 
 
@@ -69,6 +70,7 @@ def trial_record(result: ab_builds.Result, session: int, seconds: float) -> dict
         "session": session,
         "seconds": seconds,
         "aa": {r["metric"]: r for r in rows if r["comparison"].startswith("A' vs A")},
+        "costs": result.costs,
         "planted": [
             {**r, "planted_pct": c["planted_pct"], "asked_pct": c["planted_pct_asked"]}
             for r in rows
@@ -152,8 +154,9 @@ def main(argv=None) -> int:
     )
     env = environment.collect(params.device)
     metrics = ab_builds.metrics_for(params.device)
-    trials, starts = [], []
-    for s in range(args.sessions):
+    earlier = json.loads(Path(args.add).read_text()) if args.add else {"trials": [], "summary": {}}
+    trials, starts = earlier["trials"], earlier["summary"].get("session_start_s", [])
+    for s in range(len(starts), len(starts) + args.sessions):
         t0 = time.perf_counter()
         with ab_builds.Session(params) as session:
             starts.append(time.perf_counter() - t0)

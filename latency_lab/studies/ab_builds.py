@@ -20,7 +20,9 @@ bootstrap interval, a sign test, and a call only beyond the measured minimum eff
 from __future__ import annotations
 
 import shutil
+import statistics
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,6 +65,7 @@ class Worker:
     label: str
     build: Build
     cache: Path
+    group: object = None
     gateway: object = None
     channel: object = None
     error: str | None = None  # set once the worker is gone: every later request fails with it
@@ -72,7 +75,8 @@ class Worker:
         variables, and its own compile caches (Inductor's and nvFuser's kernel DB under ``cache``)."""
         import execnet
 
-        self.gateway = execnet.makegateway(f"popen//python={self.build.interpreter}")
+        self.group = execnet.Group()  # its own, so that ``stop`` ends and reaps this worker's process
+        self.gateway = self.group.makegateway(f"popen//python={self.build.interpreter}")
         self.channel = self.gateway.remote_exec(ab_worker_bootstrap())
         (self.cache / "tmp").mkdir(parents=True, exist_ok=True)
         env = {"TORCHINDUCTOR_CACHE_DIR": str(self.cache / "inductor"), "TMPDIR": str(self.cache / "tmp")}
@@ -104,17 +108,14 @@ class Worker:
         return self.receive(timeout)
 
     def stop(self) -> None:
-        """Ask the worker to end, then close its gateway (which ends the process if it did not)."""
+        """Ask the worker to end, then end its gateway's process and wait for it (no zombie left)."""
         try:
             if not self.error and self.channel is not None:
                 self.call("stop", timeout=30)
         except WorkerError:
             pass
-        if self.gateway is not None:
-            try:
-                self.gateway.exit()
-            except Exception:  # already gone
-                pass
+        if self.group is not None:
+            self.group.terminate(timeout=10)
 
 
 def ab_worker_bootstrap() -> str:
@@ -131,12 +132,26 @@ class RemoteEntry(harness.Entry):
     def __init__(self, name: str, worker: Worker, executor: str, delay_us: float = 0.0, parts: bool = False):
         super().__init__(name, None, {})
         self.worker, self.executor, self.delay_us, self.parts = worker, executor, delay_us, parts
+        self.costs: list[tuple[float, float]] = []  # per block: ms the request took here, and in the worker
 
     def measure(self, device: str, warmup: int, iters: int) -> Measured:
+        t0 = time.perf_counter()
         b = self.worker.call(
             "block", executor=self.executor, warmup=warmup, iters=iters, delay_us=self.delay_us, parts=self.parts
         )
+        self.costs.append(((time.perf_counter() - t0) * 1e3, b["worker_ms"]))
         return Measured(b["before_ms"], timing.Block(b["wall_ms"], b["host_ms"]), b["after_ms"], b["probed"])
+
+
+def cost_rows(entries: list[RemoteEntry]) -> list[dict]:
+    """Per entry, what one block cost the run (median ms): the request as the coordinator saw it, the
+    same inside the worker (references, warm-up, timed calls, parts), and the channel's share."""
+    rows = []
+    for e in entries:
+        if e.costs:
+            total, worker = (statistics.median(c[i] for c in e.costs) for i in (0, 1))
+            rows.append({"entry": e.name, "request_ms": total, "in_worker_ms": worker, "channel_ms": total - worker})
+    return rows
 
 
 def entry_name(executor: str, who: str) -> str:
@@ -167,6 +182,7 @@ class Result:
     findings: list[str]
     timed: Rounds | None = None
     delays_us: dict = field(default_factory=dict)
+    costs: list[dict] = field(default_factory=list)  # ``cost_rows``
 
     def save(self) -> Path:
         return results.save(
@@ -185,6 +201,7 @@ class Result:
             executors=self.executors,
             min_effect=self.min_effect,
             planted_delays_us=self.delays_us,
+            block_costs=self.costs,
             method=paired.METHOD,
             **(self.timed.sections() if self.timed else {}),
         )
@@ -609,6 +626,7 @@ class Session:
             [],
             timed,
             self.delays,
+            cost_rows(entries),
         )
         result.findings = findings(result)
         return result

@@ -84,6 +84,7 @@ class Worker:
         after it (a Thunder configuration that can be instrumented), else the reason it has none."""
         from ..core import harness
 
+        t0 = time.perf_counter()
         fn = self.prepared[executor].fn
         probes = {"parts": lambda: self.parts(executor, iters)} if parts else {}
         m = harness.measure_block(
@@ -95,6 +96,7 @@ class Worker:
             "wall_ms": m.block.wall_ms,
             "host_ms": m.block.host_ms,
             "probed": m.probed,
+            "worker_ms": (time.perf_counter() - t0) * 1e3,
         }
 
     def parts(self, executor: str, calls: int) -> dict:
