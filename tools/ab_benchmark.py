@@ -8,9 +8,11 @@ planted delays, and the minimum effect they give.
 
 A **session** starts and builds the workers of build A and its twin A' once (``ab_builds.Session``);
 a **trial** is one set of rounds on them (A, A', A' behind each planted delay), read as 08 reads a run.
-The **minimum effect** per metric is the largest move of A' against A over the trials: what two
-workers of one build differ by, within and across sessions. Each trial's verdicts are judged with the
-minimum effect of the *other* sessions' trials (held out), so no trial judges itself. Writes the
+The **minimum effect** per metric is how far A' against A landed outside its own interval, at most,
+over the trials: what two workers of one build differ by beyond the sampling error a run's interval
+carries, within and across sessions (0 when every A/A interval held no change). Each trial's verdicts
+are judged with the minimum effect of the *other* sessions' trials (held out), so no trial judges
+itself. ``--add REPORT --sessions 0`` re-reads an earlier report alone (another estimate, no GPU). Writes the
 trials and the summary to ``--out``; ``--write-min-effect`` stores the minimum effect for this kind of
 machine in ``latency_lab/core/min_effect.json`` (what 08 reads).
 """
@@ -28,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from latency_lab.core import environment, paired, parameters  # noqa: E402
+from latency_lab.core import environment, paired, parameters, results  # noqa: E402
 from latency_lab.core.results import write_atomic  # noqa: E402
 from latency_lab.studies import ab_builds  # noqa: E402
 
@@ -41,7 +43,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--sessions", type=int, default=4, help="worker pairs started afresh (default: 4)")
     ap.add_argument("--trials", type=int, default=5, help="trials per session (default: 5)")
     ap.add_argument("--planted", default="0.5,1,2,5", help="planted delays, %% of A's host time (default: 0.5,1,2,5)")
-    ap.add_argument("--repeats", type=int, default=10, help="rounds per ABBA pass of a trial (default: 10)")
+    ap.add_argument("--repeats", type=int, help="rounds per ABBA pass of a trial (default: 08's, 60)")
     ap.add_argument("--out", default="outputs/ab-benchmark.json", help="the trials and summary (JSON)")
     ap.add_argument("--write-min-effect", action="store_true", help="store the minimum effect in min_effect.json")
     ap.add_argument("--add", metavar="REPORT", help="an earlier report of this machine: its trials count too")
@@ -82,9 +84,11 @@ def trial_record(result: ab_builds.Result, session: int, seconds: float) -> dict
 
 
 def min_effect(trials: list[dict], metric: str) -> float | None:
-    """The largest move of A' against A over ``trials`` for ``metric`` (a fraction)."""
-    moves = [abs(t["aa"][metric]["ratio_x"] - 1) for t in trials if metric in t["aa"]]
-    return max(moves) if moves else None
+    """How far A' against A landed outside its own interval, at most, over ``trials`` for ``metric`` (a
+    fraction; 0 when every A/A interval held no change): the part of what two workers of one build
+    differ by that a run's interval does not see (its sampling error the interval already carries)."""
+    rows = [t["aa"][metric] for t in trials if metric in t["aa"]]
+    return max((max(0.0, r["ratio_lo_x"] - 1, 1 - r["ratio_hi_x"]) for r in rows), default=None)
 
 
 def summarize(trials: list[dict], metrics: tuple[str, ...]) -> dict:
@@ -143,19 +147,20 @@ def write_min_effect(summary: dict, params, env: dict, metrics, argv) -> Path:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
-    planted = [float(x) for x in args.planted.split(",") if x.strip()]
-    params = parameters.validate(
-        preset=args.preset,
-        device=args.device,
-        executors=args.executor,
-        planted_pct=planted,
-        repeats=args.repeats,
-        output_dir=str(Path(args.out).parent),
-    )
-    env = environment.collect(params.device)
+    earlier = json.loads(Path(args.add).read_text()) if args.add else None
+    if earlier is not None and args.sessions == 0:  # re-read alone: the machine and parameters it was made with
+        params = parameters.resolved({**earlier["params"], "threads": None})  # (another machine's CPUs)
+        env = earlier["environment"]
+    else:
+        planted = [float(x) for x in args.planted.split(",") if x.strip()]
+        given = {"preset": args.preset, "device": args.device, "executors": args.executor, "planted_pct": planted}
+        if args.repeats is not None:
+            given["repeats"] = args.repeats
+        params = parameters.for_notebook(results.AB_BUILDS, {**given, "output_dir": str(Path(args.out).parent)})
+        env = environment.collect(params.device)
     metrics = ab_builds.metrics_for(params.device)
-    earlier = json.loads(Path(args.add).read_text()) if args.add else {"trials": [], "summary": {}}
-    trials, starts = earlier["trials"], earlier["summary"].get("session_start_s", [])
+    trials = earlier["trials"] if earlier else []
+    starts = earlier["summary"].get("session_start_s", []) if earlier else []
     for s in range(len(starts), len(starts) + args.sessions):
         t0 = time.perf_counter()
         with ab_builds.Session(params) as session:
@@ -166,8 +171,8 @@ def main(argv=None) -> int:
                 trials.append(trial_record(result, s, time.perf_counter() - t1))
                 aa = trials[-1]["aa"].get("host_ms") or {}
                 print(f"session {s + 1} trial {t + 1}: A'/A host x{aa.get('ratio_x', float('nan')):.4f}", flush=True)
-        summary = write(args, argv, params, env, metrics, trials, starts)  # after every session: a cut run keeps it
-    print(json.dumps(summary, indent=1))
+        write(args, argv, params, env, metrics, trials, starts)  # after every session: a cut run keeps it
+    print(json.dumps(write(args, argv, params, env, metrics, trials, starts), indent=1))
     return 0
 
 

@@ -5,12 +5,13 @@ Two workers timed in the same interleaved rounds (notebook 08) see the same host
 so their per-round ratio cancels what moves both. The estimate is the **median per-round ratio**
 B / A over the rounds where both blocks ran fast (all rounds when fewer than ``host_state.MIN_FAST``
 did); its interval is the bootstrap's 95% interval of that median (``host_state.bootstrap``: the
-statistic's own, for this run, nothing added); the test is the sign test over the same rounds. A
+statistic's own, for this run, nothing added); the test is the Wilcoxon signed-rank test of the
+per-round log ratios over the same rounds (``signed_rank_test``). A
 change is **called** when the test gives p < ``host_state.SEPARATED_P``, the interval excludes no
-change, and the move is at least the **minimum effect**: what two workers of the same build differ by
-from one run to the next, which no statistic of one run sees (measured by ``tools/ab_benchmark.py``,
-kept in ``min_effect.json``). A run's **resolution** is the smallest change it would have called: the
-larger of the minimum effect and its interval's half-width.
+change, and the move is at least the **minimum effect**: how far two workers of the same build land
+outside their own interval, which no statistic of one run sees (measured by ``tools/ab_benchmark.py``
+over A/A trials of fresh worker pairs, kept in ``min_effect.json``). A run's **resolution** is the
+smallest change it would have called: the larger of the minimum effect and its interval's half-width.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from . import host_state
 MIN_EFFECT_FILE = Path(__file__).with_name("min_effect.json")
 METHOD = (
     "median per-round ratio B / A over rounds where both blocks ran fast; interval: bootstrap 95% of that "
-    "median (this run's own); test: sign test over the same rounds (p < 0.05); a change is called beyond "
-    "the minimum effect (A against A across runs, min_effect.json)"
+    "median (this run's own); test: Wilcoxon signed-rank of the per-round log ratios (p < 0.05); a change is "
+    "called beyond the minimum effect (how far A/A trials land outside their interval, min_effect.json)"
 )
 
 
@@ -89,10 +90,11 @@ class Change:
         if self.called:
             lo, hi = sorted(abs(100 * (x - 1)) for x in (self.lo, self.hi))
             return f"{who} {self.verdict} by {abs(self.change_pct):.2g}% ({lo:.2g}-{hi:.2g}%)"
-        return (
-            f"no change resolved: this run resolves ±{100 * self.resolution:.2g}% "
-            f"({who} {self.change_pct:+.2g}%, {100 * (self.lo - 1):+.2g} to {100 * (self.hi - 1):+.2g}%)"
-        )
+        found = f"{who} {self.change_pct:+.2g}%, {100 * (self.lo - 1):+.2g} to {100 * (self.hi - 1):+.2g}%"
+        if (self.lo > 1 or self.hi < 1) and abs(self.ratio - 1) >= self.min_effect:
+            p = "too few rounds" if self.p is None else f"p = {self.p:.2g}"
+            return f"no change resolved: the test over {self.rounds} rounds does not call it ({found}; {p})"
+        return f"no change resolved: this run resolves ±{100 * self.resolution:.2g}% ({found})"
 
     def to_dict(self) -> dict:
         return {
@@ -102,6 +104,32 @@ class Change:
             "verdict": self.verdict,
             "text": self.text(),
         }
+
+
+def signed_rank_test(differences) -> float | None:
+    """Two-sided Wilcoxon signed-rank test that the differences are centred on zero (zeros dropped,
+    tied ranks averaged, the normal approximation with its tie correction): more power than a sign
+    test where the differences are about symmetric, as per-round log ratios are. None below 6
+    differences (too few for the approximation)."""
+    ds = [d for d in differences if d != 0]
+    n = len(ds)
+    if n < 6:
+        return None
+    order = sorted(range(n), key=lambda i: abs(ds[i]))
+    ranks, i = [0.0] * n, 0
+    ties = 0.0
+    while i < n:
+        j = i
+        while j + 1 < n and abs(ds[order[j + 1]]) == abs(ds[order[i]]):
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        ties += (j - i + 1) ** 3 - (j - i + 1)
+        i = j + 1
+    w = sum(r for r, d in zip(ranks, ds) if d > 0)
+    mean = n * (n + 1) / 4
+    sd = math.sqrt(n * (n + 1) * (2 * n + 1) / 24 - ties / 48)
+    return math.erfc(abs(w - mean) / sd / math.sqrt(2)) if sd else 1.0
 
 
 def change(metric: str, a: list[float], b: list[float], keep_a, keep_b, min_effect: float) -> Change | None:
@@ -124,7 +152,7 @@ def change(metric: str, a: list[float], b: list[float], keep_a, keep_b, min_effe
         statistics.median(ratios),
         lo,
         hi,
-        host_state.sign_test([math.log(r) for r in ratios]),
+        signed_rank_test([math.log(r) for r in ratios]),
         len(ratios),
         fast_only,
         min_effect,

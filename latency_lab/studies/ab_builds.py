@@ -19,6 +19,7 @@ bootstrap interval, a sign test, and a call only beyond the measured minimum eff
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import statistics
 import tempfile
@@ -35,6 +36,9 @@ from ..pages.tables import number
 A, TWIN, B = "A", "A'", "B"  # the workers: build A, a second worker of build A (the control), build B
 BUILD_TIMEOUT_S = 1800  # a worker's model and first calls (Thunder at 16 layers: minutes)
 CALL_TIMEOUT_S = 600  # any other request
+# Every worker hashes strings alike, so dicts and sets iterate alike in all of them: with Python's random
+# seed per process, two workers of one build differed by up to 2% on the CPU machine (tools/ab_benchmark.py)
+HASH_SEED = "0"
 CALIBRATION_BLOCKS = 5  # blocks of A that size the planted delays (the fastest: the fast state's host time)
 KEY_COLUMNS = [
     "executor",
@@ -71,16 +75,26 @@ class Worker:
     error: str | None = None  # set once the worker is gone: every later request fails with it
 
     def start(self) -> None:
-        """Start the build's interpreter (execnet's popen gateway) with the build's folders and
-        variables, and its own compile caches (Inductor's and nvFuser's kernel DB under ``cache``)."""
+        """Start the build's interpreter (execnet's popen gateway) with its variables from the first
+        instruction on (``env``), its own compile caches (Inductor's and nvFuser's kernel DB under
+        ``cache``) and ``HASH_SEED``, then put the build's folders first on its module path."""
         import execnet
 
-        self.group = execnet.Group()  # its own, so that ``stop`` ends and reaps this worker's process
-        self.gateway = self.group.makegateway(f"popen//python={self.build.interpreter}")
-        self.channel = self.gateway.remote_exec(ab_worker_bootstrap())
         (self.cache / "tmp").mkdir(parents=True, exist_ok=True)
-        env = {"TORCHINDUCTOR_CACHE_DIR": str(self.cache / "inductor"), "TMPDIR": str(self.cache / "tmp")}
-        self.channel.send({"paths": [*self.build.path, str(builds.REPO_ROOT)], "env": {**env, **dict(self.build.env)}})
+        env = {
+            "PYTHONHASHSEED": HASH_SEED,
+            "TORCHINDUCTOR_CACHE_DIR": str(self.cache / "inductor"),
+            "TMPDIR": str(self.cache / "tmp"),
+            **dict(self.build.env),
+        }
+        spec = execnet.XSpec("popen")
+        spec.python = shlex.join(
+            [shutil.which("env") or "/usr/bin/env", *(f"{k}={v}" for k, v in env.items()), self.build.interpreter]
+        )
+        self.group = execnet.Group()  # its own, so that ``stop`` ends and reaps this worker's process
+        self.gateway = self.group.makegateway(spec)
+        self.channel = self.gateway.remote_exec(ab_worker_bootstrap())
+        self.channel.send({"paths": [*self.build.path, str(builds.REPO_ROOT)]})
 
     def send(self, op: str, **fields) -> None:
         if self.error:

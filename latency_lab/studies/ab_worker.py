@@ -15,12 +15,12 @@ import array
 import os
 import time
 
-# Sent to the build's interpreter by ``ab_builds``: the first message is ``{"paths", "env"}``.
+# Sent to the build's interpreter by ``ab_builds`` (its variables are set when it starts): the first
+# message is ``{"paths"}``, the build's folders and this suite's root.
 BOOTSTRAP = """
-import os, sys, warnings
+import sys, warnings
 warnings.filterwarnings("ignore", message="transformer_engine module not found")  # thunder's import, every build
 setup = channel.receive()
-os.environ.update(setup["env"])
 sys.path[:0] = setup["paths"]
 from latency_lab.studies import ab_worker
 ab_worker.serve(channel)

@@ -1,0 +1,516 @@
+"""Notebook 08, two builds in the same rounds: the paired verdicts on synthetic rounds, builds parsed
+and probed, ``runner.py ab``'s bad input, and real runs on CPU: a second interpreter (a wrapper
+script), a changed source tree with a planted delay, a worker that dies during the rounds, and the
+workers' processes once a session is closed."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, run_runner
+
+from latency_lab.core import builds, paired, parameters
+from latency_lab.core.parameters import ParameterError
+from latency_lab.studies import ab_builds
+
+B_VS_A, AA, PLANTED_10 = "B vs A", "A' vs A (A/A control)", f"{ab_builds.planted_label(10)} vs A"
+# runner.py ab's arguments of every real run here: tiny, CPU, 2 x 10 rounds, a planted 10% (and one executor)
+AB_ARGS = ("--preset", "tiny", "--device", "cpu", "-p", "repeats=10", "-p", "planted_pct=[10]")
+
+
+def _per_round(shift: float = 1.0, n: int = 20, noise: float = 0.005, seed: int = 0):
+    """A's and B's host ms per round: a host whose speed drifts up to 2x from round to round (both
+    blocks of a round see it), B's step ``shift`` times A's, each block with its own noise."""
+    rng = random.Random(seed)
+    host = [1.0 + rng.random() for _ in range(n)]
+    a = [1.5 * h * (1 + rng.gauss(0, noise)) for h in host]
+    b = [1.5 * shift * h * (1 + rng.gauss(0, noise)) for h in host]
+    return a, b
+
+
+def _wrapper(folder: Path, name: str, body: str) -> str:
+    """An executable shell script in ``folder``: ``body`` after the ``#!/bin/sh`` line."""
+    path = folder / name
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return str(path)
+
+
+def _key_rows(run: Path) -> list[dict]:
+    data = json.loads((run / "08_ab_builds.results.json").read_text())
+    table = data["key_table"]
+    return [dict(zip(table["columns"], r)) for r in table["rows"]]
+
+
+def _row(rows: list[dict], comparison: str, metric: str = "host_ms") -> dict:
+    (row,) = [r for r in rows if r["comparison"] == comparison and r["metric"] == metric]
+    return row
+
+
+def _no_run_folders(out: Path) -> bool:
+    return not out.exists() or not any(out.iterdir())
+
+
+# --- paired.change and paired.difference on synthetic rounds (no processes) ---
+
+
+def test_two_workers_of_one_build_are_not_called_different():
+    """A/A: the same distribution with seeded noise reads no change, in (nearly) every seed."""
+    changes = [paired.change("host_ms", *_per_round(seed=s), None, None, 0.0) for s in range(20)]
+    assert all(abs(c.ratio - 1) < 0.005 for c in changes), [c.ratio for c in changes]
+    assert sum(c.called for c in changes) <= 2, [c.text() for c in changes if c.called]
+    quiet = changes[0]
+    assert not quiet.called and quiet.verdict == "no change resolved"
+    assert quiet.text().startswith("no change resolved: this run resolves ±")
+
+
+def test_a_planted_ten_percent_is_called_slower_with_the_right_size():
+    """+10% in every round, under a host that drifts 2x: called slower, estimate and interval on 10%."""
+    for seed in range(5):
+        c = paired.change("host_ms", *_per_round(shift=1.10, seed=seed), None, None, 0.0)
+        assert c.called and c.verdict == "slower", c.text()
+        assert c.change_pct == pytest.approx(10.0, abs=0.5)
+        assert c.lo <= 1.10 <= c.hi
+        assert c.rounds == 20 and c.p < 0.001
+        assert c.text().startswith("B slower by ") and c.text("A'").startswith("A' slower by ")
+    faster = paired.change("host_ms", *_per_round(shift=0.9), None, None, 0.0)
+    assert faster.verdict == "faster" and faster.text().startswith("B faster by ")
+
+
+def test_a_real_three_percent_is_called_only_beyond_the_minimum_effect():
+    """+3%: below a 5% minimum effect it is not called (resolution 5%); with none it is."""
+    a, b = _per_round(shift=1.03, seed=3)
+    below = paired.change("host_ms", a, b, None, None, 0.05)
+    assert not below.called and below.verdict == "no change resolved"
+    assert below.half_width < 0.05 and below.resolution == 0.05
+    assert below.text().startswith("no change resolved: this run resolves ±5%"), below.text()
+    assert below.p < 0.05 and below.lo > 1  # the test and the interval alone would have called it
+    called = paired.change("host_ms", a, b, None, None, 0.0)
+    assert called.called and called.verdict == "slower"
+    assert called.resolution == called.half_width == pytest.approx((called.hi - called.lo) / 2)
+    assert called.change_pct == pytest.approx(3.0, abs=0.5)
+    assert called.text().startswith("B slower by 3")
+    assert called.to_dict()["verdict"] == "slower" and called.to_dict()["resolution_pct"] == pytest.approx(
+        100 * called.half_width
+    )
+
+
+def test_only_rounds_where_both_blocks_ran_fast_are_read():
+    """A round counts when both blocks ran fast; with fewer than MIN_FAST such rounds, every round."""
+    a, b = _per_round(shift=1.10)
+    keep_a, keep_b = [True] * 20, [True] * 20
+    keep_a[3] = keep_b[5] = False
+    c = paired.change("host_ms", a, b, keep_a, keep_b, 0.0)
+    assert c.fast_only and c.rounds == 18
+    few = [i < 3 for i in range(20)]
+    c = paired.change("host_ms", a, b, few, few, 0.0)
+    assert not c.fast_only and c.rounds == 20
+    assert paired.change("host_ms", [], [], None, None, 0.0) is None
+
+
+def test_a_part_that_moved_is_told_from_one_that_did_not():
+    """paired.difference: +5 µs in every round moved; the same distribution, or the same series, not."""
+    rng = random.Random(1)
+    a = [100 * (1 + rng.random()) for _ in range(20)]
+    shifted = [x + 5 + rng.gauss(0, 0.5) for x in a]
+    moved = paired.difference(a, shifted)
+    assert moved["moved"] and moved["diff_us"] == pytest.approx(5.0, abs=0.5) and moved["rounds"] == 20
+    same = paired.difference(a, [x + rng.gauss(0, 0.5) for x in a])
+    assert not same["moved"] and same["diff_lo_us"] < 0 < same["diff_hi_us"]
+    assert not paired.difference(a, list(a))["moved"]
+
+
+# --- builds: parse, check, git_state, differences ---
+
+
+@pytest.fixture(scope="module")
+def python_without_torch(tmp_path_factory) -> str:
+    """A virtual environment's python made from the system's interpreter (not the suite's): no torch."""
+    bases = ["/usr/bin/python3", str(Path(sys.base_prefix) / "bin" / "python3")]
+    base = next((p for p in bases if Path(p).is_file()), None)
+    if base is None:
+        pytest.skip(f"no system python to make a venv from ({', '.join(bases)})")
+    venv = tmp_path_factory.mktemp("no-torch") / "venv"
+    subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True, timeout=120)
+    python = venv / "bin" / "python"
+    assert subprocess.run([str(python), "-c", "import torch"], capture_output=True).returncode != 0
+    return str(python)
+
+
+def test_an_empty_build_is_this_environment():
+    """{} and None are this environment: this interpreter, no folders, no variables."""
+    for value in ({}, None):
+        build = builds.parse("build_b", value)
+        assert build.here and build.interpreter == sys.executable and build.text() == "this Python"
+    assert not builds.parse("build_b", {"env": {"X": "1"}}).here
+
+
+@pytest.mark.parametrize(
+    "value, fragment",
+    [
+        ({"python": "/nonexistent/python"}, "is not an executable file"),
+        ({"path": ["/nonexistent/folder"]}, "is not a folder"),
+        ({"env": {"1BAD": "x"}}, "is not a variable name"),
+        ({"env": {"A-B": "x"}}, "is not a variable name"),
+        ({"pythn": sys.executable}, "a dict with any of python"),
+        ({"env": {"X": 1}}, "a dict with any of python"),
+        ("/usr/bin/python3", "a dict with any of python"),
+    ],
+)
+def test_a_bad_build_is_a_parameter_error_naming_the_parameter(value, fragment):
+    """A missing interpreter or folder, a bad variable, an unknown key: ParameterError naming build_b."""
+    with pytest.raises(ParameterError) as e:
+        builds.parse("build_b", value)
+    assert e.value.name == "build_b"
+    assert str(e.value).startswith("invalid parameter build_b=") and fragment in str(e.value)
+
+
+def test_a_relative_folder_is_resolved(tmp_path, monkeypatch):
+    """A folder given relative to the working directory is kept as its absolute path."""
+    (tmp_path / "src").mkdir()
+    monkeypatch.chdir(tmp_path)
+    build = builds.parse("build_b", {"path": "src"})
+    assert build.path == (str((tmp_path / "src").resolve()),)
+    assert builds.parse("build_b", {"path": ["./src/../src"]}).path == build.path
+
+
+def test_an_interpreter_without_torch_is_refused_by_the_check(python_without_torch):
+    """parse takes any executable; check starts it and refuses it: it cannot import torch."""
+    build = builds.parse("build_b", {"python": python_without_torch})
+    assert build.interpreter == python_without_torch
+    with pytest.raises(ParameterError) as e:
+        builds.check("build_b", build)
+    assert e.value.name == "build_b"
+    assert "a build whose interpreter imports torch" in str(e.value) and "No module named 'torch'" in str(e.value)
+    with pytest.raises(ParameterError, match="build_b"):
+        parameters.validate(preset="tiny", device="cpu", build_b={"python": python_without_torch})
+
+
+def test_git_state_reads_the_commit_and_whether_the_tree_changed(tmp_path):
+    """A git work tree: its commit, dirty once a tracked file is modified; a plain folder: None."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def git(*args) -> str:
+        who = ["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"]
+        done = subprocess.run(["git", *who, "-C", str(repo), *args], capture_output=True, text=True, check=True)
+        return done.stdout.strip()
+
+    git("init", "-q")
+    (repo / "a.py").write_text("x = 1\n")
+    git("add", "a.py")
+    git("commit", "-q", "-m", "one")
+    head = git("rev-parse", "HEAD")
+    assert builds.git_state(str(repo)) == {
+        "commit": head,
+        "dirty": False,
+        "branch": git("rev-parse", "--abbrev-ref", "HEAD"),
+    }
+    (repo / "a.py").write_text("x = 2\n")
+    state = builds.git_state(str(repo))
+    assert state["commit"] == head and state["dirty"] is True
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert builds.git_state(str(plain)) is None
+
+
+def test_differences_name_what_differs_between_two_probes():
+    """Two probes of the same stack (one with a variable only) differ in nothing; a probe whose torch
+    version or thunder folder differs names it."""
+    a = builds.probe(builds.Build())
+    b = builds.probe(builds.Build(env=(("LATENCY_LAB_AB_TEST", "1"),)))
+    assert a["packages"]["torch"]["version"] and a["executable"] == sys.executable
+    assert builds.differences(a, b) == []
+    other = copy.deepcopy(b)
+    other["packages"]["torch"]["version"] = "9.9.9"
+    (line,) = builds.differences(a, other)
+    assert line.startswith("torch: A ") and line.endswith(", B 9.9.9")
+    moved = copy.deepcopy(b)
+    moved["packages"]["lightning-thunder"]["file"] = "/elsewhere/src/thunder/__init__.py"
+    (line,) = builds.differences(a, moved)
+    assert line.startswith("lightning-thunder: ") and "B's from /elsewhere/src" in line
+
+
+# --- runner.py ab: bad input ---
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        ([], "give build B: --b PYTHON, --b-path FOLDER or --b-env NAME=VALUE"),
+        (["--b", "/nonexistent/python"], "invalid parameter build_b="),
+        (["--b-path", "/nonexistent"], "path '/nonexistent' is not a folder"),
+        (["--b-env", "NOVALUE"], "invalid parameter --b-env='NOVALUE': allowed NAME=VALUE"),
+        (["--b-env", "=1"], "invalid parameter --b-env='=1'"),
+        (["--b-env", "X=1", "--notebooks", "01"], "runs notebook 08 only: leave out --notebooks"),
+        (["--b-env", "X=1", "--notebooks=08"], "runs notebook 08 only: leave out --notebooks"),
+        (["--b", "NO_TORCH"], "a build whose interpreter imports torch"),
+    ],
+    ids=[
+        "no-b",
+        "missing-python",
+        "missing-folder",
+        "env-without-value",
+        "env-without-name",
+        "notebooks",
+        "notebooks=",
+        "no-torch",
+    ],
+)
+def test_runner_ab_rejects_bad_input_in_one_line_before_any_run(tmp_path, args, fragment, python_without_torch):
+    """Exit 2, one line on stderr naming the flag or parameter, no run folder made."""
+    args = [python_without_torch if a == "NO_TORCH" else a for a in args]
+    out = tmp_path / "out"
+    proc = run_runner("ab", *args, "--preset", "tiny", "--device", "cpu", "--output-dir", str(out), timeout=120)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0], proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    if "/nonexistent/python" in args:
+        assert "'/nonexistent/python' is not an executable file" in lines[0]
+    assert _no_run_folders(out), sorted(p.name for p in out.iterdir())
+
+
+# --- real runs on CPU ---
+
+
+@pytest.fixture(scope="module")
+def wrapper_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path, str]:
+    """``runner.py ab --b WRAPPER`` on the tiny preset, CPU, thunder:torch, a planted 10%: B is this
+    suite's interpreter started through a shell script, another interpreter path and process."""
+    folder = tmp_path_factory.mktemp("ab-wrapper")
+    wrapper = _wrapper(folder, "python-b", f'echo "$1" >> "{folder / "started"}"\nexec "{sys.executable}" "$@"\n')
+    out = folder / "out"
+    proc = run_runner(
+        *("ab", "--b", wrapper, *AB_ARGS, "-p", "executors=thunder:torch"),
+        *("--output-dir", str(out), "--run-id", "ab"),
+        timeout=600,
+    )
+    return proc, out / "ab", wrapper
+
+
+def test_runner_ab_with_a_second_interpreter_writes_a_complete_run(wrapper_run):
+    """Exit 0; the results JSON, the executed notebook and the index naming 08."""
+    proc, run, _ = wrapper_run
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert (run / "08_ab_builds.results.json").is_file() and (run / "08_ab_builds.ipynb").is_file()
+    assert "08_ab_builds" in (run / "index.html").read_text()
+    assert "rounds: 20 of 20 done" in proc.stdout  # -p repeats=10: 2 x 10 rounds
+
+
+def test_runner_ab_reads_b_and_the_controls_against_a(wrapper_run):
+    """B vs A, the A/A control and the planted 10% are rows; A/A is not called; the planted delay is
+    found; B's worker ran the wrapper; logits agree."""
+    _, run, wrapper = wrapper_run
+    data = json.loads((run / "08_ab_builds.results.json").read_text())
+    rows = _key_rows(run)
+    assert {r["comparison"] for r in rows} == {B_VS_A, AA, PLANTED_10}
+    assert all(r["status"] == "ok" and r["ratio_x"] > 0 for r in rows), rows
+    aa = _row(rows, AA)
+    print(f"A/A ratio {aa['ratio_x']:.4f} ({aa['ratio_lo_x']:.4f}-{aa['ratio_hi_x']:.4f}): {aa['verdict']}")
+    print(f"B/A ratio {_row(rows, B_VS_A)['ratio_x']:.4f}: {_row(rows, B_VS_A)['verdict']}")
+    print("controls", data["controls"])
+    assert aa["verdict"].startswith("no change resolved"), aa
+    (control,) = data["controls"]
+    assert control["planted_pct_asked"] == 10.0 and control["planted_us"] > 0
+    assert control["detected"], control
+    assert abs(control["found_pct"] - control["planted_pct"]) <= 5, control
+    by_worker = {b["worker"]: b for b in data["builds"]}
+    assert set(by_worker) == {"A", "A'", ab_builds.planted_label(10), "B"}
+    assert by_worker["B"]["build"] == f"python {wrapper}" and by_worker["A"]["build"] == "this Python"
+    # the wrapper ran for the checks' probes (python -c PROBE) and for B's worker (execnet's python -u -c ...)
+    assert "-u" in (Path(wrapper).parent / "started").read_text().split()
+    assert all(b["error"] is None and b["torch"] == by_worker["A"]["torch"] for b in data["builds"])
+    assert data["differs"] == []  # the same interpreter behind the wrapper: the same stack
+    assert {x["against"] for x in data["logits"]} == {"A' vs A", "B vs A"}
+    assert all(x["passed"] for x in data["logits"]), data["logits"]
+
+
+PLANTED_US = 400.0  # about 40% of a tiny eager step on CPU: called above any minimum effect a CPU has
+MARK = "# TEST-PLANTED: a pure-Python busy wait in every call of B's executors (tests/test_ab_builds.py)"
+
+
+def _slower_tree(root: Path) -> Path:
+    """A copy of the ``latency_lab`` package under ``root`` whose workers wrap every prepared
+    executor's call in a busy wait of ``PLANTED_US`` µs: a build B that is slower by a known delay."""
+    shutil.copytree(ROOT / "latency_lab", root / "latency_lab", ignore=shutil.ignore_patterns("__pycache__"))
+    worker = root / "latency_lab" / "studies" / "ab_worker.py"
+    before = '            record = {"status": prep.status, "reason": prep.reason, "notes": prep.notes}\n'
+    text = worker.read_text()
+    assert text.count(before) == 1, "ab_worker.Worker.build changed: update the substitution"
+    planted = f"            if prep.ok:  {MARK}\n                prep.fn = planted(prep.fn, {PLANTED_US})\n"
+    worker.write_text(text.replace(before, planted + before))
+    return root
+
+
+def test_a_changed_source_tree_as_build_b_is_called_slower(tmp_path):
+    """B imports a copied tree whose steps are slower by a busy wait: B vs A is called slower by at
+    least half the wait's share of the step, the A/A control is not called, B's build row names the tree."""
+    tree = _slower_tree(tmp_path / "tree")
+    params = parameters.validate(
+        preset="tiny",
+        device="cpu",
+        executors="eager",
+        output_dir=str(tmp_path / "out"),
+        repeats=10,
+        planted_pct=[10],
+        build_b={"path": [str(tree)]},
+    )
+    result = ab_builds.run(params)
+    rows = {r["comparison"]: r for r in result.table if r["metric"] == "host_ms"}
+    b, aa = rows[B_VS_A], rows[AA]
+    expected = 100 * PLANTED_US / (b["a_ms"] * 1e3)  # the busy wait as a share of A's host time per step
+    print(
+        f"B/A {b['ratio_x']:.4f} ({b['ratio_lo_x']:.4f}-{b['ratio_hi_x']:.4f}) {b['verdict']}; {expected:.3g}% planted"
+    )
+    print(f"A/A {aa['ratio_x']:.4f} ({aa['ratio_lo_x']:.4f}-{aa['ratio_hi_x']:.4f}) {aa['verdict']}")
+    print("controls", result.controls)
+    assert b["status"] == "ok" and aa["status"] == "ok"
+    assert b["called"] and b["verdict"].startswith("B slower by "), b
+    assert b["change_pct"] >= expected / 2, b  # the tree's delay, not a stray move
+    assert not aa["called"] and aa["verdict"].startswith("no change resolved"), aa
+    (row_b,) = [x for x in result.builds if x["worker"] == "B"]
+    assert row_b["build"] == f"this Python, {tree.resolve()} first on the module path"
+    assert row_b["folders"] == [{"folder": str(tree.resolve()), "git": None}]
+    assert result.differs == []  # the same packages: only this suite's own code differs
+    assert all(x["passed"] for x in result.logits), result.logits
+
+
+def test_a_closed_session_leaves_no_worker_process_behind(tmp_path):
+    """After Session.close, no worker process is left, not even a zombie waiting to be reaped."""
+    import psutil
+
+    params = parameters.validate(
+        preset="tiny", device="cpu", executors="eager", output_dir=str(tmp_path), repeats=2, planted_pct=[10]
+    )
+    with ab_builds.Session(params) as session:
+        pids = [session.hello[w]["pid"] for w in ("A", "A'")]
+        assert all(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids)
+    time.sleep(1)
+    left = {}
+    for pid in pids:
+        try:
+            left[pid] = psutil.Process(pid).status()
+        except psutil.NoSuchProcess:
+            pass
+    assert left == {}, f"worker processes left after close: {left}"
+
+
+def test_a_worker_that_dies_during_the_rounds_leaves_a_partial_run(tmp_path):
+    """B's interpreter is killed (SIGKILL) once a quarter of the rounds are done: the runner exits
+    non-zero, B's rows say the worker is gone, A' and the planted rows keep their numbers."""
+    # Killed on the first quarter's progress line, not after a fixed delay: the build takes 10-30 s on a busy
+    # CPU and the tiny rounds 1-3 s. The killer polls the progress file the coordinator writes
+    # (LATENCY_LAB_PROGRESS, inherited by the worker) and stops when the interpreter ends by itself.
+    wrapper = _wrapper(
+        tmp_path,
+        "python-dies",
+        "exec 3<&0\n"  # the interpreter's stdin is execnet's pipe (a job started with & would read /dev/null)
+        f'"{sys.executable}" "$@" <&3 3<&- &\n'
+        "pid=$!\n"
+        "exec 3<&-\n"
+        "(\n"
+        "  while kill -0 $pid 2>/dev/null &&\n"
+        '    ! grep -q "rounds: [0-9]* of [0-9]* done" "$LATENCY_LAB_PROGRESS" 2>/dev/null; do\n'
+        "    sleep 0.05\n"
+        "  done\n"
+        "  kill -9 $pid\n"
+        ") </dev/null >/dev/null 2>&1 &\n"
+        "wait $pid\n",
+    )
+    out = tmp_path / "out"
+    proc = run_runner(
+        *("ab", "--b", wrapper, *AB_ARGS, "-p", "executors=eager"),
+        *("--output-dir", str(out), "--run-id", "dies"),
+        timeout=600,
+    )
+    print(proc.stdout[-3000:])
+    assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "FAILED ROWS: 08_ab_builds: eager (partial)" in proc.stdout
+    run = out / "dies"
+    rows = _key_rows(run)
+    b = [r for r in rows if r["comparison"].startswith("B")]
+    assert b and all(r["status"] in ("partial", "failed") for r in b), b
+    assert all("worker B is gone" in r["reason"] for r in b), b
+    for comparison in (AA, PLANTED_10):
+        row = _row(rows, comparison)
+        assert row["status"] == "ok" and row["reason"] is None and row["ratio_x"] > 0 and row["p"] is not None, row
+    (dies,) = [r for r in b if r["comparison"] == B_VS_A]
+    blocks = json.loads((run / "08_ab_builds.results.json").read_text())["rounds"]
+    print({name: (x["rounds"], x["error"]) for name, x in blocks.items()})
+    assert dies["status"] == "partial" and dies["ratio_x"] > 0, dies  # died part-way: its rounds before stand
+    assert 5 <= blocks["eager · B"]["rounds"] < 20 and "worker B is gone" in blocks["eager · B"]["error"]
+    assert all(x["rounds"] == 20 and x["error"] is None for n, x in blocks.items() if not n.endswith("· B"))
+    assert "rounds: 20 of 20 done" in proc.stdout  # A, A' and the planted entry went on to the end
+
+
+# --- the test over rounds, the verdict's words, the benchmark's minimum effect ---
+
+
+def test_the_signed_rank_test_tells_a_shift_from_noise_and_needs_six_differences():
+    rng = random.Random(1)
+    noise = [rng.gauss(0, 1) for _ in range(60)]
+    assert paired.signed_rank_test(noise) > 0.05
+    assert paired.signed_rank_test([x + 0.8 for x in noise]) < 1e-3
+    assert paired.signed_rank_test([1.0, -1.0, 2.0, 0.0, 0.0]) is None  # zeros dropped: three left
+    assert paired.signed_rank_test([1.0] * 10) < 0.01  # all tied, all one side
+
+
+def test_an_interval_that_excludes_no_change_but_an_uncalled_test_says_so():
+    c = paired.Change("host_ms", 1.0, 1.03, 1.03, 1.004, 1.05, 0.2, 40, True, 0.0)
+    assert not c.called and "the test over 40 rounds does not call it" in c.text() and "p = 0.2" in c.text()
+    called = paired.Change("host_ms", 1.0, 1.03, 1.03, 1.004, 1.05, 0.01, 40, True, 0.0)
+    assert called.called and called.text() == "B slower by 3% (0.4-5%)"
+    under = paired.Change("host_ms", 1.0, 1.03, 1.03, 1.004, 1.05, 0.01, 40, True, 0.05)
+    assert not under.called and under.text().startswith("no change resolved: this run resolves ±5%")
+
+
+def _trial(session: int, aa: tuple[float, float, float], planted: tuple[float, float, float], p: float = 0.01) -> dict:
+    """A trial record of tools/ab_benchmark.py: A/A and one planted 1% as (ratio, lo, hi)."""
+
+    def row(comparison, r):
+        return {"metric": "host_ms", "comparison": comparison, "a_ms": 1.0, "b_ms": r[0], "ratio_x": r[0],
+                "ratio_lo_x": r[1], "ratio_hi_x": r[2], "p": p, "rounds": 40, "fast_only": True}  # fmt: skip
+
+    return {"session": session, "seconds": 1.0, "aa": {"host_ms": row("A' vs A", aa)},
+            "planted": [{**row("A + 1% planted vs A", planted), "planted_pct": 1.0, "asked_pct": 1.0}]}  # fmt: skip
+
+
+def test_the_benchmark_minimum_effect_is_what_a_a_left_its_interval_by_judged_held_out():
+    sys.path.insert(0, str(ROOT / "tools"))
+    import ab_benchmark
+
+    calm = [_trial(s, (1.001, 0.995, 1.007), (1.01, 1.004, 1.016)) for s in (0, 1)]
+    assert ab_benchmark.min_effect(calm, "host_ms") == 0.0  # every A/A interval held 1
+    offset = _trial(2, (1.02, 1.012, 1.028), (1.03, 1.022, 1.038))  # a worker pair 2% apart
+    assert ab_benchmark.min_effect([*calm, offset], "host_ms") == pytest.approx(0.012)
+    summary = ab_benchmark.summarize([*calm, offset], ("host_ms",))["host_ms"]
+    # each trial judged with the other sessions' minimum effect: the offset session's A/A is a false call
+    assert (summary["aa_calls"], summary["aa_trials"]) == (1, 3)
+    planted = summary["planted"]["1"]
+    # the calm sessions' 1% lies under the 1.2% the offset session sets, the offset one's 3% beyond 0
+    assert planted["detected"] == 1 and planted["trials"] == 3
+    assert planted["error_pp_median"] == pytest.approx(0.0)
+
+
+def test_compare_prints_each_numbers_resolution_and_points_to_runner_ab(tmp_path):
+    from latency_lab.run import compare
+
+    aa = {"comparison": "A' vs A (A/A control)", "metric": "host_ms", "resolution_pct": 0.8, "executor": "thunder"}
+    run = {"notebooks": {"08_ab_builds": {"key_table": {"columns": list(aa), "rows": [list(aa.values())]}}}}
+    assert compare.ab_resolution(run) == 0.8
+    report = {"rows": [{"metric": "host_ms", "beyond_spread": False, "b": 1.0, "a": 1.0, "verdict": "reproduced",
+                        "resolution": 0.1}], "hosts_apart": None, "ab_resolution_pct": 0.8}  # fmt: skip
+    text = compare.tally(report)
+    assert "median ±10%" in text and "python runner.py ab" in text and "resolved ±0.8%" in text
+    assert compare.resolution(1.0, 1.0, (0.9, 1.1), (0.8, 1.2), None, None, None, "host_ms") == pytest.approx(0.2)
+    assert compare.resolution(10, 10, None, None, (9, 11), (9, 11), 0.3, "host_ms") == pytest.approx(0.3)
+    assert compare.resolution(10, 10, None, None, (9, 11), (9, 11), 0.3, "kernel_ms") == pytest.approx(0.2)
