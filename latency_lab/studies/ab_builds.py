@@ -466,8 +466,15 @@ def build_rows(workers: list[Worker], hello: dict) -> list[dict]:
         for dist, info in (h.get("packages") or {}).items():
             row[dist] = info.get("version") or f"missing ({info.get('error')})"
         row["folders"] = [{"folder": f, "git": builds.git_state(f)} for f in w.build.path]
+        row["git"] = "; ".join(git_text(f["folder"], f["git"]) for f in row["folders"] if f["git"]) or None
         rows.append(row)
     return rows
+
+
+def git_text(folder: str, git: dict) -> str:
+    """A folder's git state in a few words: ``lightning-thunder at 1a2b3c4d5e (my-branch, with changes)``."""
+    changes = ", with changes" if git["dirty"] else ""
+    return f"{Path(folder).name} at {git['commit'][:10]} ({git['branch']}{changes})"
 
 
 def executor_rows(workers: list[Worker], built: dict, params: Params) -> list[dict]:
