@@ -31,6 +31,8 @@ QUESTIONS = {
     results.SCALING: "How do wall, host and kernel time grow with depth, prompt length and token-by-token decoding?",
     results.LEVERS: "What does each remedy the seed proposes save Thunder-nvFuser, where does the saving land, and "
     "would the best together reach torch.compile?",
+    results.AB_BUILDS: "Did a change of the stack (a Thunder or nvFuser branch, another transformers) move the step, "
+    "and which part moved? Two builds in the same rounds, with what this run can resolve.",
 }
 OUTPUTS = REPO_ROOT / "outputs"
 REFERENCE = OUTPUTS / "reference-h100"  # the published reference run (``runner.py publish``)
