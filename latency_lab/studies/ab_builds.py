@@ -32,6 +32,7 @@ from ..core.builds import Build
 from ..core.harness import Measured, Rounds, describe
 from ..core.parameters import Params
 from ..pages.tables import number
+from . import ab_worker
 
 A, TWIN, B = "A", "A'", "B"  # the workers: build A, a second worker of build A (the control), build B
 BUILD_TIMEOUT_S = 1800  # a worker's model and first calls (Thunder at 16 layers: minutes)
@@ -93,7 +94,7 @@ class Worker:
         )
         self.group = execnet.Group()  # its own, so that ``stop`` ends and reaps this worker's process
         self.gateway = self.group.makegateway(spec)
-        self.channel = self.gateway.remote_exec(ab_worker_bootstrap())
+        self.channel = self.gateway.remote_exec(ab_worker.BOOTSTRAP)
         self.channel.send({"paths": [*self.build.path, str(builds.REPO_ROOT)]})
 
     def send(self, op: str, **fields) -> None:
@@ -130,12 +131,6 @@ class Worker:
             pass
         if self.group is not None:
             self.group.terminate(timeout=10)
-
-
-def ab_worker_bootstrap() -> str:
-    from . import ab_worker
-
-    return ab_worker.BOOTSTRAP
 
 
 class RemoteEntry(harness.Entry):
