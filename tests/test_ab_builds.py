@@ -310,8 +310,8 @@ def test_runner_ab_with_a_second_interpreter_writes_a_complete_run(wrapper_run):
 
 
 def test_runner_ab_reads_b_and_the_controls_against_a(wrapper_run):
-    """B vs A, the A/A control and the planted 10% are rows; A/A is not called; the planted delay is
-    found; B's worker ran the wrapper; logits agree."""
+    """B vs A, the A/A control and the planted delay are rows; the planted delay is called; A/A and B
+    (the same build) are not, beyond a worker pair's few %; B's worker ran the wrapper; logits agree."""
     _, run, wrapper = wrapper_run
     data = json.loads((run / "08_ab_builds.results.json").read_text())
     rows = _key_rows(run)
@@ -323,11 +323,12 @@ def test_runner_ab_reads_b_and_the_controls_against_a(wrapper_run):
     print("controls", data["controls"])
     (control,) = data["controls"]
     assert control["planted_pct_asked"] == PLANTED and control["planted_us"] > 0
-    assert control["detected"], control
-    assert abs(control["found_pct"] - control["planted_pct"]) <= 10, control
-    # two workers of one build: far less apart than the planted delay (how often A/A is called at all is the
-    # benchmark's to say; a worker that ran warmer than its twin read 3% apart before each entry had its own)
-    assert abs(aa["change_pct"]) < min(5, control["found_pct"] / 4), aa
+    assert control["detected"] and control["found_pct"] > control["planted_pct"] / 2, control
+    # Two workers of one build, and B the same build: either not called, or called for a move as small as the
+    # CPU machine's worker pairs make (up to 3%: benchmarks/ab-cpu-2026-12-06.json). How often A/A is called
+    # is the benchmark's to say; beside other tests on 2 cores a run's resolution here is 2-30%.
+    for row in (aa, _row(rows, B_VS_A)):
+        assert row["verdict"].startswith("no change resolved") or abs(row["change_pct"]) < 3, row
     by_worker = {b["worker"]: b for b in data["builds"]}
     assert set(by_worker) == {"A", "A'", ab_builds.planted_label(PLANTED), "B"}
     assert by_worker["B"]["build"] == f"python {wrapper}" and by_worker["A"]["build"] == "this Python"
@@ -358,7 +359,8 @@ def _slower_tree(root: Path) -> Path:
 
 def test_a_changed_source_tree_as_build_b_is_called_slower(tmp_path):
     """B imports a copied tree whose steps are slower by a busy wait: B vs A is called slower by at
-    least half the wait's share of the step, the A/A control is not called, B's build row names the tree."""
+    least half the wait's share of the step, the A/A control is not called beyond a worker pair's few %,
+    B's build row names the tree."""
     tree = _slower_tree(tmp_path / "tree")
     params = parameters.validate(
         preset="tiny",
@@ -381,7 +383,7 @@ def test_a_changed_source_tree_as_build_b_is_called_slower(tmp_path):
     assert b["status"] == "ok" and aa["status"] == "ok"
     assert b["called"] and b["verdict"].startswith("B slower by "), b
     assert b["change_pct"] >= expected / 2, b  # the tree's delay, not a stray move
-    assert abs(aa["change_pct"]) < min(5, b["change_pct"] / 4), aa  # two workers of A: far less apart
+    assert not aa["called"] or abs(aa["change_pct"]) < 3, aa  # two workers of A (see the test above)
     (row_b,) = [x for x in result.builds if x["worker"] == "B"]
     assert row_b["build"] == f"this Python, {tree.resolve()} first on the module path"
     assert row_b["folders"] == [{"folder": str(tree.resolve()), "git": None}]
@@ -519,3 +521,34 @@ def test_compare_prints_each_numbers_resolution_and_points_to_runner_ab(tmp_path
     assert compare.resolution(1.0, 1.0, (0.9, 1.1), (0.8, 1.2), None, None, None, "host_ms") == pytest.approx(0.2)
     assert compare.resolution(10, 10, None, None, (9, 11), (9, 11), 0.3, "host_ms") == pytest.approx(0.3)
     assert compare.resolution(10, 10, None, None, (9, 11), (9, 11), 0.3, "kernel_ms") == pytest.approx(0.2)
+
+
+def test_a_folder_inside_another_repository_has_no_commit_of_its_own(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "wheels").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    assert builds.git_state(str(repo / "wheels")) is None  # git -C would report the enclosing repository's
+
+
+def test_an_interpreter_that_hangs_is_refused_in_time_and_leaves_no_process(tmp_path, monkeypatch):
+    import psutil
+
+    monkeypatch.setattr(builds, "PROBE_TIMEOUT_S", 2)
+    marker = tmp_path / "hang-marker"
+    hang = _wrapper(tmp_path, "python-hangs", f'sleep 1000 & echo $! > "{marker}"\nwait\n')
+    builds.probe.cache_clear()
+    with pytest.raises(RuntimeError, match="did not answer in 2 s"):
+        builds.probe(builds.Build(python=hang))
+    time.sleep(0.5)
+    pid = int(marker.read_text())
+    try:  # killed; where nothing reaps orphans (a container's first process) it may linger as a zombie
+        alive = psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        alive = False
+    assert not alive, "the hanging interpreter's child was left behind"
+
+
+def test_planted_delays_that_print_alike_are_refused():
+    with pytest.raises(ParameterError, match="planted_pct"):
+        parameters.resolved(planted_pct=[1, 1.0000001])
+    assert parameters.resolved(planted_pct=[5, 1]).planted_pct == (1.0, 5.0)

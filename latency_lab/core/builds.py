@@ -15,6 +15,7 @@ import functools
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ PACKAGES = (
     ("nvfuser_direct", "nvfuser"),
     ("transformers", "transformers"),
 )
-PROBE_TIMEOUT_S = 180
+PROBE_TIMEOUT_S = 60  # an interpreter that imports torch answers in seconds
 REPO_ROOT = Path(__file__).resolve().parents[2]  # put after a build's own folders, so its workers import this suite
 
 
@@ -138,10 +139,19 @@ def probe(build: Build) -> dict:
     interpreter does not answer."""
     paths = [*build.path, str(REPO_ROOT)]
     args = [build.interpreter, "-c", PROBE, json.dumps(paths), json.dumps(dict(build.env))]
+    try:  # its own session: on a timeout the whole process group goes, not only the interpreter's first process
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    except OSError as e:
+        raise RuntimeError(f"{build.interpreter} did not start: {e.strerror or e}") from None
     try:
-        done = subprocess.run(args, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise RuntimeError(f"{build.interpreter} did not start: {e}") from None
+        out, err = proc.communicate(timeout=PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise RuntimeError(
+            f"{build.interpreter} did not answer in {PROBE_TIMEOUT_S} s (it should import torch)"
+        ) from None
+    done = subprocess.CompletedProcess(args, proc.returncode, out, err)
     line = next((x for x in done.stdout.splitlines() if x.startswith("LATENCY-LAB-PROBE ")), None)
     if line is None:
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
@@ -166,7 +176,8 @@ def check(name: str, build: Build) -> dict:
 
 
 def git_state(folder: str) -> dict | None:
-    """A folder's git commit and whether its work tree has changes, or None outside a git work tree."""
+    """A folder's git commit and whether its work tree has changes, or None where the folder is not the
+    top of a git work tree (a folder of wheels inside another repository has no commit of its own)."""
 
     def git(*args) -> str | None:
         try:
@@ -175,6 +186,9 @@ def git_state(folder: str) -> dict | None:
             return None
         return done.stdout.strip() if done.returncode == 0 else None
 
+    top = git("rev-parse", "--show-toplevel")
+    if top is None or Path(top).resolve() != Path(folder).resolve():  # a folder inside another repository's tree
+        return None
     commit = git("rev-parse", "HEAD")
     if commit is None:
         return None

@@ -460,7 +460,10 @@ def _planted(value) -> tuple[float, ...]:
         or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x <= 100 for x in items)
     ):
         raise ParameterError("planted_pct", value, "a number or a non-empty list of numbers in (0, 100], e.g. [1, 5]")
-    return tuple(sorted({float(x) for x in items}))
+    chosen = sorted({float(x) for x in items})
+    if len({f"{x:g}" for x in chosen}) < len(chosen):  # each names a worker of its own: "A + 1% planted"
+        raise ParameterError("planted_pct", value, "numbers in (0, 100] that differ in their first 6 digits")
+    return tuple(chosen)
 
 
 def _threads(value, device: str) -> int:

@@ -14,7 +14,7 @@ Controls in every run: a second worker of build A (A') gives the run's own false
 against A), and A' with a planted pure-Python delay of ``planted_pct`` % of A's host time per step
 gives its sensitivity (the delay is known; the estimate must find it). B against A, A' against A and
 each planted entry against A are read alike (``paired.change``): the median per-round ratio, its
-bootstrap interval, a sign test, and a call only beyond the measured minimum effect.
+bootstrap interval, a signed-rank test, and a call only beyond the measured minimum effect.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from ..core import builds, environment, harness, model, paired, registry, result
 from ..core.builds import Build
 from ..core.harness import Measured, Rounds, describe
 from ..core.parameters import Params
+from ..core.progress import say
 from ..pages.tables import number
 from . import ab_worker
 
@@ -375,8 +376,8 @@ def control_rows(table: list[dict], delays: dict, timed: Rounds) -> list[dict]:
 def parts_rows(timed: Rounds, params: Params) -> list[dict]:
     """Per Thunder configuration and in-place part: A' against A (the A/A control), and B against A,
     each paired per round (``paired.difference``). A part of B **moved** when its test calls it and
-    its difference lies beyond the control's interval for the same part (what two workers of build A
-    differ by in this run); the control's own rows show what no change looks like, part by part."""
+    its whole interval lies beyond the control's interval for the same part (what two workers of build
+    A differ by in this run); the control's own rows show what no change looks like, part by part."""
     rows = []
     for name in params.executors:
         a = timed.timed.get(entry_name(name, A))
@@ -398,10 +399,11 @@ def parts_rows(timed: Rounds, params: Params) -> list[dict]:
                 if d is None:
                     continue
                 if other == TWIN:
-                    control[part] = max(abs(d["diff_lo_us"]), abs(d["diff_hi_us"]))
+                    control[part] = (d["diff_lo_us"], d["diff_hi_us"])
                 else:
-                    d["control_us"] = control.get(part)
-                    d["moved"] = d["moved"] and abs(d["diff_us"]) > (control.get(part) or 0.0)
+                    lo, hi = control.get(part, (0.0, 0.0))
+                    d["control_lo_us"], d["control_hi_us"] = lo, hi
+                    d["moved"] = d["moved"] and (d["diff_lo_us"] > hi or d["diff_hi_us"] < lo)
                 rows.append({"executor": name, "against": other, "part": part, **d})
     return rows
 
@@ -526,6 +528,14 @@ def findings(r: Result) -> list[str]:
     """Sentences from the tables: what differs, each executor's verdict, the controls, which part moved."""
     out = [differs_text(r)]
     for row in r.table:
+        if row["comparison"] == f"{B} build":
+            out.append(f"**B could not run {row['executor']}** ({row['status']}): {row['reason']}.")
+        elif row["comparison"] == "B vs A" and row["status"] != "ok" and row["metric"] == "host_ms":
+            out.append(
+                f"**B's {row['executor']} stopped early** ({row['reason']}): its verdict below is from "
+                f"{row.get('rounds') or 0} rounds."
+            )
+    for row in r.table:
         if row["comparison"] == "B vs A" and row.get("ratio_x") is not None:
             out.append(f"**{row['executor']}**, {row['metric'].removesuffix('_ms')} time per step: {row['verdict']}.")
     aa = [x for x in r.table if x["comparison"].startswith("A' vs A") and x.get("ratio_x") is not None]
@@ -546,19 +556,25 @@ def findings(r: Result) -> list[str]:
     moved = [p for p in r.parts if p.get("moved") and p["against"] == B]
     if moved:
         out.append(
-            "**Parts of B that moved** (in place, paired per round, beyond the A/A control's interval): "
+            "**Parts of B that moved** (in place, paired per round, the whole interval beyond the A/A control's "
+            "for the same part): "
             + "; ".join(f"{p['executor']} {p['part']} {p['diff_us']:+.3g} µs" for p in moved)
             + "."
         )
     elif any(p["against"] == B for p in r.parts):
-        out.append("No in-place part of B moved beyond its paired interval and the A/A control's.")
+        out.append("No in-place part of B moved beyond its paired interval and the A/A control's for that part.")
     aa = [p for p in r.parts if p["against"] == TWIN and p.get("part")]
     if aa:
-        widest = max(aa, key=lambda p: max(abs(p["diff_lo_us"]), abs(p["diff_hi_us"])))
+
+        def reach(p):
+            return max(abs(p["diff_lo_us"]), abs(p["diff_hi_us"]))
+
+        widest = max(aa, key=reach)
         out.append(
             f"In the A/A control, {sum(bool(p['moved']) for p in aa)} of {len(aa)} in-place parts read moved by "
-            f"their test alone; the widest interval, {widest['executor']} {widest['part']}, reaches "
-            f"{max(abs(widest['diff_lo_us']), abs(widest['diff_hi_us'])):.3g} µs: a part of B must move further."
+            f"their test alone (two workers of one build differ part by part; the widest interval, "
+            f"{widest['executor']} {widest['part']}, reaches {reach(widest):.3g} µs)"
+            + (": a part of B counts only beyond its own A/A interval." if r.params.build_b is not None else ".")
         )
     bad = [x for x in r.logits if not x["passed"]]
     if bad:
@@ -659,4 +675,7 @@ def run(params: Params) -> Result:
     with Session(params) as session:
         result = session.trial(params.seed)
     result.env = env
+    for row in result.table:  # the verdicts in the runner's output too, not only on the page
+        if row.get("verdict") and (row["comparison"] == "B vs A" or row["metric"] == "host_ms"):
+            say(f"{row['executor']} {row['metric'].removesuffix('_ms')} · {row['comparison']}: {row['verdict']}")
     return result
