@@ -60,6 +60,10 @@ KEY_COLUMNS = [
 ]
 
 
+# What the page shows of the key table: the verdict carries the change and its interval in words
+PAGE_COLUMNS = ["executor", "comparison", "metric", "a_ms", "ratio_x", "p", "verdict", "status", "reason"]
+
+
 class WorkerError(RuntimeError):
     """A request a worker could not answer: its error, or the worker is gone."""
 
