@@ -38,7 +38,7 @@ if __name__ == "__main__":  # a Python without the suite's packages hands over t
     for _s in SIGNALS:  # until main's own, nothing made yet: one line and stop at once
         signal.signal(_s, quit_at_once)
 
-from latency_lab.core import compile_cache, environment, parameters, results
+from latency_lab.core import compile_cache, environment, parameters, planted, results
 from latency_lab.core.parameters import MAX_VALUE_CHARS, SCHEMA, ParameterError, clip, parse_value, short, validate
 from latency_lab.run import fleet, interrupts, notebook_changes, notebook_run, report, run_folder, scheduler
 from latency_lab.run.run_folder import SetupError
@@ -236,6 +236,7 @@ def run(args: argparse.Namespace, argv, stop: interrupts.Stop) -> int:
         if args.list:
             return list_quietly(notebook_run.select(notebook_run.discover(Path(args.notebook_dir)), args.notebooks))
         notebooks, values, declared, params, root = prepare_run(args)
+        planted.here()  # a malformed LATENCY_LAB_PLANTED stops the run here, before any folder is made
         if args.ray is not None:
             cluster = fleet.connect(args)
             stop.hold()

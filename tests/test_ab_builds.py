@@ -73,37 +73,37 @@ def test_two_workers_of_one_build_are_not_called_different():
     assert all(abs(c.ratio - 1) < 0.005 for c in changes), [c.ratio for c in changes]
     assert sum(c.called for c in changes) <= 2, [c.text() for c in changes if c.called]
     quiet = changes[0]
-    assert not quiet.called and quiet.verdict == "no change resolved"
-    assert quiet.text().startswith("no change resolved: this run resolves ±")
+    assert not quiet.called and quiet.verdict == "same"
+    assert quiet.text().startswith("same: this run resolves ±")
 
 
 def test_a_planted_ten_percent_is_called_slower_with_the_right_size():
     """+10% in every round, under a host that drifts 2x: called slower, estimate and interval on 10%."""
     for seed in range(5):
         c = paired.change("host_ms", *_per_round(shift=1.10, seed=seed), None, None, 0.0)
-        assert c.called and c.verdict == "slower", c.text()
+        assert c.called and c.verdict == "changed", c.text()
         assert c.change_pct == pytest.approx(10.0, abs=0.5)
         assert c.lo <= 1.10 <= c.hi
         assert c.rounds == 20 and c.p < 0.001
-        assert c.text().startswith("B slower by ") and c.text("A'").startswith("A' slower by ")
+        assert c.text().startswith("changed: B slower by ") and c.text("A'").startswith("changed: A' slower by ")
     faster = paired.change("host_ms", *_per_round(shift=0.9), None, None, 0.0)
-    assert faster.verdict == "faster" and faster.text().startswith("B faster by ")
+    assert faster.verdict == "changed" and faster.text().startswith("changed: B faster by ")
 
 
 def test_a_real_three_percent_is_called_only_beyond_the_minimum_effect():
     """+3%: below a 5% minimum effect it is not called (resolution 5%); with none it is."""
     a, b = _per_round(shift=1.03, seed=3)
     below = paired.change("host_ms", a, b, None, None, 0.05)
-    assert not below.called and below.verdict == "no change resolved"
+    assert not below.called and below.verdict == "same"
     assert below.half_width < 0.05 and below.resolution == 0.05
-    assert below.text().startswith("no change resolved: this run resolves ±5%"), below.text()
+    assert below.text().startswith("same: this run resolves ±5%"), below.text()
     assert below.p < 0.05 and below.lo > 1  # the test and the interval alone would have called it
     called = paired.change("host_ms", a, b, None, None, 0.0)
-    assert called.called and called.verdict == "slower"
+    assert called.called and called.verdict == "changed"
     assert called.resolution == called.half_width == pytest.approx((called.hi - called.lo) / 2)
     assert called.change_pct == pytest.approx(3.0, abs=0.5)
-    assert called.text().startswith("B slower by 3")
-    assert called.to_dict()["verdict"] == "slower" and called.to_dict()["resolution_pct"] == pytest.approx(
+    assert called.text().startswith("changed: B slower by 3")
+    assert called.to_dict()["verdict"] == "changed" and called.to_dict()["resolution_pct"] == pytest.approx(
         100 * called.half_width
     )
 
@@ -353,7 +353,11 @@ def _slower_tree(root: Path) -> Path:
     before = '            record = {"status": prep.status, "reason": prep.reason, "notes": prep.notes}\n'
     text = worker.read_text()
     assert text.count(before) == 1, "ab_worker.Worker.build changed: update the substitution"
-    planted = f"            if prep.ok:  {MARK}\n                prep.fn = planted(prep.fn, {PLANTED_US})\n"
+    planted = (
+        f"            if prep.ok:  {MARK}\n"
+        f"                from ..core.planted import delayed\n"
+        f"                prep.fn = delayed(prep.fn, {PLANTED_US})\n"
+    )
     worker.write_text(text.replace(before, planted + before))
     return root
 
@@ -381,7 +385,7 @@ def test_a_changed_source_tree_as_build_b_is_called_slower(tmp_path):
     print(f"A/A {aa['ratio_x']:.4f} ({aa['ratio_lo_x']:.4f}-{aa['ratio_hi_x']:.4f}) {aa['verdict']}")
     print("controls", result.controls)
     assert b["status"] == "ok" and aa["status"] == "ok"
-    assert b["called"] and b["verdict"].startswith("B slower by "), b
+    assert b["called"] and b["verdict"].startswith("changed: B slower by "), b
     assert b["change_pct"] >= expected / 2, b  # the tree's delay, not a stray move
     assert abs(aa["change_pct"]) < b["change_pct"] / 4, aa  # two workers of A: far less apart (see above)
     (row_b,) = [x for x in result.builds if x["worker"] == "B"]
@@ -475,9 +479,9 @@ def test_an_interval_that_excludes_no_change_but_an_uncalled_test_says_so():
     c = paired.Change("host_ms", 1.0, 1.03, 1.03, 1.004, 1.05, 0.2, 40, True, 0.0)
     assert not c.called and "the test over 40 rounds does not call it" in c.text() and "p = 0.2" in c.text()
     called = paired.Change("host_ms", 1.0, 1.03, 1.03, 1.004, 1.05, 0.01, 40, True, 0.0)
-    assert called.called and called.text() == "B slower by 3% (0.4-5%)"
+    assert called.called and called.text() == "changed: B slower by 3% (0.4-5%)"
     under = paired.Change("host_ms", 1.0, 1.03, 1.03, 1.004, 1.05, 0.01, 40, True, 0.05)
-    assert not under.called and under.text().startswith("no change resolved: this run resolves ±5%")
+    assert not under.called and under.text().startswith("same: this run resolves ±5%")
 
 
 def _trial(session: int, aa: tuple[float, float, float], planted: tuple[float, float, float], p: float = 0.01) -> dict:
@@ -514,13 +518,22 @@ def test_compare_prints_each_numbers_resolution_and_points_to_runner_ab(tmp_path
     aa = {"comparison": "A' vs A (A/A control)", "metric": "host_ms", "resolution_pct": 0.8, "executor": "thunder"}
     run = {"notebooks": {"08_ab_builds": {"key_table": {"columns": list(aa), "rows": [list(aa.values())]}}}}
     assert compare.ab_resolution(run) == 0.8
-    report = {"rows": [{"metric": "host_ms", "beyond_spread": False, "b": 1.0, "a": 1.0, "verdict": "reproduced",
-                        "resolution": 0.1}], "hosts_apart": None, "ab_resolution_pct": 0.8}  # fmt: skip
+    report = {
+        "rows": [{"metric": "host_ms", "verdict": "same", "b": 1.0, "a": 1.0, "resolution": 0.1}],
+        "effects": {"host and wall time": {"sigma": 0.01, "min_effect": 0.05}},
+        "effects_source": {"pairs": 3, "source": "benchmarks/pairs/h100"},
+        "ab_resolution_pct": 0.8,
+    }
     text = compare.tally(report)
     assert "median ±10%" in text and "python runner.py ab" in text and "resolved ±0.8%" in text
-    assert compare.resolution(1.0, 1.0, (0.9, 1.1), (0.8, 1.2), None, None, None, "host_ms") == pytest.approx(0.2)
-    assert compare.resolution(10, 10, None, None, (9, 11), (9, 11), 0.3, "host_ms") == pytest.approx(0.3)
-    assert compare.resolution(10, 10, None, None, (9, 11), (9, 11), 0.3, "kernel_ms") == pytest.approx(0.2)
+    assert "host and wall time 5%" in text and "3 same-tree run pairs" in text
+    effect = {"sigma": 0.0, "min_effect": 0.05}
+    # both intervals +-10% and +-20%: the test needs 1.96 x sqrt(0.051^2 + 0.102^2) = 22% > the 5% minimum effect
+    assert compare.resolution(1.0, (0.9, 1.1), (0.8, 1.2), effect, "host and wall time") == pytest.approx(0.2236, rel=1e-3)
+    assert compare.resolution(1.0, (0.99, 1.01), (0.99, 1.01), effect, "host and wall time") == 0.05  # the floor
+    assert compare.resolution(1.0, None, None, effect, "kernel time") == 0.05  # no interval: sigma alone
+    assert compare.resolution(1.0, None, None, effect, "host and wall time") is None  # an interval is needed
+    assert compare.resolution(1.0, (0.9, 1.1), (0.9, 1.1), None, "host and wall time") is None  # nothing measured
 
 
 def test_a_folder_inside_another_repository_has_no_commit_of_its_own(tmp_path):

@@ -12,9 +12,16 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, run_runner
 
-from latency_lab.core import results
+from latency_lab.core import results, run_to_run
 from latency_lab.core.parameters import resolved
 from latency_lab.run import compare as C
+
+# Run-to-run effects given to ``compare`` explicitly, so that no verdict here depends on run_to_run.json.
+EFFECTS = {k: {"sigma": 0.02, "min_effect": 0.05} for k in run_to_run.KINDS if k != run_to_run.COUNT}
+ROW_KEYS = [
+    *("notebook", "row", "metric", "kind", "a", "b", "ratio", "resolution", "a_q1_q3", "b_q1_q3"),
+    *("a_interval", "b_interval", "min_effect", "p", "verdict", "decided"),
+]
 
 
 def timing_notebook(run: Path, walls: dict[str, tuple], kernels: dict[str, float], cache_mode="seed", torch="2.9.1"):
@@ -97,24 +104,40 @@ def entries(report: dict) -> dict:
     return {(e["notebook"], e["row"], e["metric"]): e for e in report["rows"]}
 
 
-def test_ratios_and_spread_verdicts(runs):
-    report = C.compare(C.load_run(runs / "a"), C.load_run(runs / "b"))
+def test_ratios_and_verdicts(runs, tmp_path):
+    """Ratios and spreads per number; another stack (torch 2.9.1 against 2.11.0) makes every number not
+    comparable, saying why; with the same stack and parameters each number is judged by its kind."""
+    report = C.compare(C.load_run(runs / "a"), C.load_run(runs / "b"), effects=EFFECTS)
     got = entries(report)
     eager = got[("02_executor_timing", "eager", "wall_ms")]
-    assert eager["a"] == 10 and eager["b"] == 20 and eager["ratio"] == 2 and eager["beyond_spread"] is True
+    assert list(eager) == ROW_KEYS
+    assert eager["a"] == 10 and eager["b"] == 20 and eager["ratio"] == 2 and eager["kind"] == run_to_run.TIME
     assert eager["a_q1_q3"] == (9, 11) and eager["b_q1_q3"] == (19, 21)
     compiled = got[("02_executor_timing", "torch.compile", "wall_ms")]
-    assert compiled["ratio"] == pytest.approx(1.1) and compiled["beyond_spread"] is False
+    assert compiled["ratio"] == pytest.approx(1.1)
     kernels = got[("02_executor_timing", "eager", "kernels_per_step")]
-    assert kernels["ratio"] == 1 and kernels["beyond_spread"] is None  # a count has no spread
+    assert kernels["ratio"] == 1 and kernels["a_q1_q3"] is None and kernels["kind"] == run_to_run.COUNT
     host = got[("02_executor_timing", "eager", "host_submit_ms")]  # from the rows section
-    assert host["a_q1_q3"] == (5, 5) and host["beyond_spread"] is True
+    assert host["a_q1_q3"] == (5, 5) and host["ratio"] == 2
     add = got[("04_op_microbenchmarks", "add · seed · eager", "per_call_ms")]
-    assert add["ratio"] == pytest.approx(1.5) and add["beyond_spread"] is True
+    assert add["ratio"] == pytest.approx(1.5)
     assert not any(m.startswith("seed") or "q1" in m for _, _, m in got)
+    assert report["stack"] == ["packages.torch 2.9.1 -> 2.11.0"]
+    assert {(e["verdict"], e["decided"]) for e in report["rows"]} == {
+        ("not comparable", "not comparable: another stack (packages.torch 2.9.1 -> 2.11.0)")
+    }  # 04 too: the stack is the run's
     assert {d["name"]: (d["a"], d["b"]) for d in report["parameters"]} == {"cache_mode": ("seed", "none")}
     assert {d["name"]: (d["a"], d["b"]) for d in report["environment"]} == {"packages.torch": ("2.9.1", "2.11.0")}
-    assert report["skipped"] == []
+    assert report["skipped"] == [] and report["effects"] == EFFECTS
+    c = tmp_path / "c"  # A's stack and parameters
+    timing_notebook(c, {"eager": (20, 19, 21), "torch.compile": (5.5, 5, 6.5)}, {"eager": 13})
+    judged = entries(C.compare(C.load_run(runs / "a"), C.load_run(c), effects=EFFECTS))
+    assert judged[("02_executor_timing", "eager", "kernels_per_step")]["verdict"] == "changed"  # a count: exact
+    wall = judged[("02_executor_timing", "eager", "wall_ms")]
+    assert (wall["verdict"], wall["decided"]) == ("not judged", "not judged: no interval in both runs")
+    assert judged[("02_executor_timing", "eager", "host_submit_ms")]["decided"] == (
+        "not judged: not a kind compare judges"
+    )
 
 
 def test_partial_report_says_what_was_skipped(runs, tmp_path):
@@ -146,13 +169,19 @@ def test_status_change_is_a_row(runs):
     data = json.loads(path.read_text())
     data["rows"][1].update({"status": "failed", "wall_ms": None, "reason": "boom"})
     path.write_text(json.dumps(data))
-    report = C.compare(C.load_run(runs / "a"), C.load_run(runs / "b"))
+    report = C.compare(C.load_run(runs / "a"), C.load_run(runs / "b"), effects=EFFECTS)
     got = entries(report)
-    assert got[("02_executor_timing", "torch.compile", "status")]["b"] == "failed"
+    status = got[("02_executor_timing", "torch.compile", "status")]
+    assert (
+        status["b"] == "failed"
+        and status["verdict"] == "changed"
+        and status["decided"] == "changed: status ok -> failed"
+    )
     wall = got[("02_executor_timing", "torch.compile", "wall_ms")]
-    assert wall["b"] is None and wall["ratio"] is None and wall["beyond_spread"] is None
+    assert wall["b"] is None and wall["ratio"] is None and wall["verdict"] == "not judged"
+    assert wall["decided"] == "not judged: measured in one run only"
     numbers = [e for e in report["rows"] if e["metric"] != "status"]
-    assert C.tally(report).startswith(f"{len(numbers)} numbers compared") and len(numbers) == len(report["rows"]) - 1
+    assert C.tally(report).startswith(f"{len(numbers)} numbers: ") and len(numbers) == len(report["rows"]) - 1
     assert "; 1 rows changed status." in C.tally(report)
 
 
@@ -167,16 +196,16 @@ def test_lists_print_as_lists_and_only_spreads_as_ranges(runs, tmp_path):
     data = json.loads(a.read_text())
     data["params"]["executors"] = ["eager", "thunder", "torch.compile"]
     a.write_text(json.dumps(data))
-    out = C.text(C.compare(C.load_run(runs / "a"), C.load_run(c)))
+    out = C.text(C.compare(C.load_run(runs / "a"), C.load_run(c), effects=EFFECTS))
     assert "executors: [eager, thunder, torch.compile] -> [eager, thunder]" in out, out
     eager = next(
         line
         for line in out.splitlines()
         if line.startswith("02_executor_timing") and "eager" in line and "wall_ms" in line
     )
-    assert eager.split()[-8:-5] == ["9-11", "10", "9-11"]  # the q1-q3 spreads, as ranges
-    assert eager.split()[-5:-3] == ["1.00", "20.0"]  # B / A, and the resolution: the two spreads' half-widths, in %
-    assert eager.endswith("same: q1-q3 overlap")  # the verdict says what it decided on
+    # A, the q1-q3 spread as a range, B, its spread, B / A; no interval and no resolution: blank
+    assert eager.split()[3:8] == ["10", "9-11", "10", "9-11", "1.00"], eager
+    assert eager.endswith("  not comparable: parameters differ (executors)")  # the verdict says why
 
 
 def test_only_the_parameters_a_notebook_takes_are_compared(runs):
@@ -298,17 +327,27 @@ def test_cli_prints_and_writes_the_report_into_run_b(runs):
     assert proc.returncode == 0, proc.stderr
     assert "parameters that differ:" in proc.stdout and "cache_mode: seed -> none" in proc.stdout
     assert "packages.torch: 2.9.1 -> 2.11.0" in proc.stdout
+    # another stack: whatever run_to_run.json holds, nothing is judged; no interval, so no resolution
     line = next(t for t in proc.stdout.splitlines() if t.startswith("02_executor_timing") and "wall_ms" in t)
-    assert line.split()[-5:] == ["2.00", "15.0", "differs:", "q1-q3", "apart"], line  # resolution: 10% + 5%
-    assert (
-        "7 numbers compared, 5 with a spread in both runs; 4 differ by more than that spread (4 higher in B, 0 lower)"
-        in proc.stdout
+    assert re.search(r"19-21 +2\.00 +not comparable: another stack \(packages\.torch 2\.9\.1 -> 2\.11\.0\)$", line), (
+        line
     )
+    assert (
+        "7 numbers: 0 changed (0 higher in B, 0 lower), 0 same, 7 not comparable, 0 not judged. "
+        "Not comparable: another stack (packages.torch 2.9.1 -> 2.11.0); time both in one run: runner.py ab."
+    ) in proc.stdout
     page, data = runs / "b" / "compare-a-vs-b.html", runs / "b" / "compare-a-vs-b.json"
-    assert json.loads(data.read_text())["notebooks"] == ["02_executor_timing", "04_op_microbenchmarks"]
+    written = json.loads(data.read_text())
+    assert written["notebooks"] == ["02_executor_timing", "04_op_microbenchmarks"]
+    assert written["stack"] == ["packages.torch 2.9.1 -> 2.11.0"] and {"effects", "effects_source"} <= set(written)
     html = page.read_text()
     assert "Parameters that differ" in html and "cache_mode" in html
-    assert '<tr class="beyond"><td>eager</td><td>wall_ms</td>' in html  # a row beyond spread, marked
+    assert '<tr><td>eager</td><td>wall_ms</td><td class="num">10</td>' in html
+    assert (
+        '<td class="num">2.00</td><td></td><td>not comparable: another stack (packages.torch 2.9.1 -&gt; 2.11.0)</td>'
+        in html
+    )
+    assert '<tr class="beyond">' not in html  # nothing changed: no row marked
 
 
 @pytest.mark.parametrize(
@@ -341,9 +380,17 @@ def test_real_tiny_run_against_itself(tiny_run, tmp_path, capsys):
     report = json.loads((tmp_path / f"compare-{tiny_run.name}-vs-copy.json").read_text())
     assert set(report["notebooks"]) == {p.name[: -len(results.SUFFIX)] for p in tiny_run.glob("*.results.json")}
     assert report["parameters"] == [] and report["environment"] == [] and report["skipped"] == []
-    assert all(e["ratio"] in (1, None) and e["beyond_spread"] in (False, None) for e in report["rows"])
+    assert report["stack"] == []
+    # whatever run_to_run.json holds (the CLI reads it), a run against itself changes nothing
+    assert all(e["ratio"] in (1, None) and e["verdict"] in ("same", "not judged") for e in report["rows"])
     walls = [e for e in report["rows"] if e["notebook"] == "02_executor_timing" and e["metric"] == "wall_ms"]
     assert walls and all(e["a_q1_q3"] for e in walls)
+    judged = C.compare(C.load_run(tiny_run), C.load_run(copy), effects=EFFECTS)  # every kind measured
+    verdicts = {e["verdict"] for e in judged["rows"]}
+    assert verdicts <= {"same", "not judged"} and "same" in verdicts, verdicts
+    assert all(e["verdict"] == "same" for e in judged["rows"] if e["kind"] == run_to_run.COUNT)
+    walls = [e for e in judged["rows"] if e["notebook"] == "02_executor_timing" and e["metric"] == "wall_ms"]
+    assert all(e["verdict"] == "same" for e in walls if e["a_interval"])  # 02's walls carry their interval
 
 
 def test_published_reference_against_a_fresh_tiny_run(tiny_run, tmp_path, capsys):
@@ -379,9 +426,10 @@ def test_publish_keeps_what_compare_and_the_index_need(tiny_run, tmp_path):
     assert C.main([str(tmp_path / "pub"), str(tiny_run), "--out", str(tmp_path)]) == 0
 
 
-def test_a_difference_within_how_far_the_hosts_moved_is_not_beyond_spread(tmp_path):
-    """Within-run quartiles of ~4% against hosts whose reference loop sits 1.6x apart: a 1.3x host-bound
-    difference is within the hosts' drift, a 1.3x kernel time (device time) is not."""
+def test_a_time_without_an_interval_is_not_judged_and_a_kernel_time_is_judged_by_its_kind(tmp_path):
+    """Within-run quartiles of ~4% and hosts whose reference loop sits 1.6x apart: how far the hosts
+    moved no longer decides anything. A host-bound time without an interval is not judged; a kernel
+    time (device time, no interval) is judged against its kind's measured run-to-run spread."""
     for name, wall, reference in (("a", 1.00, 1.00), ("b", 1.30, 1.60)):
         run = tmp_path / name
         run.mkdir()
@@ -404,22 +452,31 @@ def test_a_difference_within_how_far_the_hosts_moved_is_not_beyond_spread(tmp_pa
             rows=[row],
             host_reference={"stat": {"median": reference}, "drift_pct": 5.0},
         )
-    report = C.compare(C.load_run(tmp_path / "a"), C.load_run(tmp_path / "b"))
+    report = C.compare(C.load_run(tmp_path / "a"), C.load_run(tmp_path / "b"), effects=EFFECTS)
     got = {e["metric"]: e for e in report["rows"]}
-    assert report["hosts_apart"] == pytest.approx(0.6)
-    assert got["wall_ms"]["ratio"] == pytest.approx(1.3) and got["wall_ms"]["beyond_spread"] is False
-    assert got["kernel_ms"]["beyond_spread"] is True
-    assert got["wall_ms"]["decided"] == "same: q1-q3 apart, within the hosts' 60%"  # why, in its own row
-    assert got["kernel_ms"]["decided"] == "differs: q1-q3 apart"
-    assert "up to 60% apart" in C.tally(report)
+    assert "hosts_apart" not in report
+    assert got["wall_ms"]["ratio"] == pytest.approx(1.3) and got["wall_ms"]["verdict"] == "not judged"
+    assert got["wall_ms"]["decided"] == "not judged: no interval in both runs" and got["wall_ms"]["resolution"] is None
+    kernel = got["kernel_ms"]
+    assert kernel["kind"] == run_to_run.KERNEL and kernel["verdict"] == "changed" and kernel["p"] < 0.05
+    assert kernel["resolution"] == pytest.approx(max(0.05, run_to_run.Z95 * 0.02))  # sigma alone: no interval
+    assert "1 changed (1 higher in B, 0 lower), 0 same, 0 not comparable, 1 not judged" in C.tally(report)
+    unmeasured = C.compare(C.load_run(tmp_path / "a"), C.load_run(tmp_path / "b"), effects={})
+    assert {e["metric"]: e["verdict"] for e in unmeasured["rows"]} == {
+        "wall_ms": "not judged",
+        "kernel_ms": "not judged",
+    }
+    assert "No same-tree run pairs were measured on this device: only kernel counts are judged." in C.tally(unmeasured)
 
 
 # --- N runs: A against each other run, one page ---------------------------------------------------------
 
 
-def seed_timing(run: Path, scale: float, interval: bool = True):
+def seed_timing(run: Path, scale: float, interval: bool = True, gpu: str | None = None):
     """02's results of the seed's step on a GPU (``report.seed_step``): wall and kernel time, kernels
-    and the host time with an interval, as the seed's tables and the fleet page read them."""
+    and the host time with an interval, as the seed's tables and the fleet page read them; on GPU
+    ``gpu`` (default: the run's name)."""
+    gpu = gpu or run.name
     rows = [
         {
             "executor": n,
@@ -440,47 +497,53 @@ def seed_timing(run: Path, scale: float, interval: bool = True):
         run,
         "02_executor_timing",
         resolved(preset="seed", device="cuda", output_dir=str(run)),
-        {"gpu": {"name": run.name}},
+        {"gpu": {"name": gpu}},
         results.key_table("timing", rows),
         rows=rows,
     )
-    (run / "environment.json").write_text(json.dumps({"gpu": {"name": run.name}, "cpu": "x"}))
+    (run / "environment.json").write_text(json.dumps({"gpu": {"name": gpu}, "cpu": "x"}))
 
 
-def test_many_runs_set_a_against_each_other_run_on_one_page(tmp_path, capsys):
-    """Three runs: each line has A's number and, per other run, its number, range, ratio and the
-    verdict ``compare A B`` gives that pair; the seed's tables get one column per run; the CLI
-    writes ``compare-A-vs-B-vs-C`` into the last run's folder."""
-    for name, scale in (("H100", 1.0), ("H200", 1.02), ("L40S", 2.0)):
-        seed_timing(tmp_path / name, scale)
-    runs = [C.load_run(tmp_path / n) for n in ("H100", "H200", "L40S")]
+def test_many_runs_set_a_against_each_other_run_on_one_page(tmp_path, capsys, monkeypatch):
+    """Four runs: each line has A's number and, per other run, its number, range, ratio and the
+    verdict ``compare A B`` gives that pair (same, changed, and not comparable on another GPU); the
+    seed's tables get one column per run; the CLI writes ``compare-A-vs-B-vs-...`` into the last run's
+    folder."""
+    monkeypatch.setattr(run_to_run, "effects", lambda device: EFFECTS)  # not run_to_run.json's
+    names = ("H100", "H100-2", "H100-3", "L40S")
+    for name, scale in zip(names, (1.0, 1.02, 2.0, 2.0)):
+        seed_timing(tmp_path / name, scale, gpu=name.split("-")[0])
+    runs = [C.load_run(tmp_path / n) for n in names]
     report = C.compare_many(runs)
-    pairs = [C.compare(runs[0], runs[1]), C.compare(runs[0], runs[2])]
+    pairs = [C.compare(runs[0], other) for other in runs[1:]]
     by = {(e["row"], e["metric"]): e for e in report["rows"]}
     for i, pair in enumerate(pairs):
         for e in pair["rows"]:
             other = by[(e["row"], e["metric"])]["others"][i]
             assert (other["b"], other["verdict"], other["decided"]) == (e["b"], e["verdict"], e["decided"])
     host = by[("eager", "host_ms")]
-    assert host["a_interval"] == pytest.approx((0.81, 0.99))  # 0.85-0.95 stored, floored to +-10% of 0.9
-    assert [o["verdict"] for o in host["others"]] == ["reproduced", "changed"]
-    assert [o["beyond_spread"] for o in by[("eager", "kernels_per_step")]["others"]] == [None, None]
-    assert [d["runs"] for d in report["ran_on"]] == [["not recorded"] * 3]
+    assert host["a_interval"] == pytest.approx((0.85, 0.95))  # as stored: no floor
+    assert [o["verdict"] for o in host["others"]] == ["same", "changed", "not comparable"]
+    assert host["others"][2]["decided"] == "not comparable: another stack (gpu.name H100 -> L40S)"
+    assert [o["verdict"] for o in by[("eager", "kernels_per_step")]["others"]] == ["same", "same", "not comparable"]
+    assert [d["runs"] for d in report["ran_on"]] == [["not recorded"] * 4]
     [gpu] = report["environment"]
-    assert (gpu["name"], gpu["a"], gpu["others"]) == ("gpu.name", "H100", ["H200", "L40S"])
+    assert (gpu["name"], gpu["a"], gpu["others"]) == ("gpu.name", "H100", ["= A", "= A", "L40S"])
     wall = next(t for t in report["seed_tables"] if t["title"].startswith("Wall time per step: seed (DGX H100"))
-    assert wall["columns"] == ["executor", "seed DGX H100 (ms)", "H100 (ms)", "H200 (ms)", "L40S (ms)"]
-    assert wall["rows"][0][:5] == ["EAGER", 1.014, 1.0, 1.02, 2.0]
-    assert C.main([str(tmp_path / n) for n in ("H100", "H200", "L40S")]) == 0
+    assert wall["columns"] == ["executor", "seed DGX H100 (ms)", *(f"{n} (ms)" for n in names)]
+    assert wall["rows"][0][:6] == ["EAGER", 1.014, 1.0, 1.02, 2.0, 2.0]
+    assert C.main([str(tmp_path / n) for n in names]) == 0
     out = capsys.readouterr().out
-    assert "H200 against H100: " in out and "L40S against H100: " in out and "changed: outside both intervals" in out
-    page = (tmp_path / "L40S" / "compare-H100-vs-H200-vs-L40S.html").read_text()
+    assert all(f"{n} against H100: " in out for n in names[1:])
+    changed = host["others"][1]["decided"]
+    assert changed.startswith("changed: B higher by 100% (p ") and changed in out
+    page = (tmp_path / "L40S" / "compare-H100-vs-H100-2-vs-H100-3-vs-L40S.html").read_text()
     assert "<th>L40S verdict</th>" in page and "seed DGX H100 (ms)" in page
     assert page.count("<style") == 1 and ' style="' not in page  # the pages' one stylesheet
-    assert '<td class="differs">changed: outside both intervals</td>' in page
-    assert json.loads((tmp_path / "L40S" / "compare-H100-vs-H200-vs-L40S.json").read_text())["notebooks"] == [
-        "02_executor_timing"
-    ]
+    assert f'<td class="differs">{changed}</td>' in page
+    assert json.loads((tmp_path / "L40S" / "compare-H100-vs-H100-2-vs-H100-3-vs-L40S.json").read_text())[
+        "notebooks"
+    ] == ["02_executor_timing"]
 
 
 def test_many_runs_name_a_run_given_twice_and_a_run_without_common_notebooks(runs, capsys):
@@ -504,16 +567,17 @@ def test_06_points_are_compared_with_their_intervals_not_the_key_tables_bare_val
 
     rows = C.table_rows(data(1.5))
     assert rows[0]["host_lo_ms"] == pytest.approx(1.35)
-    same, _ = C.compare_notebook(results.SCALING, data(1.5), data(1.55), None)
-    far, _ = C.compare_notebook(results.SCALING, data(1.5), data(1.9), None)
-    assert [e["verdict"] for e in same if e["metric"] == "host_ms"] == ["reproduced"]
+    same, _ = C.compare_notebook(results.SCALING, data(1.5), data(1.55), EFFECTS)
+    far, _ = C.compare_notebook(results.SCALING, data(1.5), data(1.9), EFFECTS)
+    assert [e["verdict"] for e in same if e["metric"] == "host_ms"] == ["same"]
+    assert [e["a_interval"] for e in same if e["metric"] == "host_ms"] == [pytest.approx((1.35, 1.65))]
     assert [e["verdict"] for e in far if e["metric"] == "host_ms"] == ["changed"]
 
 
 def test_within_round_ratios_are_compared_beside_the_rows_they_come_from():
     """05's CUDA-graph ratios (``graphs``, keyed by both executors: the row of the graphed executor
-    keeps its own key) and 07's combination ratios are headline numbers too: compare judges them by
-    their intervals. On the H100 pair of 2026-12-05 05's moved -4.6% and -4.7% (inside +-10%)."""
+    keeps its own key) and 07's combination ratios are headline numbers too: compare judges them as
+    within-round numbers, by their intervals. On the H100 pair of 2026-12-05 05's moved -4.6% and -4.7%."""
 
     def data(ratio: float) -> dict:
         step = [
@@ -527,11 +591,11 @@ def test_within_round_ratios_are_compared_beside_the_rows_they_come_from():
         combination[0]["vs_baseline_hi_x"] = 1.1 * ratio
         return {"key_table": results.key_table("t", step), "graphs": graphs, "combination": combination}
 
-    same, skipped = C.compare_notebook(results.HOST_OVERHEAD, data(0.215), data(0.205), None)
+    same, skipped = C.compare_notebook(results.HOST_OVERHEAD, data(0.215), data(0.205), EFFECTS)
     assert skipped == [] and {e["row"] for e in same} == {"a", "b", "b · a", "1 · a+b"}
-    assert {e["metric"]: e["verdict"] for e in same if e["row"] in ("b · a", "1 · a+b")} == {
-        "wall_ratio_x": "reproduced",
-        "vs_baseline_x": "reproduced",
+    assert {e["metric"]: (e["kind"], e["verdict"]) for e in same if e["row"] in ("b · a", "1 · a+b")} == {
+        "wall_ratio_x": (run_to_run.WITHIN, "same"),
+        "vs_baseline_x": (run_to_run.WITHIN, "same"),
     }
-    far, _ = C.compare_notebook(results.HOST_OVERHEAD, data(0.215), data(0.30), None)
+    far, _ = C.compare_notebook(results.HOST_OVERHEAD, data(0.215), data(0.30), EFFECTS)
     assert {e["verdict"] for e in far if e["row"] in ("b · a", "1 · a+b")} == {"changed"}

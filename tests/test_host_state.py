@@ -3,13 +3,12 @@ inside a round, a bimodal series, a lever that saves nothing, and a pair of runs
 
 from __future__ import annotations
 
-import math
 import random
 
 import pytest
-from test_compare import timing_notebook
+from test_compare import EFFECTS, timing_notebook
 
-from latency_lab.core import harness, host_state
+from latency_lab.core import harness, host_state, run_to_run
 from latency_lab.core.metrics import Stat
 from latency_lab.core.rows import StepRow
 from latency_lab.run import compare as C
@@ -48,7 +47,9 @@ def test_a_bimodal_series_gives_the_fast_state_and_the_slow_share():
     head = timed.timed["eager"].host
     assert plain.median > 1.4 * 1.3  # a median over all blocks lands in the slow state
     assert head.fast_only and head.median == pytest.approx(1.4, rel=0.02)
-    assert head.lo < 1.4 < head.hi and (head.hi - head.lo) / head.median == pytest.approx(2 * host_state.RUN_TO_RUN)
+    fast_blocks = [h for h, f in zip(timed.timed["eager"].host_ms, timed.timed["eager"].fast) if f]
+    assert (head.lo, head.hi) == host_state.bootstrap(fast_blocks)  # the median's own interval, no floor
+    assert head.lo < 1.4 < head.hi and (head.hi - head.lo) / head.median < 0.05  # 1% noise: narrow
     assert 0.45 < timed.slow_share() < 0.75
     assert "read slow" in harness.state_text(timed) and "of 60 blocks ran fast" in harness.state_text(timed)
 
@@ -99,9 +100,9 @@ def test_a_lever_that_saves_nothing_is_not_separated_and_one_that_saves_is():
         seed=6,
     )
     verdict, p = levers.saving_verdict(timed, "thunder:nv-linear")
-    assert verdict == "not separated" and p > 0.05
+    assert verdict == "same" and p > 0.05
     verdict, p = levers.saving_verdict(timed, "thunder:nv-skip-cache")
-    assert verdict == "saves" and p < 0.05
+    assert verdict == "changed: saves" and p < 0.05
     s = levers.saved(timed, "thunder:nv-skip-cache")
     assert s.lo < 200 < s.hi and s.lo > 0
     r = levers.saved_per_reference(timed, "thunder:nv-skip-cache")  # 0.2 ms of a 1.0 ms reference
@@ -155,12 +156,12 @@ def test_depth_fit_interval_from_the_blocks_and_a_difference_of_fits():
     assert d["resolved"] and d["lo"] < 0.7 < d["hi"]
 
 
-def walls_with_interval(run, walls: dict, width: float) -> None:
+def walls_with_interval(run, walls: dict, width: float, **notebook) -> None:
     """A run folder with 02's results for ``walls`` (executor -> block walls), each wall's interval
-    +-``width`` of it."""
+    +-``width`` of it; ``notebook``: more of ``timing_notebook``'s arguments (``torch``, ``cache_mode``)."""
     import json
 
-    timing_notebook(run, walls, {})
+    timing_notebook(run, walls, {}, **notebook)
     path = run / "02_executor_timing.results.json"
     data = json.loads(path.read_text())
     for row in data["rows"]:
@@ -168,23 +169,25 @@ def walls_with_interval(run, walls: dict, width: float) -> None:
     path.write_text(json.dumps(data))
 
 
-def test_compare_says_reproduced_inside_the_interval_and_changed_outside(tmp_path):
+def test_compare_says_same_inside_the_run_to_run_spread_and_changed_beyond_it(tmp_path):
     walls_with_interval(tmp_path / "a", {"eager": (1.40, 1.38, 1.43), "torch.compile": (0.53, 0.52, 0.54)}, 0.05)
-    # eager reproduces; torch.compile moved
+    # eager moved +1.4% (same); torch.compile +32% (changed)
     walls_with_interval(tmp_path / "b", {"eager": (1.42, 1.30, 1.90), "torch.compile": (0.70, 0.69, 0.71)}, 0.05)
-    report = C.compare(*(C.load_run(tmp_path / n) for n in "ab"))
+    report = C.compare(*(C.load_run(tmp_path / n) for n in "ab"), effects=EFFECTS)
     got = {(e["row"], e["metric"]): e for e in report["rows"]}
-    assert got[("eager", "wall_ms")]["verdict"] == "reproduced"
-    assert got[("torch.compile", "wall_ms")]["verdict"] == "changed"
-    assert got[("eager", "wall_ms")]["decided"] == "reproduced: inside an interval"  # what it decided on
-    assert got[("torch.compile", "wall_ms")]["decided"] == "changed: outside both intervals"
-    assert "1 reproduced" in C.tally(report) and "1 changed" in C.tally(report)
+    eager, compiled = got[("eager", "wall_ms")], got[("torch.compile", "wall_ms")]
+    assert eager["verdict"] == "same" and eager["p"] > 0.05 and eager["kind"] == run_to_run.TIME
+    assert compiled["verdict"] == "changed" and compiled["p"] < 0.05 and compiled["min_effect"] == 0.05
+    assert eager["decided"].startswith("same: B higher by 1.43%, p ")  # what it decided on
+    assert compiled["decided"].startswith("changed: B higher by 32.1% (p ")
+    assert "beyond the 5% minimum effect" in compiled["decided"]
+    assert "1 changed (1 higher in B, 0 lower), 1 same" in C.tally(report)
 
 
 def test_host_per_reference_reproduces_where_a_mostly_slow_run_has_no_fast_state():
     """Run A 97% slow (its references' 10th percentile is a slow one, so its "fast" blocks are slow
     ones: the ms headline lands in the slow state), run B 15% slow: host ms move by ~1.6x, host per
-    reference stays inside A's interval."""
+    reference (over the same fast blocks) stays within 3%."""
     costs = {"eager": 1.4, "thunder": 1.55}
     a = two_state_rounds(costs, rounds=40, slow_share=0.97, seed=5)
     b = two_state_rounds(costs, rounds=40, slow_share=0.15, seed=6)
@@ -192,8 +195,9 @@ def test_host_per_reference_reproduces_where_a_mostly_slow_run_has_no_fast_state
         ta, tb = a.timed[n], b.timed[n]
         assert tb.host.median / ta.host.median < 0.75 and not ta.host.lo <= tb.host.median <= ta.host.hi  # ms
         ra, rb = ta.host_per_ref, tb.host_per_ref
-        assert ra.lo <= rb.median <= ra.hi and ra.median == pytest.approx(cost / FAST_REF, rel=0.03), n
-        assert (ra.hi - ra.lo) / ra.median == pytest.approx(2 * host_state.RUN_TO_RUN)  # the floor: no wider
+        assert ra.fast_only and rb.fast_only and ra.n == sum(ta.fast) and rb.n == sum(tb.fast), n  # the fast blocks
+        assert rb.median == pytest.approx(ra.median, rel=0.03) and ra.median == pytest.approx(cost / FAST_REF, rel=0.03)
+        assert ra.lo <= ra.median <= ra.hi and (ra.hi - ra.lo) / ra.median < 0.05  # its own interval: no floor
         cols = StepRow(n, n, "ok", None, None, **StepRow.timed(ta)).as_dict()
         assert cols["host_per_ref_x"] == ra.median and cols["host_per_ref_lo_x"] == ra.lo
     untimed = StepRow("x", "x", "failed", "why", None, **StepRow.timed(None)).as_dict()
@@ -201,17 +205,24 @@ def test_host_per_reference_reproduces_where_a_mostly_slow_run_has_no_fast_state
     assert harness.Timed("x", [1.0], [1.0]).host_per_ref is None  # no reference timed: no ratio
 
 
-def test_host_per_reference_leaves_out_a_block_the_state_flipped_in():
+def test_host_per_reference_takes_the_fast_blocks_as_the_ms_headline_does():
     """As in a CPU run of 02: one reference caught a pause (4.85 ms against ~0.86 ms), so that block's
-    ratio (25 against ~70) says nothing; the steady blocks alone make the headline and its interval,
-    slow and fast ones alike, and the paired difference skips that round too."""
-    before = [4.85, 0.86, 1.72, 0.85, 0.86, 1.70, 0.87, 0.85]
-    after = [0.87, 0.85, 1.71, 0.86, 0.85, 1.72, 0.86, 0.86]
-    host = [60.0 * (b + a) / 2 / 0.86 if i else 72.0 for i, (b, a) in enumerate(zip(before, after))]
+    ratio (25 against ~70) says nothing, and two blocks ran slow: host per reference is the median over
+    the fast blocks (the same flags as wall and host ms: ``Timed.keep``), its interval over those."""
+    before = [4.85, 0.86, 1.72, 0.85, 0.86, 1.70, 0.87, 0.85, 0.86, 0.85]
+    after = [0.87, 0.85, 1.71, 0.86, 0.85, 1.72, 0.86, 0.86, 0.85, 0.86]
+    host = [
+        60.0 * (b + a) / 2 / 0.86 * (1.3 if b > 1.5 else 1) if i else 72.0
+        for i, (b, a) in enumerate(zip(before, after))
+    ]
     t = harness.Timed("x", list(host), list(host), reference_before_ms=before, reference_after_ms=after)
-    assert t.keep("host_per_ref_x") == [False] + [True] * 7
+    assert t.keep() is None  # not marked yet: no flags
+    t.mark(host_state.cutoff(before + after))
+    fast = [False, True, False, True, True, False, True, True, True, True]
+    assert t.keep() == fast
     stat = t.host_per_ref
-    assert stat.n == 7 and stat.median == pytest.approx(60 / 0.86) and stat.lo > 60
+    assert stat.n == 7 and stat.fast_only and stat.median == pytest.approx(60 / 0.86) and stat.lo > 60
+    assert t.host.n == 7 and t.wall.n == 7  # the same blocks make every headline
     assert host_state.steady(1.0, 1.25) and not host_state.steady(1.0, 1.26) and not host_state.steady(None, 1.0)
 
 
@@ -229,12 +240,12 @@ def test_compare_tells_a_host_state_change_from_a_code_change(tmp_path):
 
     notebook(tmp_path / "a", 2.5, 1.45)
     notebook(tmp_path / "b", 1.5, 1.47)  # the host was slow in A: ms moved, per reference did not
-    report = C.compare(*(C.load_run(tmp_path / n) for n in "ab"))
-    got = {(e["row"], e["metric"]): e["verdict"] for e in report["rows"]}
-    assert got[("eager", "wall_ms")] == "changed" and got[("eager", "host_per_ref_x")] == "reproduced"
-    assert "Host time per host reference (the state of the host cancels out of it): 1 of 1 reproduced" in C.tally(
-        report
-    )
+    report = C.compare(*(C.load_run(tmp_path / n) for n in "ab"), effects=EFFECTS)
+    got = {(e["row"], e["metric"]): e for e in report["rows"]}
+    assert got[("eager", "wall_ms")]["verdict"] == "changed" and got[("eager", "host_per_ref_x")]["verdict"] == "same"
+    assert got[("eager", "host_per_ref_x")]["kind"] == run_to_run.PER_REF and got[("eager", "wall_ms")]["b"] < 2.5
+    assert got[("eager", "host_submit_ms")]["verdict"] == "not judged"  # no interval: not a kind compare judges
+    assert "3 numbers: 1 changed (0 higher in B, 1 lower), 1 same, 0 not comparable, 1 not judged." in C.tally(report)
 
 
 def test_a_key_table_carries_its_rows_intervals_to_compare(tmp_path):
@@ -256,48 +267,51 @@ def test_a_key_table_carries_its_rows_intervals_to_compare(tmp_path):
     run(tmp_path / "a", 1.00)
     run(tmp_path / "b", 1.03)
     run(tmp_path / "c", 1.20)
-    same = C.compare(C.load_run(tmp_path / "a"), C.load_run(tmp_path / "b"))
-    moved = C.compare(C.load_run(tmp_path / "a"), C.load_run(tmp_path / "c"))
-    assert [e["verdict"] for e in same["rows"]] == ["reproduced"] and [e["verdict"] for e in moved["rows"]] == [
-        "changed"
-    ]
+    same = C.compare(C.load_run(tmp_path / "a"), C.load_run(tmp_path / "b"), effects=EFFECTS)
+    moved = C.compare(C.load_run(tmp_path / "a"), C.load_run(tmp_path / "c"), effects=EFFECTS)
+    assert [e["verdict"] for e in same["rows"]] == ["same"] and [e["verdict"] for e in moved["rows"]] == ["changed"]
+    assert same["rows"][0]["a_interval"] == pytest.approx((0.95, 1.05))  # the key table's interval, as stored
     assert "intervals" not in results.key_table("t", [{"executor": "x", "kernels_per_step": 3}])
 
 
-def test_every_interval_is_at_least_the_run_to_run_floor_and_a_wider_one_stays():
-    """Two runs of the same tree differ by more than one run's bootstrap sees (2-10% on the H100):
-    an interval is never narrower than ``RUN_TO_RUN`` of its value either side; a wider one is kept."""
+def test_an_interval_is_the_medians_own_with_no_floor():
+    """The interval is the bootstrap's 95% interval of the median, nothing added: steady samples give
+    an interval as narrow as they are (what two runs differ by is ``run_to_run``'s, not the interval's)."""
     steady = [1.0 + 0.001 * (i % 3) for i in range(40)]
     lo, hi = host_state.interval(steady)
-    assert lo == pytest.approx(1.001 * (1 - host_state.RUN_TO_RUN)) and hi == pytest.approx(1.001 * 1.1)
-    assert host_state.floored(2.0, 1.0, 3.0) == (1.0, 3.0)
-    assert host_state.floored(-1.0, -1.01, -0.99) == pytest.approx((-1.1, -0.9))  # a negative saving too
+    assert (lo, hi) == host_state.bootstrap(steady) and 1.0 <= lo <= 1.001 <= hi <= 1.002
+    lo, hi = host_state.interval([-1.01, -1.0, -0.99] * 10)  # a negative saving too: ordered, not widened
+    assert -1.01 <= lo <= -1.0 <= hi <= -0.99
+    with pytest.raises(ValueError):
+        host_state.interval([])
+    assert not hasattr(host_state, "floored") and not hasattr(host_state, "RUN_TO_RUN")
 
 
-def test_a_slope_near_zero_is_floored_by_its_points_moving_not_by_ten_percent_of_itself():
-    """CUDA graphs' host per layer is ~9 us on ~130 us points: two H100 runs moved it +17% while each point
-    moved under 3%. Its interval's least half-width is what the points moving by ``POINT_TO_POINT`` each
-    would move the slope; a steep line keeps ``RUN_TO_RUN`` of its slope where that is wider."""
-    flat = [(x, [0.125 + 0.009 * x + 1e-6 * (i % 3) for i in range(16)], None) for x in (1, 2, 4)]
+def test_a_slopes_interval_is_the_bootstrap_of_the_fit_only():
+    """A line whose blocks do not scatter has a slope interval of nothing but the slope (no floor from
+    the points moving, nor of 10% of itself); a noisy line's interval covers the true slope."""
+    flat = [(x, [0.125 + 0.009 * x] * 16, None) for x in (1, 2, 4)]
     value, lo, hi = host_state.slope_interval([(1, flat)])
-    ys = [0.125 + 0.009 * x + 1e-6 for x in (1, 2, 4)]
-    floor = host_state.POINT_TO_POINT * math.sqrt(sum(((x - 7 / 3) * y) ** 2 for x, y in zip((1, 2, 4), ys))) / (14 / 3)
-    assert value == pytest.approx(0.009) and hi - value == pytest.approx(floor) and value - lo == pytest.approx(floor)
-    assert floor > 3 * host_state.RUN_TO_RUN * value  # ~ +-3.5 us on 9 us: the +17% move lands inside
-    steep = [(x, [0.1 + 1.0 * x] * 16, None) for x in (1, 2, 4)]
-    value, lo, hi = host_state.slope_interval([(1, steep)])
-    assert (hi - lo) / 2 == pytest.approx(host_state.RUN_TO_RUN * value)
+    assert value == pytest.approx(0.009) and lo == pytest.approx(value) and hi == pytest.approx(value)
+    rng = random.Random(3)
+    noisy = [(x, [0.1 + 1.0 * x + rng.gauss(0, 0.02) for _ in range(16)], None) for x in (1, 2, 4)]
+    value, lo, hi = host_state.slope_interval([(1, noisy)])
+    assert lo < 1.0 < hi and lo < value < hi and hi - lo < 0.05
 
 
-def test_compare_floors_an_older_runs_narrow_interval_and_still_flags_a_lever_sized_change(tmp_path):
-    """Runs made before the floor carry +-1-3% intervals (the H100 pair of 2026-12-05: 4 of 40 host
-    numbers 'changed' by 2-6%); compare floors them, so the same tree reads reproduced, while a change
-    the size of a lever (nv-linear: -15% of thunder's host time) still reads changed."""
+def test_compare_does_not_widen_a_narrow_interval_and_still_flags_a_lever_sized_change(tmp_path):
+    """Runs with +-1% intervals (the H100 pair of 2026-12-05: 4 of 40 host numbers 'changed' by 2-6% when
+    the intervals alone decided): the intervals stay as stored, the measured run-to-run spread (sigma,
+    minimum effect) keeps same-tree noise same, while a lever-sized change (nv-linear: -15% of thunder's
+    host time) still reads changed."""
     walls_with_interval(tmp_path / "a", {"eager": (1.50, 1.49, 1.51), "thunder": (1.53, 1.52, 1.54)}, 0.01)
     # eager +4%: noise; thunder -14%: a lever
     walls_with_interval(tmp_path / "b", {"eager": (1.56, 1.55, 1.57), "thunder": (1.31, 1.30, 1.32)}, 0.01)
-    report = C.compare(*(C.load_run(tmp_path / n) for n in "ab"))
+    effects = {run_to_run.TIME: {"sigma": 0.03, "min_effect": 0.06}}
+    report = C.compare(*(C.load_run(tmp_path / n) for n in "ab"), effects=effects)
     got = {(e["row"], e["metric"]): e for e in report["rows"]}
-    assert got[("eager", "wall_ms")]["verdict"] == "reproduced"
-    assert got[("eager", "wall_ms")]["a_interval"] == pytest.approx((1.50 * 0.9, 1.50 * 1.1))
+    assert got[("eager", "wall_ms")]["verdict"] == "same"
+    assert got[("eager", "wall_ms")]["a_interval"] == pytest.approx((1.50 * 0.99, 1.50 * 1.01))  # not floored
     assert got[("thunder", "wall_ms")]["verdict"] == "changed"
+    without = C.compare(*(C.load_run(tmp_path / n) for n in "ab"), effects={})  # nothing measured: not judged
+    assert {e["verdict"] for e in without["rows"]} == {"not judged"}

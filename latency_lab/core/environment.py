@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 
 import torch
 
-from . import compile_cache
+from . import compile_cache, planted
 
 # Datasheet HBM/GDDR bandwidth in bytes/s, matched by substring of the device name (first match).
 DATASHEET_BANDWIDTH = (
@@ -206,6 +206,7 @@ def collect(device: str) -> dict:
         "interop_threads": torch.get_num_interop_threads(),
         "load_average": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
         "quieted_noise": list(_quieted),
+        **({"planted_us": delays} if (delays := planted.here()) else {}),
     }
 
 

@@ -20,7 +20,7 @@ from typing import Callable
 
 import torch
 
-from . import compile_cache, host_state, parameters, timing
+from . import compile_cache, host_state, parameters, planted, timing
 from .metrics import Stat
 from .model import compare_to_eager, logits_of
 from .progress import say
@@ -117,6 +117,7 @@ def prepare(executor: Executor, module, kwargs: dict, device: str) -> Prepared:
     notes: list[str] = []
     try:
         fn, notes = executor.build(module)
+        fn = planted.wrap(executor.name, fn)
         seconds, output = timing.first_call(fn, kwargs, device)
     except Exception as e:
         return Prepared(executor, "failed", reason=f"first call: {describe(e)}", notes=notes)
@@ -274,16 +275,12 @@ class Timed:
     reference_before_ms: list[float] = field(default_factory=list)  # the host reference right before each block
     reference_after_ms: list[float] = field(default_factory=list)  # and right after it
     fast: list[bool] = field(default_factory=list)  # per block: both references fast (set by ``rounds``)
+    round_reference_ms: list[float] = field(default_factory=list)  # per block: its round's reference (``rounds``)
 
-    def keep(self, metric: str = "host_ms") -> list[bool] | None:
-        """Per block, whether it counts for ``metric``'s headline: for host per reference, whether the
-        host kept one state across it (``host_state.steady``), else whether the host was fast around
-        it; None where no reference was timed."""
-        if metric == "host_per_ref_x":
-            flags = [host_state.steady(b, a) for b, a in zip(self.reference_before_ms, self.reference_after_ms)]
-        else:
-            flags = self.fast
-        return flags if len(flags) == len(self.wall_ms) and flags else None
+    def keep(self) -> list[bool] | None:
+        """Per block, whether it counts for a headline: whether the host was fast around it; None where
+        no reference was timed."""
+        return self.fast if len(self.fast) == len(self.wall_ms) and self.fast else None
 
     @property
     def wall(self) -> Stat | None:
@@ -303,7 +300,12 @@ class Timed:
     @property
     def host_per_ref(self) -> Stat | None:
         xs = self.host_per_ref_x
-        return Stat.headline(xs, self.keep("host_per_ref_x")) if xs else None
+        return Stat.headline(xs, self.keep()) if xs else None
+
+    def slow_state_bias(self) -> float | None:
+        """How host per reference reads in the slow state against the fast one (``host_state.slow_state_bias``)."""
+        xs = self.host_per_ref_x
+        return host_state.slow_state_bias(xs, self.reference_before_ms, self.reference_after_ms, self.fast) if xs else None
 
     def mark(self, cut: float | None) -> None:
         """Flag each block fast or not against the rounds' ``cut``."""
@@ -371,14 +373,22 @@ class Rounds:
         """Blocks that ran in the fast state, and all blocks."""
         return sum(sum(t.fast) for t in self.timed.values()), sum(len(t.wall_ms) for t in self.timed.values())
 
+    def per_round(self, name: str, metric: str) -> list[float]:
+        """An entry's ``metric`` per round; host per reference (``host_per_ref_x``) in units of the round's
+        one reference, the same for every block of the round."""
+        t = self.timed[name]
+        if metric == "host_per_ref_x":
+            return [h / r for h, r in zip(t.host_ms, t.round_reference_ms or self.reference_ms)]
+        return getattr(t, metric)
+
     def paired(self, a: str, b: str, metric: str, combine: Callable[[float, float], float]) -> Stat | None:
         """``combine(a, b)`` round by round (both measured in the same round) over the rounds where both
-        blocks count for ``metric`` (``Timed.keep``; all rounds when too few do), with its interval."""
+        blocks ran fast (all rounds when too few did), with its interval over those rounds."""
         if a not in self.timed or b not in self.timed:
             return None
         ta, tb = self.timed[a], self.timed[b]
-        xs, ys = getattr(ta, metric), getattr(tb, metric)
-        ka, kb = ta.keep(metric), tb.keep(metric)
+        xs, ys = self.per_round(a, metric), self.per_round(b, metric)
+        ka, kb = ta.keep(), tb.keep()
         pairs = [
             (combine(x, y), fa and fb) for x, y, fa, fb in zip(xs, ys, ka or [False] * len(xs), kb or [False] * len(ys))
         ]
@@ -387,6 +397,11 @@ class Rounds:
             return None
         values, keep = zip(*pairs)
         return Stat.headline(values, keep if ka and kb else None)
+
+    def slow_state_bias(self) -> float | None:
+        """The median over entries of ``Timed.slow_state_bias``; None where no entry has one."""
+        found = sorted(b for t in self.timed.values() if (b := t.slow_state_bias()) is not None)
+        return found[len(found) // 2] if found else None
 
     def drift_pct(self) -> float | None:
         """How far the host moved during the rounds: the host reference's range (max - min) over its
@@ -410,6 +425,7 @@ class Rounds:
             "wall": t.wall and t.wall.to_dict(),
             "host": t.host and t.host.to_dict(),
             "host_per_ref": t.host_per_ref and t.host_per_ref.to_dict(),
+            "host_per_ref_slow_bias": t.slow_state_bias(),
             "passes": [p and p.to_dict() for p in (first, second)],
             "pass_ratio": t.pass_ratio(),
             "wall_ms": t.wall_ms,
@@ -434,6 +450,7 @@ class Rounds:
             "drift_pct": self.drift_pct(),
             "cutoff_ms": self.cutoff_ms,
             "slow_share": self.slow_share(),
+            "host_per_ref_slow_bias": self.slow_state_bias(),
             "fast_blocks": self.fast_blocks()[0],
             "blocks": self.fast_blocks()[1],
             "method": host_state.METHOD,
@@ -484,6 +501,8 @@ def rounds(
                     t.probes.setdefault(k, []).append(v)
         if r >= 0:
             reference.append(Stat.of(round_refs or [timing.host_reference_ms()]).median)
+            for t in timed.values():
+                t.round_reference_ms += [reference[-1]] * (len(t.host_ms) - len(t.round_reference_ms))
         if r + 1 in (total // 4, total // 2, 3 * total // 4, total):
             progress(f"rounds: {r + 1} of {total} done")
     done = Rounds(timed, reference, timing.method_name(device), warmup, iters, total)
@@ -514,12 +533,17 @@ def state_text(rounds_: Rounds) -> str:
     return (
         f"The host read slow (its reference loop above {cut:.3g} ms, {host_state.FAST_FACTOR:g}x the 10th "
         f"percentile) in {100 * share:.3g}% of {len(rounds_.references())} references; {fast_n} of {blocks} "
-        "blocks ran fast, and the headlines in ms are medians over those. A run that is slow most of the time "
-        "has a slow 10th percentile, and its ms headlines are slow-state ones; host time per host reference "
-        "(each block's host time over the mean of its two references) cancels the state and is the host "
-        "number to compare across runs. Intervals: bootstrap 95% of the median x sqrt(2), widened to its "
-        f"medians over four time slices and to at least +-{host_state.RUN_TO_RUN:.0%} of the value (what two runs "
-        "of the same tree differ by). Kernel times do not move with the host."
+        "blocks ran fast, and the headlines (ms, and host time per host reference: each block's host time over "
+        "the mean of its two references) are medians over those. A run that is slow most of the time has a slow "
+        "10th percentile, and its headlines are slow-state ones. "
+        + (
+            f"Host per reference read ×{bias:.3g} in the slow state against the fast one (median over entries). "
+            if (bias := rounds_.slow_state_bias()) is not None
+            else f"Fewer than {host_state.MIN_FAST} slow steady blocks per entry: how host per reference reads in the "
+            "slow state was not measured here. "
+        )
+        + "Intervals: the bootstrap's 95% interval of each median (this run's own; what two runs of the same tree "
+        "differ by is measured apart, and compare uses it). Kernel times do not move with the host."
     )
 
 

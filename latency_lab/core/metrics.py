@@ -20,7 +20,7 @@ UNITS = {"ms": "ms", "us": "µs", "s": "s", "mib": "MiB", "mb": "MB", "gbps": "G
 COUNTS = ("per_step", "per_call", "count", "calls", "blocks", "rounds", "kernels", "n")
 # spread parts of a statistic: ``wall_ms`` -> ``wall_q1_ms``, ``wall_q3_ms``
 SPREAD_PARTS = ("q1", "q3")
-# the interval a second run is promised to land in: ``wall_ms`` -> ``wall_lo_ms``, ``wall_hi_ms``
+# the statistic's own 95% interval (bootstrap): ``wall_ms`` -> ``wall_lo_ms``, ``wall_hi_ms``
 INTERVAL_PARTS = ("lo", "hi")
 # words a header spells out differently from its name
 WORDS = {
@@ -50,7 +50,7 @@ class Stat:
     mean: float
     std: float
     n: int
-    lo: float | None = None  # the interval a second run is promised to land in (host_state.interval)
+    lo: float | None = None  # the statistic's own 95% interval (host_state.interval)
     hi: float | None = None
     fast_only: bool | None = None  # the samples were the host's fast-state ones (host_state.select)
 
@@ -74,7 +74,7 @@ class Stat:
     @classmethod
     def headline(cls, samples, keep=None) -> Stat:
         """The statistic of the samples (in time order) the host ran fast for (``keep``, one flag each;
-        all when None or too few), with the interval a second run is promised to land in."""
+        all when None or too few), with its own 95% interval (``host_state.interval``)."""
         from . import host_state
 
         xs, fast_only = host_state.select(samples, keep) if keep is not None else (list(samples), None)
@@ -115,16 +115,23 @@ class Stat:
 
     def flat(self, name: str) -> dict:
         """``{name: median, name_q1: q1, name_q3: q3}`` with the unit suffix kept last: ``wall_ms`` ->
-        ``wall_ms``, ``wall_q1_ms``, ``wall_q3_ms``."""
+        ``wall_ms``, ``wall_q1_ms``, ``wall_q3_ms``; with an interval its ``_lo``/``_hi`` too, and
+        ``wall_fast_only`` where the headline chose its samples (``fast_only``)."""
         base, unit = split_unit(name)
         parts = SPREAD_PARTS + (INTERVAL_PARTS if self.lo is not None else ())
-        return {name: self.median, **{join(f"{base}_{part}", unit): getattr(self, part) for part in parts}}
+        fast = {} if self.fast_only is None else {fast_only_name(name): self.fast_only}
+        return {name: self.median, **{join(f"{base}_{part}", unit): getattr(self, part) for part in parts}, **fast}
 
 
 def split_unit(name: str) -> tuple[str, str | None]:
     """``wall_q1_ms`` -> (``wall_q1``, ``ms``); a name without a unit suffix -> (name, None)."""
     base, _, suffix = name.rpartition("_")
     return (base, suffix) if base and suffix in UNITS else (name, None)
+
+
+def fast_only_name(name: str) -> str:
+    """``wall_ms`` -> ``wall_fast_only``: whether that headline is over the host's fast-state blocks."""
+    return f"{split_unit(name)[0]}_fast_only"
 
 
 def join(base: str, unit: str | None) -> str:

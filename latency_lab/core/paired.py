@@ -76,8 +76,8 @@ class Change:
 
     @property
     def verdict(self) -> str:
-        """``faster``, ``slower`` or ``no change resolved``."""
-        return ("slower" if self.ratio > 1 else "faster") if self.called else "no change resolved"
+        """``changed`` or ``same`` (the words ``compare`` uses)."""
+        return "changed" if self.called else "same"
 
     @property
     def change_pct(self) -> float:
@@ -85,16 +85,17 @@ class Change:
         return 100 * (self.ratio - 1)
 
     def text(self, who: str = "B") -> str:
-        """The verdict in one line: "B faster by 3.1% (2.4-3.8%)" or "no change resolved: this run
-        resolves ±0.6%" (with the estimate)."""
+        """The verdict in one line: "changed: B faster by 3.1% (2.4-3.8%)" or "same: this run resolves
+        ±0.6%" (with the estimate)."""
         if self.called:
             lo, hi = sorted(abs(100 * (x - 1)) for x in (self.lo, self.hi))
-            return f"{who} {self.verdict} by {abs(self.change_pct):.2g}% ({lo:.2g}-{hi:.2g}%)"
+            way = "slower" if self.ratio > 1 else "faster"
+            return f"changed: {who} {way} by {abs(self.change_pct):.2g}% ({lo:.2g}-{hi:.2g}%)"
         found = f"{who} {self.change_pct:+.2g}%, {100 * (self.lo - 1):+.2g} to {100 * (self.hi - 1):+.2g}%"
         if (self.lo > 1 or self.hi < 1) and abs(self.ratio - 1) >= self.min_effect:
             p = "too few rounds" if self.p is None else f"p = {self.p:.2g}"
-            return f"no change resolved: the test over {self.rounds} rounds does not call it ({found}; {p})"
-        return f"no change resolved: this run resolves ±{100 * self.resolution:.2g}% ({found})"
+            return f"same: the test over {self.rounds} rounds does not call it ({found}; {p})"
+        return f"same: this run resolves ±{100 * self.resolution:.2g}% ({found})"
 
     def to_dict(self) -> dict:
         return {

@@ -213,12 +213,12 @@ class ExplorerRow(StepRow):
 @dataclass
 class OpRow(PointRow):
     """04: one (op, size, executor): its tokens, the intra-op threads, and its overhead against eager at
-    the same op and size within rounds (the median difference with quartiles; the median ratio)."""
+    the same op and size within rounds (the median difference and the median ratio, each with its interval)."""
 
     tokens: int | None = None
     threads: int | None = None
     overhead_vs_eager_us: Stat | None = None
-    vs_eager_x: float | None = None
+    vs_eager_x: Stat | None = None
 
 
 @dataclass

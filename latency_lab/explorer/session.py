@@ -552,5 +552,5 @@ def beside_reference(runs: list[dict], environment: dict, reference: Path = REFE
     for d in report["parameters"]:  # other settings: the numbers side by side, no verdict on them
         if d["name"] in thunder_traces.SAME_MODEL:
             for e in (e for e in report["rows"] if e["notebook"] in d["notebooks"]):
-                e.update(verdict=None, beyond_spread=None, decided=f"not judged: another {d['name']} than A's")
+                e.update(verdict="not comparable", decided=f"not comparable: another {d['name']} than A's")
     return report

@@ -5,11 +5,14 @@ beside them are used when present: the environment, and where each notebook ran)
 under ``--output-dir``, by a path, or ``latest`` (the last usable run there: one interrupted after some
 notebooks finished compares on those).
 Per notebook both runs hold, per row (executor; op, size and executor in the op benchmarks) and
-metric (the vocabulary's names: ``metrics.is_metric``): both values, B / A, and whether the difference
-is larger than the spread: the two q1-q3 ranges do not overlap, and for a host-bound time the ratio
-also exceeds how far the hosts moved (each run's host-reference range, and the two runs' reference
-levels against each other). The parameters and environments that differ come first. Rows,
-metrics and notebooks found in one run only, and files that cannot be read, are listed as skipped.
+metric (the vocabulary's names: ``metrics.is_metric``), B against A by one rule (``run_to_run.judge``):
+**changed** when B's move is beyond chance given both runs' intervals and the run-to-run spread measured
+for that kind of number, and beyond that kind's measured minimum effect; **same** otherwise; a kernel
+count is exact. **Not comparable** when the runs did not measure the same thing: another stack (device,
+GPU, Python, torch, Thunder, nvFuser, transformers), other parameters of that notebook, or a headline
+over the host's fast blocks in one run and over all blocks in the other. The parameters and
+environments that differ come first. Rows, metrics and notebooks found in one run only, and files that
+cannot be read, are listed as skipped.
 The report is printed and written as ``compare-<A>-vs-<B>.html`` and ``.json`` into RUN_B's folder
 (RUN_A's when B is a published copy, which nothing writes into), or into ``--out``.
 
@@ -25,7 +28,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..core import host_state, metrics, results
+from ..core import metrics, results, run_to_run
 from ..pages import tables
 from . import notebook_run, run_folder, scheduler
 
@@ -41,12 +44,23 @@ KEY_COLUMNS = (
     "without",
     "metric",
     "comparison",
+    "claim",
 )  # a row's identity, where a notebook's rows have them (``with_graphs``, ``without``: 05's CUDA-graph ratios;
-# ``metric``: 06's fit rows, one per fitted metric; ``comparison``: 08's B, A/A and planted rows)
+# ``metric``: 06's fit rows, one per fitted metric; ``comparison``: 08's B, A/A and planted rows; ``claim``: 05's grades)
 WITHIN_ROUNDS = ("combination", "graphs")  # 07's and 05's rows of within-round ratios, beside the main rows
-# Times that do not move with the host's speed: device time, measured by the profiler.
-HOST_FREE = ("kernel_", "copy_")
-PER_REFERENCE = "_per_ref"  # host time in units of the adjacent host reference (host_state.per_reference)
+GRADED = ("grades",)  # 05's grades of the seed's claims: a word per claim and executor, compared as it stands
+# What a run measured with: two runs that differ in one of these did not measure the same thing.
+STACK = (
+    "device",
+    "gpu.name",
+    "python",
+    "torch_cuda_build",
+    "packages.torch",
+    "packages.lightning-thunder",
+    "packages.nvfuser",
+    "packages.transformers",
+    "packages.triton",
+)
 IGNORED_PARAMS = ("output_dir",)
 IGNORED_ENV = ("collected",)
 
@@ -196,7 +210,7 @@ def table_rows(data: dict) -> list[dict]:
     holds more than the key table, intervals included), else the key table's rows with their intervals;
     then its rows of within-round ratios (``WITHIN_ROUNDS``) and its fit rows (06: fixed and per-layer
     costs per executor and metric) where it has them."""
-    extra = [data.get(name) for name in (*WITHIN_ROUNDS, "fit_rows")]
+    extra = [data.get(name) for name in (*WITHIN_ROUNDS, "fit_rows", *GRADED)]
     extra = [r for section in extra if isinstance(section, list) for r in section if isinstance(r, dict)]
     for section in (data.get("rows"), data.get("points")):
         if isinstance(section, list) and section and all(isinstance(r, dict) and "executor" in r for r in section):
@@ -242,42 +256,23 @@ def spread(row: dict, metric: str) -> tuple[float, float] | None:
 
 
 def interval(row: dict, metric: str) -> tuple[float, float] | None:
-    """The interval a second run is promised to land in for ``metric`` of ``row`` (its ``_lo``/``_hi``
-    columns: ``host_state``); None where the notebook printed none (counts, kernel time, first calls)."""
+    """The statistic's own 95% interval of ``metric`` of ``row`` (its ``_lo``/``_hi`` columns); None where the notebook printed none (counts, kernel time)."""
     names = metrics.interval_names(metric)
     if names and all(_number(row.get(n)) for n in names):
         return row[names[0]], row[names[1]]
     return None
 
 
-def host_moved(run: dict) -> tuple[float | None, float | None]:
-    """How far a run's host moved (the largest host-reference range over its notebooks, as a
-    fraction) and its host reference's level (ms, the median of the timing notebook's, else any)."""
-    refs = [d["host_reference"] for d in run["notebooks"].values() if isinstance(d.get("host_reference"), dict)]
-    drifts = [r["drift_pct"] / 100 for r in refs if _number(r.get("drift_pct"))]
-    timing = (run["notebooks"].get(results.EXECUTOR_TIMING) or {}).get("host_reference")
-    level = next(
-        (r["stat"]["median"] for r in [timing, *refs] if isinstance(r, dict) and isinstance(r.get("stat"), dict)), None
-    )
-    return (max(drifts) if drifts else None), level
-
-
-def between_runs(a: dict, b: dict) -> float | None:
-    """How far apart the two hosts can be: the larger of each run's own host-reference range and the
-    ratio of their reference levels (as a fraction); None where neither run timed a host reference."""
-    (drift_a, level_a), (drift_b, level_b) = host_moved(a), host_moved(b)
-    parts = [d for d in (drift_a, drift_b) if d is not None]
-    if level_a and level_b:
-        parts.append(abs(level_b / level_a - 1))
-    return max(parts) if parts else None
-
-
-def compare_notebook(name: str, a: dict, b: dict, host: float | None = None) -> tuple[list[dict], list[str]]:
-    """Rows of the comparison for one notebook, and what was skipped in it."""
+def compare_notebook(
+    name: str, a: dict, b: dict, effects: dict, not_comparable: str | None = None, hosts_apart: str | None = None
+) -> tuple[list[dict], list[str]]:
+    """Rows of the comparison for one notebook (each number judged by ``run_to_run.judge`` with
+    ``effects``, or ``not_comparable`` with that reason; a host-bound number not judged where
+    ``hosts_apart`` says why), and what was skipped in it."""
     rows_a, rows_b = table_rows(a), table_rows(b)
     (by_a, twice_a), (by_b, twice_b) = by_key(rows_a), by_key(rows_b)
     metrics_a, metrics_b = metric_names(a, rows_a), metric_names(b, rows_b)
-    metrics = [m for m in metrics_a if m in metrics_b]
+    common = [m for m in metrics_a if m in metrics_b]
     skipped = [
         f"{name}: metric {m!r} only in {side}"
         for side, ms, other in (("A", metrics_a, metrics_b), ("B", metrics_b, metrics_a))
@@ -299,69 +294,86 @@ def compare_notebook(name: str, a: dict, b: dict, host: float | None = None) -> 
     for key in (k for k in by_a if k in by_b):
         ra, rb = by_a[key], by_b[key]
         if ra.get("status") != rb.get("status"):
-            out.append(_entry(name, key, "status", ra.get("status"), rb.get("status"), None, None))
-        for m in metrics:
-            va, vb = ra.get(m), rb.get(m)
-            if _number(va) or _number(vb):
-                out.append(
-                    _entry(name, key, m, va, vb, spread(ra, m), spread(rb, m), host, interval(ra, m), interval(rb, m))
-                )
+            out.append(_word_entry(name, key, "status", ra.get("status"), rb.get("status")))
+        if ra.get("grade") is not None or rb.get("grade") is not None:
+            out.append(_word_entry(name, key, "grade", ra.get("grade"), rb.get("grade"), not_comparable))
+        for m in common:
+            if _number(ra.get(m)) or _number(rb.get(m)):
+                why = not_comparable or _fast_only_differs(ra, rb, m)
+                out.append(_entry(name, key, m, ra, rb, effects, why, hosts_apart))
     return out, skipped
 
 
-def _entry(notebook, key, metric, a, b, spread_a, spread_b, host=None, interval_a=None, interval_b=None) -> dict:
-    """One number of both runs. With both runs' intervals (each at least ``host_state.RUN_TO_RUN`` of
-    its value either side, ``host_state.floored``): ``reproduced`` when B lies inside A's interval or
-    A inside B's, else ``changed`` (the host states are already out of both: the
-    intervals are fast-state ones). Without: beyond spread when the q1-q3 ranges do not overlap and,
-    for a host-bound time, the ratio exceeds how far the hosts moved. ``decided``: the verdict in
-    words, with what it was decided on (intervals, q1-q3 ranges, the hosts' drift)."""
-    both = _number(a) and _number(b)
-    beyond, verdict, decided = None, None, None
-    if both and interval_a and interval_b:  # a run made before the floor existed gets it here
-        interval_a, interval_b = host_state.floored(a, *interval_a), host_state.floored(b, *interval_b)
-        inside = interval_a[0] <= b <= interval_a[1] or interval_b[0] <= a <= interval_b[1]
-        beyond, verdict = not inside, "reproduced" if inside else "changed"
-        decided = "reproduced: inside an interval" if inside else "changed: outside both intervals"
-    elif both and spread_a and spread_b:
-        beyond = spread_a[1] < spread_b[0] or spread_b[1] < spread_a[0]
-        decided = "differs: q1-q3 apart" if beyond else "same: q1-q3 overlap"
-        if beyond and host is not None and a and not metric.startswith(HOST_FREE):
-            beyond = abs(b / a - 1) > host
-            decided = decided if beyond else f"same: q1-q3 apart, within the hosts' {host:.0%}"
-    elif both:
-        decided = "not judged: no q1-q3"
+def _fast_only_differs(ra: dict, rb: dict, metric: str) -> str | None:
+    """Why a number is not comparable when one run's headline is over the fast blocks and the other's
+    over all blocks (``Stat.fast_only``), else None."""
+    fa, fb = (r.get(metrics.fast_only_name(metric)) for r in (ra, rb))
+    if fa is None or fb is None or fa == fb:
+        return None
+    return f"not comparable: {'fast blocks' if fa else 'all blocks'} in A, {'fast blocks' if fb else 'all blocks'} in B"
+
+
+def _word_entry(notebook: str, key: str, word: str, a, b, not_comparable: str | None = None) -> dict:
+    """A word of both runs (a row's status, a claim's grade): changed where it differs, else same (or
+    ``not_comparable``, with that reason)."""
+    verdict, decided = ("changed", f"changed: {word} {a} -> {b}") if a != b else ("same", f"same: {word} {a}")
+    if not_comparable:
+        verdict, decided = "not comparable", not_comparable
+    return {
+        "notebook": notebook, "row": key, "metric": word, "kind": None, "a": a, "b": b, "ratio": None,
+        "resolution": None, "a_q1_q3": None, "b_q1_q3": None, "a_interval": None, "b_interval": None,
+        "min_effect": None, "p": None, "verdict": verdict, "decided": decided,
+    }
+
+
+def _entry(
+    notebook: str, key: str, metric: str, ra: dict, rb: dict, effects: dict, not_comparable: str | None, hosts_apart
+) -> dict:
+    """One number of both runs, judged B against A (``run_to_run.judge``), not comparable, or, for a
+    host-bound number of a notebook whose host moved too far (``hosts_apart``: why), not judged."""
+    a, b = ra.get(metric), rb.get(metric)
+    interval_a, interval_b = interval(ra, metric), interval(rb, metric)
+    kind = run_to_run.kind(metric)
+    effect = effects.get(kind)
+    if not (_number(a) and _number(b)):
+        judged = run_to_run.Judged("not judged", "not judged: measured in one run only")
+    elif not_comparable:
+        judged = run_to_run.Judged("not comparable", not_comparable)
+    elif hosts_apart and kind in run_to_run.HOST_BOUND:
+        judged = run_to_run.Judged("not judged", f"not judged: {hosts_apart}")
+    else:
+        judged = run_to_run.judge(kind, a, b, interval_a, interval_b, effect)
     return {
         "notebook": notebook,
         "row": key,
         "metric": metric,
+        "kind": kind,
         "a": a,
         "b": b,
-        "ratio": b / a if both and a else None,
-        "resolution": resolution(a, b, interval_a, interval_b, spread_a, spread_b, host, metric),
-        "a_q1_q3": spread_a,
-        "b_q1_q3": spread_b,
+        "ratio": b / a if _number(a) and _number(b) and a else None,
+        "resolution": resolution(a, interval_a, interval_b, effect, kind) if judged.verdict in ("changed", "same") else None,
+        "a_q1_q3": spread(ra, metric),
+        "b_q1_q3": spread(rb, metric),
         "a_interval": interval_a,
         "b_interval": interval_b,
-        "beyond_spread": beyond,
-        "verdict": verdict,
-        "decided": decided,
+        "min_effect": judged.min_effect,
+        "p": judged.p,
+        "verdict": judged.verdict,
+        "decided": judged.decided,
     }
 
 
-def resolution(a, b, interval_a, interval_b, spread_a, spread_b, host, metric) -> float | None:
-    """The smallest move of this number the comparison could call, as a fraction of A's value: with
-    intervals, B must leave A's and A leave B's, so the wider of the two half-widths; with q1-q3
-    ranges, the two ranges' half-widths together, and for a host-bound time at least the hosts' drift.
-    None where nothing is judged."""
-    if not (_number(a) and _number(b)) or not a or not b:
+def resolution(a, interval_a, interval_b, effect: dict | None, kind: str | None) -> float | None:
+    """The smallest move of this number the rule could call changed, as a fraction of A's value: its
+    kind's minimum effect, or the move the test needs (1.96 standard errors of both intervals and the
+    run-to-run sigma) where that is larger. None where nothing is judged."""
+    if effect is None or kind == run_to_run.COUNT or not _number(a) or not a:
         return None
-    if interval_a and interval_b:
-        return max((interval_a[1] - interval_a[0]) / (2 * abs(a)), (interval_b[1] - interval_b[0]) / (2 * abs(b)))
-    if spread_a and spread_b:
-        apart = (spread_a[1] - spread_a[0]) / (2 * abs(a)) + (spread_b[1] - spread_b[0]) / (2 * abs(b))
-        return max(apart, host) if host is not None and not metric.startswith(HOST_FREE) else apart
-    return None
+    ses = [run_to_run.standard_error(i, a) for i in (interval_a, interval_b) if i]
+    if kind != run_to_run.KERNEL and len(ses) < 2:
+        return None
+    test = run_to_run.Z95 * (sum(x * x for x in ses) + effect["sigma"] ** 2) ** 0.5
+    return max(effect["min_effect"], test)
 
 
 AB_HINT = (
@@ -381,8 +393,18 @@ def ab_resolution(run: dict) -> float | None:
     return values[len(values) // 2] if values else None
 
 
-def compare(a: dict, b: dict) -> dict:
-    """The comparison of two loaded runs (``load_run``)."""
+def stack_differences(a: dict, b: dict) -> list[str]:
+    """What differs in the two runs' stacks (``STACK``: device, GPU, Python, the compilers' versions),
+    as ``name: A -> B``; [] where either run has no environment record."""
+    if not a["environment"] or not b["environment"]:
+        return []
+    fa, fb = flatten(a["environment"]), flatten(b["environment"])
+    return [f"{k} {shown(fa.get(k))} -> {shown(fb.get(k))}" for k in STACK if fa.get(k) != fb.get(k)]
+
+
+def compare(a: dict, b: dict, effects: dict | None = None) -> dict:
+    """The comparison of two loaded runs (``load_run``), B against A, each number judged with
+    ``effects`` (per kind; None: those measured for A's device, ``run_to_run.effects``)."""
     common = [n for n in a["notebooks"] if n in b["notebooks"]]
     if not common:
         unreadable = "".join(
@@ -392,27 +414,44 @@ def compare(a: dict, b: dict) -> dict:
             f"runs {a['name']} ({', '.join(a['notebooks'])}) and {b['name']} "
             f"({', '.join(b['notebooks'])}) have no notebook in common{unreadable}"
         )
+    device = a["environment"].get("device")
+    given = effects is not None
+    effects = effects if given else run_to_run.effects(device)
     skipped = [f"{n}: only in A ({a['name']})" for n in a["notebooks"] if n not in b["notebooks"]]
     skipped += [f"{n}: only in B ({b['name']})" for n in b["notebooks"] if n not in a["notebooks"]]
     skipped += [f"unreadable in {side}: {u}" for side, run in (("A", a), ("B", b)) for u in run["unreadable"]]
-    rows, host = [], between_runs(a, b)
+    stack = stack_differences(a, b)
+    parameters = parameter_differences(a, b, common)
+    rows, hosts = [], []
     for n in common:
-        got, missed = compare_notebook(n, a["notebooks"][n], b["notebooks"][n], host)
+        params = [d["name"] for d in parameters if n in d["notebooks"]]
+        why = (
+            f"not comparable: another stack ({'; '.join(stack)})"
+            if stack
+            else f"not comparable: parameters differ ({', '.join(params)})" if params else None
+        )
+        da, db = a["notebooks"][n], b["notebooks"][n]
+        apart = run_to_run.hosts_apart(da, db, effects)
+        hosts += [f"{n}: {apart}"] if apart else []
+        got, missed = compare_notebook(n, da, db, effects, why, apart)
         rows += got
         skipped += missed
     return {
         "a": {"name": a["name"], "path": a["path"]},
         "b": {"name": b["name"], "path": b["path"]},
         "notebooks": common,
-        "parameters": parameter_differences(a, b, common),
+        "parameters": parameters,
         "ran_on": [
             {"name": n, "a": a["ran_on"].get(n) or "not recorded", "b": b["ran_on"].get(n) or "not recorded"}
             for n in common
         ],
         "environment": differences(a["environment"], b["environment"], IGNORED_ENV),
+        "stack": stack,
+        "hosts": hosts,
         "skipped": skipped,
         "rows": rows,
-        "hosts_apart": host,
+        "effects": effects,
+        "effects_source": {"source": "given by the caller"} if given else run_to_run.source(device),
         "ab_resolution_pct": next((r for r in (ab_resolution(b), ab_resolution(a)) if r is not None), None),
     }
 
@@ -448,53 +487,43 @@ def cell(entry: dict, key: str) -> str:
 
 
 def tally(report: dict) -> str:
-    """One sentence: how many numbers were compared, how many moved beyond both runs' spread, and
-    how many rows changed status (a status is not a number)."""
-    numbers = [e for e in report["rows"] if e["metric"] != "status"]
-    beyond = [e for e in numbers if e["beyond_spread"]]
-    higher = sum(e["b"] > e["a"] for e in beyond)
-    spread = sum(e["beyond_spread"] is not None for e in numbers)
-    changed = len(report["rows"]) - len(numbers)
-    judged = [e for e in numbers if e.get("verdict")]
-    reproduced = sum(e["verdict"] == "reproduced" for e in judged)
-    verdicts = (
-        f" Of the {len(judged)} numbers with an interval (host-side times and ratios), {reproduced} reproduced "
-        f"(B inside A's interval, or A inside B's) and {len(judged) - reproduced} changed."
-        if judged
-        else ""
+    """What the comparison found, in a few sentences: how many numbers changed (higher or lower in B),
+    stayed the same, could not be compared or judged, the minimum effects judged with, and the
+    resolution."""
+    numbers = [e for e in report["rows"] if e["metric"] not in ("status", "grade")]
+    count = {v: sum(e["verdict"] == v for e in numbers) for v in ("changed", "same", "not comparable", "not judged")}
+    higher = sum(e["verdict"] == "changed" and e["b"] > e["a"] for e in numbers)
+    status = sum(e["metric"] == "status" for e in report["rows"])
+    grades = [e for e in report["rows"] if e["metric"] == "grade"]
+    regraded = sum(e["verdict"] == "changed" for e in grades)
+    out = (
+        f"{len(numbers)} numbers: {count['changed']} changed ({higher} higher in B, {count['changed'] - higher} "
+        f"lower), {count['same']} same, {count['not comparable']} not comparable, {count['not judged']} not judged"
+        f"{f'; {status} rows changed status' if status else ''}"
+        f"{f'; {regraded} of {len(grades)} grades of the seed claims changed' if grades else ''}."
     )
-    per_ref = [e for e in judged if metrics.split_unit(e["metric"])[0].endswith(PER_REFERENCE)]
-    if per_ref:
-        kept = sum(e["verdict"] == "reproduced" for e in per_ref)
-        verdicts += (
-            f" Host time per host reference (the state of the host cancels out of it): {kept} of {len(per_ref)} "
-            "reproduced; where these reproduce and the same rows' host ms changed, the host's state moved, "
-            "not the code."
+    if report.get("hosts"):
+        out += f" Host-bound numbers not judged where {'; '.join(report['hosts'])}."
+    if report.get("stack"):
+        out += f" Not comparable: another stack ({'; '.join(report['stack'])}); time both in one run: runner.py ab."
+    effects, where = report.get("effects") or {}, report.get("effects_source") or {}
+    if effects:
+        kinds = ", ".join(f"{k} {100 * v['min_effect']:.2g}%" for k, v in effects.items())
+        out += (
+            f" Minimum effects (measured from {where.get('pairs', '?')} same-tree run pairs, {where.get('source', '?')}): "
+            f"{kinds}; kernel counts exact."
         )
-    hosts = report.get("hosts_apart")
-    apart = (
-        ""
-        if hosts is None
-        else (
-            f" The two hosts' references were up to {hosts:.0%} apart; a host-bound time without an "
-            "interval counts as beyond spread only when it moved further."
-        )
-    )
+    else:
+        out += " No same-tree run pairs were measured on this device: only kernel counts are judged."
     resolved = sorted(e["resolution"] for e in numbers if e.get("resolution") is not None)
-    finer = ""
     if resolved:
         ab = report.get("ab_resolution_pct")
-        median = 100 * resolved[len(resolved) // 2]
-        finer = (
-            f" Resolution (the smallest move each number could be called changed by): median ±{median:.3g}%, "
+        out += (
+            f" Resolution (the smallest move each number could be called changed by): median ±{100 * resolved[len(resolved) // 2]:.3g}%, "
             f"finest ±{100 * resolved[0]:.3g}%. {AB_HINT}"
             + (f"; this machine's 08 resolved ±{ab:.2g}% of host time within one run." if ab is not None else ".")
         )
-    return (
-        f"{len(numbers)} numbers compared, {spread} with a spread in both runs; {len(beyond)} differ by more "
-        f"than that spread ({higher} higher in B, {len(beyond) - higher} lower)"
-        f"{f'; {changed} rows changed status' if changed else ''}.{verdicts}{apart}{finer}"
-    )
+    return out
 
 
 def text(report: dict) -> str:
@@ -533,7 +562,7 @@ def entries_table(entries: list[dict], with_notebook: str | None = None, style: 
     (outside the pages)."""
     shown = ((with_notebook, "notebook"), *TABLE[1:]) if with_notebook else TABLE[1:]
     rows = [[tables.Cell(cell(e, k), "num") if k in RANGES else e[k] for _, k in shown] for e in entries]
-    beyond = ["beyond" if e["beyond_spread"] else "" for e in entries]
+    beyond = ["beyond" if e["verdict"] == "changed" else "" for e in entries]
     return tables.html_table(rows, [h for h, _ in shown], row_classes=beyond, style=style)
 
 
@@ -573,7 +602,7 @@ def to_html(report: dict) -> str:
 
 # --- N runs: A against each other run ------------------------------------------------------------------
 
-PER_RUN = ("b", "b_interval", "b_q1_q3", "ratio", "beyond_spread", "verdict", "decided")  # of a pair's row
+PER_RUN = ("b", "b_interval", "b_q1_q3", "ratio", "verdict", "decided")  # of a pair's row
 
 
 def compare_many(runs: list[dict]) -> dict:
@@ -677,7 +706,7 @@ def many_cells(line: dict) -> list:
                 o["b"],
                 _range(o, "b"),
                 o["ratio"],
-                tables.Cell(o["decided"], "differs" if o["beyond_spread"] else ""),
+                tables.Cell(o["decided"], "differs" if o["verdict"] == "changed" else ""),
             ]
     return cells
 
@@ -745,7 +774,7 @@ def _many_table(report: dict, notebook: str):
     lines = [line for line in report["rows"] if line["notebook"] == notebook]
     if not lines:
         return None
-    beyond = ["beyond" if any(o and o["beyond_spread"] for o in line["others"]) else "" for line in lines]
+    beyond = ["beyond" if any(o and o["verdict"] == "changed" for o in line["others"]) else "" for line in lines]
     return tables.html_table([many_cells(line) for line in lines], many_columns(report), row_classes=beyond)
 
 

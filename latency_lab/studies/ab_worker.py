@@ -27,19 +27,6 @@ ab_worker.serve(channel)
 """
 
 
-def planted(fn, delay_us: float):
-    """``fn`` behind a pure-Python busy wait of ``delay_us`` µs per call (host time, no GPU work)."""
-    delay_s = delay_us / 1e6
-
-    def step(**kwargs):
-        until = time.perf_counter() + delay_s
-        while time.perf_counter() < until:
-            pass
-        return fn(**kwargs)
-
-    return step
-
-
 class Worker:
     """The requests a worker answers (``serve`` calls them by name with the message's fields)."""
 
@@ -82,13 +69,13 @@ class Worker:
         """One block of ``executor`` between two host references (``harness.measure_block``), behind
         ``delay_us`` of planted delay; with ``parts``, an in-place breakdown of the same step right
         after it (a Thunder configuration that can be instrumented), else the reason it has none."""
-        from ..core import harness
+        from ..core import harness, planted
 
         t0 = time.perf_counter()
         fn = self.prepared[executor].fn
         probes = {"parts": lambda: self.parts(executor, iters)} if parts else {}
         m = harness.measure_block(
-            planted(fn, delay_us) if delay_us else fn, self.setup.kwargs, self.device, warmup, iters, probes
+            planted.delayed(fn, delay_us) if delay_us else fn, self.setup.kwargs, self.device, warmup, iters, probes
         )
         return {
             "before_ms": m.before_ms,

@@ -372,14 +372,18 @@ def closure_scope(b: dict) -> str:
     )
 
 
+def startup_of(broken: dict[str, dict]) -> str | None:
+    """The Thunder configuration whose in-place start-up is graded: thunder where it was taken apart,
+    else the first that was; None without one."""
+    if "thunder" in broken and "startup_us" in broken["thunder"]:
+        return "thunder"
+    return next((n for n, b in broken.items() if "startup_us" in b), None)
+
+
 def startup_text(broken: dict[str, dict], timelines: dict[str, dict], device: str) -> str:
     """The seed's ~250 µs start-up per step, graded on Thunder's in-place time before its computation's
     first statement, with the profiled call-to-first-kernel against eager's as a cross-check."""
-    name = (
-        "thunder"
-        if "thunder" in broken and "startup_us" in broken["thunder"]
-        else next((n for n, b in broken.items() if "startup_us" in b), None)
-    )
+    name = startup_of(broken)
     if name is None:
         return "Start-up per step (seed: ~250 µs): no Thunder configuration was taken apart in place here."
     s = Stat.from_dict(broken[name]["startup_us"])
@@ -463,6 +467,40 @@ def cure_verdict(g: dict) -> str:
     return "holds" if hi <= GRAPHS_CURE else "does not hold" if lo > GRAPHS_CURE else "at the edge"
 
 
+def grades(broken, timelines, regions, graphs, device: str) -> list[dict]:
+    """Each grade of a seed claim that the findings give, as a record (claim, executor, the value graded
+    and its grade), so that ``compare`` can set two runs' grades side by side."""
+
+    def record(claim, executor, value, verdict):
+        return {"claim": claim, "executor": executor, "value": value, "grade": verdict}
+
+    out = []
+    if (name := startup_of(broken)) is not None:
+        s = Stat.from_dict(broken[name]["startup_us"])
+        out.append(record("start-up per step, in place (µs)", name, s.median, grade(s, SEED_STARTUP_US)))
+        eager, here = ((timelines.get(n) or {}).get("call_to_first_kernel_us") for n in ("eager", name))
+        if device.startswith("cuda") and eager is not None and here is not None:
+            out.append(
+                record("call to first kernel beyond eager's (µs)", name, here - eager, grade(here - eager, SEED_STARTUP_US))
+            )
+    for n in broken:
+        if (s := nvfusion_per_kernel(broken, regions, n)) is not None:
+            out.append(record("nvFuser per kernel, in place (µs)", n, s.median, grade(s, SEED_NVFUSER_US_PER_KERNEL)))
+            if c := alone_costs(regions, n):
+                own = c["execute_us_per_kernel"]
+                out.append(record("nvFuser per kernel, fd.execute alone (µs)", n, own, grade(own, SEED_NVFUSER_US_PER_KERNEL)))
+                wrap = c["wrapper_us_per_fusion"]
+                out.append(
+                    record("FusionDefinition cache per fusion (µs)", n, wrap, "holds" if wrap >= SEED_WRAPPER_US else "lower")
+                )
+    out += [
+        record("CUDA graphs as the cure (wall ratio)", g["with_graphs"], g["wall_ratio_x"], cure_verdict(g))
+        for g in graphs
+        if g["wall_ratio_x"] is not None
+    ]
+    return out
+
+
 def findings(broken, timelines, regions, graphs, timed: Rounds, device: str) -> list[str]:
     return [
         *parts_text(broken),
@@ -510,6 +548,7 @@ class Result:
     timelines: dict[str, dict]  # the profiled step's metrics per executor (``timeline_row``)
     profiled: dict[str, dict]  # the profiled step per executor: its Chrome trace's file and its rows
     graphs: list[dict]
+    grades: list[dict]  # the seed claims' grades (``grades``)
     findings: list[str]
     memory: dict[str, dict | None]
     first_call_s: dict[str, float | None]
@@ -529,6 +568,7 @@ class Result:
             breakdown=self.breakdown,
             regions=self.regions,
             graphs=self.graphs,
+            grades=self.grades,
             timeline=self.timelines,
             memory=self.memory,
             first_call_s=self.first_call_s,
@@ -572,6 +612,7 @@ def run(params: Params) -> Result:
         timelines=timelines,
         profiled={n: m["timeline"] for n, m in measured.items() if m.get("timeline")},
         graphs=graphs,
+        grades=grades(broken, timelines, regions, graphs, params.device),
         findings=findings(broken, timelines, regions, graphs, timed, params.device),
         memory={n: m.get("memory") for n, m in measured.items()},
         first_call_s={n: p.first_call_s for n, p in prepared.items()},

@@ -95,14 +95,15 @@ def saved(timed: Rounds, name: str, baseline: str = BASELINE) -> Stat | None:
 
 
 def saved_per_reference(timed: Rounds, name: str, baseline: str = BASELINE) -> Stat | None:
-    """The same saving in units of the adjacent host reference (``host_state.per_reference``), paired
-    over the same rounds: the number that survives a change of the host's state."""
+    """The same saving in units of the round's host reference (``Rounds.per_round``: one reference for both
+    blocks of a round), paired over the same rounds."""
     return timed.paired(baseline, name, "host_per_ref_x", lambda b, x: b - x)
 
 
 def saving_verdict(timed: Rounds, name: str, baseline: str = BASELINE) -> tuple[str | None, float | None]:
-    """``saves``, ``costs`` or ``not separated`` (sign test over the same rounds as ``saved``, p <
-    0.05, and an interval that excludes zero), and the sign test's p."""
+    """``changed: saves``, ``changed: costs`` or ``same`` (the words ``compare`` uses: changed when the sign
+    test over the same rounds as ``saved`` gives p < 0.05 and the interval excludes zero), and the sign
+    test's p."""
     s = saved(timed, name, baseline)
     if s is None:
         return None, None
@@ -111,8 +112,8 @@ def saving_verdict(timed: Rounds, name: str, baseline: str = BASELINE) -> tuple[
     diffs = [(b - x) * 1e3 for i, (b, x) in enumerate(zip(ta.host_ms, tb.host_ms)) if both is None or both[i]]
     p = host_state.sign_test(diffs)
     if not host_state.separated(diffs, s.lo, s.hi):
-        return "not separated", p
-    return ("saves" if s.lo > 0 else "costs"), p
+        return "same", p
+    return ("changed: saves" if s.lo > 0 else "changed: costs"), p
 
 
 def part_deltas(broken: dict[str, dict], name: str, baseline: str = BASELINE) -> dict[str, float]:
@@ -191,8 +192,8 @@ def ranked(rows: list[dict]) -> list[dict]:
 
 
 def best_levers(rows: list[dict]) -> list[str]:
-    """The levers to combine: up to ``COMBINE_AT_MOST`` whose saving is separated from zero (``saves``)."""
-    return [r["executor"] for r in ranked(rows) if r.get("saving") == "saves"][:COMBINE_AT_MOST]
+    """The levers to combine: up to ``COMBINE_AT_MOST`` whose saving is separated from zero (``changed: saves``)."""
+    return [r["executor"] for r in ranked(rows) if r.get("saving") == "changed: saves"][:COMBINE_AT_MOST]
 
 
 def counterfactual(
@@ -253,7 +254,7 @@ def ranking_text(rows: list[dict], timed: Rounds) -> str:
     )
     return (
         "Host time saved per step against Thunder-nvFuser, within the rounds where both ran fast, best first "
-        "(a lever saves only when a sign test over those rounds gives p < 0.05 and the interval excludes zero): "
+        "(changed only when a sign test over those rounds gives p < 0.05 and the interval excludes zero, else same): "
         + "; ".join(parts)
         + "."
         + note

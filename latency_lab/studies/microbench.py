@@ -250,11 +250,9 @@ def measure(params: Params, cfg: dict, progress: Callable[[str], None] = say) ->
 
 
 def difference(timed: Rounds, a: str, b: str) -> Stat | None:
-    """``a`` minus ``b`` in µs per call, round by round (both timed in the same round), as a statistic
-    over the rounds: a drift of the host moves both sides of each difference alike."""
-    xs, ys = (timed.timed[n].wall_ms if n in timed.timed else [] for n in (a, b))
-    pairs = [(x - y) * 1e3 for x, y in zip(xs, ys)]
-    return Stat.of(pairs) if pairs else None
+    """``a`` minus ``b`` in µs per call, round by round (``Rounds.paired``: both timed in the same round,
+    over the rounds where both ran fast), with its interval over those rounds."""
+    return timed.paired(a, b, "wall_ms", lambda x, y: (x - y) * 1e3)
 
 
 def rows(built: list[sweep.Built], timed: Rounds, threads: int, seq_len: int) -> list[dict]:
@@ -273,7 +271,7 @@ def rows(built: list[sweep.Built], timed: Rounds, threads: int, seq_len: int) ->
             tokens=size_tokens(b.point["size"], seq_len),
             threads=threads,
             overhead_vs_eager_us=difference(timed, b.key, base) if base else None,
-            vs_eager_x=ratio and ratio.median,
+            vs_eager_x=ratio,
         )
         out.append(row.as_dict())
     return out

@@ -31,7 +31,7 @@ from ..pages.tables import number
 
 METRICS = ("wall_ms", "host_ms", "kernel_ms")  # fitted against depth
 PER_REF = (
-    "host_per_ref_x"  # host time per host reference, fitted too: the per-layer cost that survives the host's state
+    "host_per_ref_x"  # host time per host reference, fitted too
 )
 FIRST_CALL_FIT_DEPTHS = 3  # cold first calls at this many depths or more get a line
 # Compared within rounds at every depth and in decode: (a, b) reads "a / b".
@@ -232,7 +232,7 @@ def blocks_of(timed: Rounds | None, rows: list[dict], metric: str) -> list | Non
     None when the rounds do not hold every row's blocks (kernel time has none)."""
     if timed is None or metric == "kernel_ms" or any(r.get("key") not in timed.timed for r in rows):
         return None
-    return [(r["layers"], getattr(timed.timed[r["key"]], metric), timed.timed[r["key"]].keep(metric)) for r in rows]
+    return [(r["layers"], getattr(timed.timed[r["key"]], metric), timed.timed[r["key"]].keep()) for r in rows]
 
 
 def with_interval(line: dict, blocks: list | None) -> dict:

@@ -1,0 +1,204 @@
+"""What two runs of the same tree differ by, per kind of number, and ``compare``'s one rule.
+
+A run's interval is its statistic's own (``host_state``): it does not see what moves between two runs
+(the host's state mix over minutes, another machine of the same kind). That is measured apart, per
+**kind** of number (``KINDS``), from same-tree run pairs kept in the repository
+(``tools/run_pairs.py estimate``): ``sigma``, the spread of the relative move beyond what both runs'
+intervals explain, and ``min_effect``, the 95th percentile of the moves' size. ``judge`` calls a number
+**changed** when B's move against A is beyond chance (a two-sided z test on the move, with both
+intervals and ``sigma``: p < ``P``) **and** beyond ``min_effect``; **same** otherwise. A count
+(kernels per step) is exact: any difference is changed. Where a notebook's host reference moved
+further between the runs than host time's minimum effect (``hosts_apart``), its host-bound numbers
+are not judged: the effects were not measured on such a move.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import host_state
+
+PATH = Path(__file__).with_name("run_to_run.json")
+P = 0.05
+Z95 = 1.959964  # half-width of a 95% interval in standard errors
+TIME, PER_REF, WITHIN, DIFFERENCE, KERNEL, FIT, COUNT = (
+    "host and wall time",
+    "per reference",
+    "ratio within rounds",
+    "difference within rounds",
+    "kernel time",
+    "fit",
+    "count",
+)
+KINDS = (TIME, PER_REF, WITHIN, DIFFERENCE, KERNEL, FIT, COUNT)
+COUNTED = ("kernels_per_step", "copies_per_step")  # exact: the same tree launches the same kernels
+WITHIN_ROUNDS = ("vs_eager_x", "vs_baseline_x", "vs_reference_x", "wall_ratio_x")  # ratios of two entries of a round
+# Differences of two entries of a round: a move is relative to A's difference, so judged only where A's
+# interval excludes zero (a difference near zero has no scale to move against)
+DIFFERENCES = ("overhead_vs_eager_us", "host_saved_us", "host_saved_per_ref_x")
+FITTED = ("per_layer_ms", "per_layer_per_ref_x", "fixed_ms")  # 06's fits against depth
+TIMED = ("wall_ms", "host_ms", "loop_ms", "tpot_ms")
+
+
+def kind(metric: str) -> str | None:
+    """The kind of number ``metric`` is, or None for one compare does not judge (first calls, memory,
+    shares)."""
+    if metric in COUNTED:
+        return COUNT
+    if metric == "kernel_ms":
+        return KERNEL
+    if metric in WITHIN_ROUNDS:
+        return WITHIN
+    if metric in DIFFERENCES:
+        return DIFFERENCE
+    if metric in FITTED:
+        return FIT
+    if metric == "host_per_ref_x":
+        return PER_REF
+    return TIME if metric in TIMED else None
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One number's verdict: ``changed``, ``same`` or ``not judged``, with what it was decided on."""
+
+    verdict: str
+    decided: str
+    p: float | None = None
+    min_effect: float | None = None
+
+
+def standard_error(interval, scale: float) -> float:
+    """A 95% interval's standard error, relative to ``scale``."""
+    return (interval[1] - interval[0]) / (2 * Z95 * abs(scale))
+
+
+def judge(kind_: str | None, a, b, interval_a, interval_b, effect: dict | None) -> Judged:
+    """B against A (the module docstring's rule); ``effect``: this kind's measured ``sigma`` and
+    ``min_effect`` on this device (None: not measured, so not judged)."""
+    if kind_ == COUNT:
+        return Judged("changed", "changed: the count differs") if a != b else Judged("same", "same: equal counts")
+    if kind_ is None:
+        return Judged("not judged", "not judged: not a kind compare judges")
+    if effect is None:
+        return Judged("not judged", f"not judged: no same-tree pairs measured {kind_} on this device")
+    if not a:
+        return Judged("not judged", "not judged: A is zero")
+    if kind_ != KERNEL and not (interval_a and interval_b):
+        return Judged("not judged", "not judged: no interval in both runs")
+    if kind_ == DIFFERENCE and interval_a[0] <= 0 <= interval_a[1]:
+        return Judged("not judged", "not judged: A's interval includes zero (no scale to move against)")
+    move = b / a - 1
+    ses = [standard_error(i, a) for i in (interval_a, interval_b) if i]
+    sigma = math.sqrt(sum(s * s for s in ses) + effect["sigma"] ** 2)
+    p = math.erfc(abs(move) / sigma / math.sqrt(2)) if sigma else float(move == 0)
+    floor = effect["min_effect"]
+    way = f"B {'higher' if move > 0 else 'lower'} by {100 * abs(move):.3g}%"
+    if p < P and abs(move) > floor:
+        return Judged("changed", f"changed: {way} (p {p:.2g}, beyond the {100 * floor:.2g}% minimum effect)", p, floor)
+    why = f"p {p:.2g}" if p >= P else f"within the {100 * floor:.2g}% minimum effect"
+    return Judged("same", f"same: {way}, {why}", p, floor)
+
+
+def estimate(rows: list[dict]) -> dict:
+    """Per kind, from compare's rows of same-tree pairs: ``sigma`` (the moves' root mean square beyond
+    what their intervals explain) and ``min_effect`` (the 95th percentile of the moves' size), with how
+    many numbers gave them."""
+    out = {}
+    for k in KINDS:
+        if k == COUNT:
+            continue
+        found = [r for r in rows if r.get("kind") == k and r.get("ratio") is not None and r["a"]]
+        if k != KERNEL:
+            found = [r for r in found if r.get("a_interval") and r.get("b_interval")]
+        if k == DIFFERENCE:
+            found = [r for r in found if not r["a_interval"][0] <= 0 <= r["a_interval"][1]]
+        if len(found) < 2:
+            continue
+        moves = [r["ratio"] - 1 for r in found]
+        explained = [
+            sum(standard_error(r[side], r["a"]) ** 2 for side in ("a_interval", "b_interval") if r.get(side))
+            for r in found
+        ]
+        excess = sum(m * m for m in moves) / len(moves) - sum(explained) / len(explained)
+        out[k] = {
+            "sigma": math.sqrt(max(0.0, excess)),
+            "min_effect": host_state.quantile([abs(m) for m in moves], 0.95),
+            "numbers": len(found),
+        }
+    return out
+
+
+HOST_BOUND = (TIME, PER_REF, DIFFERENCE)  # kinds that move with the host's speed (a ratio of two entries less so)
+
+
+def host_level(data: dict) -> float | None:
+    """A notebook's fast-state host level: its host reference's 10th percentile (ms; ``cutoff_ms`` /
+    ``FAST_FACTOR``); None without one."""
+    r = data.get("host_reference")
+    cut = r.get("cutoff_ms") if isinstance(r, dict) else None
+    return cut / host_state.FAST_FACTOR if isinstance(cut, (int, float)) else None
+
+
+def hosts_apart(data_a: dict, data_b: dict, effects: dict) -> str | None:
+    """Why a notebook's host-bound numbers are not judged, or None: its host reference's fast state moved
+    further between the runs than the minimum effect of host time (the reference loop is host time
+    itself: a host that moved further than same-tree runs' host times did is outside what the
+    minimum effects were measured on)."""
+    la, lb = host_level(data_a), host_level(data_b)
+    limit = (effects.get(TIME) or {}).get("min_effect")
+    if not la or not lb or limit is None or abs(lb / la - 1) <= limit:
+        return None
+    return (
+        f"the host's fast-state reference moved {100 * (lb / la - 1):+.3g}% ({la:.3g} -> {lb:.3g} ms), beyond "
+        f"the {100 * limit:.2g}% minimum effect of host time"
+    )
+
+
+def _measured() -> dict:
+    return json.loads(PATH.read_text()) if PATH.is_file() else {}
+
+
+def device_key(device: str | None) -> str:
+    """``cuda:1`` -> ``cuda``; ``cpu`` as it is."""
+    return (device or "cpu").split(":")[0]
+
+
+def effects(device: str | None) -> dict:
+    """The measured run-to-run effects per kind for ``device`` (``{}``: none measured there)."""
+    return (_measured().get(device_key(device)) or {}).get("kinds", {})
+
+
+def source(device: str | None) -> dict:
+    """Where the effects of ``device`` were measured (pairs, folder), without the effects."""
+    return {k: v for k, v in (_measured().get(device_key(device)) or {}).items() if k != "kinds"}
+
+
+def write(device: str, found: dict) -> None:
+    """Keep ``found`` (``estimate``'s effects with ``pairs`` and ``source``) for ``device``."""
+    data = _measured()
+    data[device_key(device)] = {
+        "pairs": found.pop("pairs"),
+        "source": found.pop("source"),
+        "kinds": found,
+    }
+    PATH.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def tally_same(rows: list[dict]) -> dict[str, tuple[int, int]]:
+    """Per kind, of the judged numbers (changed or same), how many are same."""
+    out: dict[str, tuple[int, int]] = {}
+    for r in rows:
+        if r.get("verdict") in ("changed", "same") and r.get("kind"):
+            same, n = out.get(r["kind"], (0, 0))
+            out[r["kind"]] = (same + (r["verdict"] == "same"), n + 1)
+    return out
+
+
+def planted_row(row: dict, executor: str) -> bool:
+    """Whether a compare row is the host time of ``executor`` (``row`` ends with its name), the number a
+    planted delay in it moves."""
+    return row["row"].split(" · ")[-1] == executor and row["metric"] in ("host_ms", "host_per_ref_x")

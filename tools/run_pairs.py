@@ -1,0 +1,198 @@
+#!/usr/bin/env python
+"""Same-tree run pairs: what two runs of one tree differ by, per kind of number, and a test of compare's rule.
+
+    python tools/run_pairs.py run --plan e1,e2,e3 --into benchmarks/pairs/h100 -- --notebooks 02,04
+    python tools/run_pairs.py run --plan t1,p5,t2 --deadline 540 --into ... -- --notebooks 02,04
+    python tools/run_pairs.py estimate benchmarks/pairs/h100 --write     # the minimum effect per kind
+    python tools/run_pairs.py check benchmarks/pairs/h100                # the pre-registered test
+
+``run``: each name of ``--plan`` is one ``runner.py`` call (the arguments after ``--``) into
+``INTO/<name>/``, of which the results JSON, ``environment.json`` and ``summary.json`` are kept (no
+pages). A name ``p<N>`` plants a delay of N % of ``--planted-executor``'s host time (its 02 row in the
+last run before it) into that executor (``core/planted.py``): a change of known size. ``--deadline``:
+seconds after which no run starts that the slowest run so far would not finish in.
+
+``estimate`` and ``check`` read ``INTO/plan.json`` (written before the runs: which pairs estimate, which
+are held out, which carry a planted change, and the pass criteria) and judge with ``compare``:
+``estimate`` measures per kind (``run_to_run.KINDS``) the run-to-run sigma and the minimum effect from
+the estimation pairs and, with ``--write``, keeps them for this device in
+``latency_lab/core/run_to_run.json``; ``check`` applies compare's rule to the held-out and planted
+pairs and says whether the plan's criteria pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from latency_lab.core import planted, results, run_to_run  # noqa: E402
+from latency_lab.run import compare  # noqa: E402
+
+KEPT = ("environment.json", "summary.json")
+
+
+def host_us(run: Path, executor: str) -> float | None:
+    """``executor``'s host µs per step in a kept run's 02 (its row's median), or None."""
+    path = run / f"{results.EXECUTOR_TIMING}{results.SUFFIX}"
+    if not path.is_file():
+        return None
+    rows = json.loads(path.read_text()).get("rows") or []
+    return next((1e3 * r["host_ms"] for r in rows if r.get("executor") == executor and r.get("host_ms")), None)
+
+
+def run_one(name: str, into: Path, runner_args: list[str], env: dict) -> dict:
+    """One ``runner.py`` call; its results JSON, environment and summary kept in ``into/name``."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, str(ROOT / "runner.py"), *runner_args, "--output-dir", tmp, "--run-id", name]
+        rc = subprocess.call(cmd, cwd=ROOT, env={**os.environ, **env})
+        made = Path(tmp) / name
+        (into / name).mkdir(parents=True, exist_ok=True)
+        for f in [*made.glob(f"*{results.SUFFIX}"), *(made / k for k in KEPT)]:
+            if f.is_file():
+                shutil.copy2(f, into / name / f.name)
+    return {"name": name, "rc": rc, "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def run(args) -> int:
+    into = Path(args.into)
+    into.mkdir(parents=True, exist_ok=True)
+    log_path = into / "runs.json"
+    log = json.loads(log_path.read_text()) if log_path.is_file() else []
+    t0, slowest = time.perf_counter(), 0.0
+    last_plain = Path(args.size_from).resolve() if args.size_from else None
+    for name in args.plan.split(","):
+        left = args.deadline - (time.perf_counter() - t0) if args.deadline else None
+        if left is not None and left < 1.1 * slowest:
+            log.append({"name": name, "call": args.call, "skipped": f"{left:.0f} s left, the slowest run took {slowest:.0f} s"})
+            continue
+        env, entry = {}, {}
+        if name.startswith("p"):
+            base = host_us(into / last_plain, args.planted_executor) if last_plain else None  # a name, or a path
+            if base is None:
+                log.append({"name": name, "call": args.call, "skipped": "no run before it timed the planted executor"})
+                continue
+            us = float(name[1:]) / 100 * base
+            env[planted.VARIABLE] = f"{args.planted_executor}={us:.3f}"
+            entry = {"planted_executor": args.planted_executor, "planted_us": us, "planted_pct": float(name[1:]),
+                     "sized_from": Path(last_plain).name, "sized_from_host_us": base}
+        done = run_one(name, into, args.runner_args, env)
+        slowest = max(slowest, done["seconds"])
+        log.append({**done, **entry, "call": args.call})
+        print(f"run_pairs: {name}: rc {done['rc']}, {done['seconds']} s", flush=True)
+        if not name.startswith("p") and done["rc"] in (0, 1):
+            last_plain = name
+        log_path.write_text(json.dumps(log, indent=1))
+    log_path.write_text(json.dumps(log, indent=1))
+    return 0
+
+
+def load(folder: Path, name: str) -> dict:
+    return compare.load_run(folder / name)
+
+
+def ran(folder: Path, pairs: list[list[str]], what: str) -> list[list[str]]:
+    """The pairs of ``pairs`` whose both runs were made (results in the folder); the others named as not run."""
+    made = [p for p in pairs if all(any((folder / r).glob(f"*{results.SUFFIX}")) for r in p)]
+    for p in pairs:
+        if p not in made:
+            print(f"run_pairs: {what} pair {p[0]} -> {p[1]}: not run")
+    return made
+
+
+def pair_rows(folder: Path, a: str, b: str, effects: dict | None) -> list[dict]:
+    """``compare``'s rows of run B against run A (``effects``: the minimum effects judged with; None: the
+    raw moves only)."""
+    return compare.compare(load(folder, a), load(folder, b), effects=effects)["rows"]
+
+
+def estimate(args) -> int:
+    folder = Path(args.folder)
+    plan = json.loads((folder / "plan.json").read_text())
+    pairs = ran(folder, plan["estimate"], "estimation")
+    moves = [e for a, b in pairs for e in pair_rows(folder, a, b, {})]
+    found = run_to_run.estimate(moves)
+    found["pairs"] = len(pairs)
+    here = folder.resolve()
+    found["source"] = str(here.relative_to(ROOT) if here.is_relative_to(ROOT) else here)
+    print(json.dumps(found, indent=1))
+    if args.write:
+        run_to_run.write(plan["device"], found)
+        print(f"run_pairs: kept for {plan['device']} in {run_to_run.PATH.relative_to(ROOT)}")
+    return 0
+
+
+def check(args) -> int:
+    folder = Path(args.folder)
+    plan = json.loads((folder / "plan.json").read_text())
+    effects = None  # the measured ones, as runner.py compare judges
+    held_out = ran(folder, plan["held_out"], "held-out")
+    same = [e for a, b in held_out for e in pair_rows(folder, a, b, effects)]
+    tally = run_to_run.tally_same(same)
+    ok = bool(held_out)
+    print(f"held-out same-tree pairs ({len(held_out)}): share called 'same' per kind")
+    for kind, (n_same, n) in tally.items():
+        passed = n_same >= plan["same_share"] * n
+        ok &= passed
+        print(f"  {kind}: {n_same} of {n} ({100 * n_same / n:.1f}%) {'pass' if passed else 'FAIL'}")
+    print("planted pairs: the planted executor's host numbers")
+    log = {r["name"]: r for r in json.loads((folder / "runs.json").read_text()) if "rc" in r}
+    for a, b in ran(folder, plan["planted"], "planted"):
+        if log[b].get("sized_from") != a:
+            print(f"  {a} -> {b}: not a planted pair ({b} was sized from {log[b].get('sized_from')})")
+            continue
+        rows = [e for e in pair_rows(folder, a, b, effects) if run_to_run.planted_row(e, log[b]["planted_executor"])]
+        for e in rows:
+            floor = "-" if e.get("min_effect") is None else f"{100 * e['min_effect']:.2g}%"
+            expected = abs(e["ratio"] - 1) >= e["min_effect"] if e.get("min_effect") is not None else None
+            passed = expected is not True or (e["verdict"] == "changed" and e["ratio"] > 1)  # slower, as planted
+            ok &= passed
+            print(
+                f"  {b} ({log[b]['planted_pct']:g}%, {log[b]['planted_us']:.3g} µs) {e['notebook']} {e['row']} "
+                f"{e['metric']}: {100 * (e['ratio'] - 1):+.2f}%, min effect "
+                f"{floor}: {e['decided']}"
+                f"{'' if passed else '  FAIL'}"
+            )
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="runs of the plan, one runner.py call each")
+    r.add_argument("--plan", required=True, help="run names, comma-separated; p<N>: N %% planted")
+    r.add_argument("--into", required=True, help="folder of the kept runs")
+    r.add_argument("--deadline", type=float, help="seconds after which no run starts that would not finish")
+    r.add_argument("--planted-executor", default="thunder", help="the executor a p<N> run slows (default: thunder)")
+    r.add_argument("--call", default="", help="a label of this machine call, kept per run")
+    r.add_argument("--size-from", help="a kept run whose 02 sizes a p<N> run that no run of this plan precedes")
+    r.add_argument("runner_args", nargs=argparse.REMAINDER, help="-- then runner.py's arguments")
+    for name, helptext in (("estimate", "the minimum effect per kind"), ("check", "the pre-registered test")):
+        s = sub.add_parser(name, help=helptext)
+        s.add_argument("folder", help="a folder of pairs with its plan.json")
+        if name == "estimate":
+            s.add_argument("--write", action="store_true", help="keep it in latency_lab/core/run_to_run.json")
+    args = ap.parse_args(argv)
+    if args.command == "run" and args.runner_args[:1] == ["--"]:
+        args.runner_args = args.runner_args[1:]
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    return {"run": run, "estimate": estimate, "check": check}[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
