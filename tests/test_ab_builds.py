@@ -529,7 +529,9 @@ def test_compare_prints_each_numbers_resolution_and_points_to_runner_ab(tmp_path
     assert "host and wall time 5%" in text and "3 same-tree run pairs" in text
     effect = {"sigma": 0.0, "min_effect": 0.05}
     # both intervals +-10% and +-20%: the test needs 1.96 x sqrt(0.051^2 + 0.102^2) = 22% > the 5% minimum effect
-    assert compare.resolution(1.0, (0.9, 1.1), (0.8, 1.2), effect, "host and wall time") == pytest.approx(0.2236, rel=1e-3)
+    assert compare.resolution(1.0, (0.9, 1.1), (0.8, 1.2), effect, "host and wall time") == pytest.approx(
+        0.2236, rel=1e-3
+    )
     assert compare.resolution(1.0, (0.99, 1.01), (0.99, 1.01), effect, "host and wall time") == 0.05  # the floor
     assert compare.resolution(1.0, None, None, effect, "kernel time") == 0.05  # no interval: sigma alone
     assert compare.resolution(1.0, None, None, effect, "host and wall time") is None  # an interval is needed

@@ -166,7 +166,14 @@ def test_real_thunder_call_is_taken_apart_in_place():
 
 
 @pytest.mark.parametrize(
-    "value, verdict", [(150, "lower"), (200, "holds"), (250, "holds"), (300, "holds"), (380, "higher")]
+    "value, verdict",
+    [
+        (150, "changed: lower"),
+        (200, "same: holds"),
+        (250, "same: holds"),
+        (300, "same: holds"),
+        (380, "changed: higher"),
+    ],
 )
 def test_grades_are_two_sided(value, verdict):
     assert host_overhead.grade(value, host_overhead.SEED_STARTUP_US) == verdict
@@ -239,8 +246,8 @@ def test_region_rows_pair_in_place_with_alone_and_count_kernels():
     assert c["alone_us_per_kernel"] == pytest.approx(120 / 6) and c["execute_us_per_kernel"] == pytest.approx(80 / 6)
     assert c["wrapper_us_per_fusion"] == pytest.approx(20.0) and c["regions"] == 2
     text = host_overhead.per_kernel_text(_broken(), rows, "cuda")
-    assert "20.0 µs per kernel through the wrapper, 13.3 µs in fd.execute alone (nvFuser's own: lower)" in text
-    assert "the wrapper adds 20.0 µs per fusion" in text and "FusionDefinition cache: holds)" in text
+    assert "20.0 µs per kernel through the wrapper, 13.3 µs in fd.execute alone (nvFuser's own: changed: lower)" in text
+    assert "the wrapper adds 20.0 µs per fusion" in text and "FusionDefinition cache: same: holds)" in text
 
 
 def test_a_call_missing_alone_leaves_only_its_own_row_empty():
@@ -255,19 +262,22 @@ def test_hypotheses_read_their_numbers_and_grade_both_ways():
     rows = [{"executor": "thunder", "kind": "nvFusion", "kernels": 40, "alone_us": 1000.0, "execute_alone_us": None}]
     high = host_overhead.per_kernel_text(_broken(nv_per_block=(1500.0, 1600.0)), rows, "cuda")
     assert "thunder: in place, Thunder's wrapper included, 38.8 µs per kernel (interval " in high
-    assert "over rounds; total nvFusion µs over its kernels): higher" in high and "fd.execute" not in high
-    assert high.endswith("higher.")
-    assert "lower" in host_overhead.per_kernel_text(_broken(nv_per_block=(400.0, 420.0)), rows, "cuda")
-    assert "holds" in host_overhead.per_kernel_text(_broken(nv_per_block=(1000.0, 1000.0)), rows, "cuda")
+    assert "over rounds; total nvFusion µs over its kernels): changed: higher" in high and "fd.execute" not in high
+    assert high.endswith("changed: higher.")
+    assert "changed: lower" in host_overhead.per_kernel_text(_broken(nv_per_block=(400.0, 420.0)), rows, "cuda")
+    assert "same: holds" in host_overhead.per_kernel_text(_broken(nv_per_block=(1000.0, 1000.0)), rows, "cuda")
     assert "needs CUDA" in host_overhead.per_kernel_text({}, [], "cpu")
     text = host_overhead.startup_text(_broken(startup=380.0), {}, "cuda")
     assert text.startswith("Start-up per step (seed: ~250 µs that Thunder spends and eager does not, read as 200-300")
-    assert "in place: 380 µs for thunder" in text and text.endswith(": higher.")
-    assert host_overhead.startup_text(_broken(startup=250.0), {}, "cuda").endswith(": holds.")
-    assert host_overhead.startup_text(_broken(startup=90.0), {}, "cuda").endswith(": lower.")
+    assert "in place: 380 µs for thunder" in text and text.endswith(": changed: higher.")
+    assert host_overhead.startup_text(_broken(startup=250.0), {}, "cuda").endswith(": same: holds.")
+    assert host_overhead.startup_text(_broken(startup=90.0), {}, "cuda").endswith(": changed: lower.")
     timelines = {"eager": {"call_to_first_kernel_us": 185.0}, "thunder": {"call_to_first_kernel_us": 368.0}}
     both = host_overhead.startup_text(_broken(startup=318.0), timelines, "cuda")
-    assert "Call to first kernel beyond eager's" in both and "183 µs (thunder 368 µs, eager 185 µs): lower." in both
+    assert (
+        "Call to first kernel beyond eager's" in both
+        and "183 µs (thunder 368 µs, eager 185 µs): changed: lower." in both
+    )
     assert "no Thunder configuration" in host_overhead.startup_text({}, {}, "cuda")
     assert "The in-place parts close" in host_overhead.parts_text(_broken(remainder=3.0))[0]
     assert "do not close" in host_overhead.parts_text(_broken(remainder=25.0))[0]
@@ -276,10 +286,10 @@ def test_hypotheses_read_their_numbers_and_grade_both_ways():
 def test_grades_by_the_interval():
     band = host_overhead.SEED_STARTUP_US
     inside = Stat(250, 249, 251, 240, 260, 250, 1, 9, lo=240.0, hi=260.0)
-    assert host_overhead.grade(inside, band) == "holds"
-    assert host_overhead.grade(replace(inside, median=305, lo=290.0, hi=320.0), band) == "at the edge"
-    assert host_overhead.grade(replace(inside, median=330, lo=310.0, hi=350.0), band) == "higher"
-    assert host_overhead.grade(replace(inside, median=150, lo=140.0, hi=160.0), band) == "lower"
+    assert host_overhead.grade(inside, band) == "same: holds"
+    assert host_overhead.grade(replace(inside, median=305, lo=290.0, hi=320.0), band) == "same: at the edge"
+    assert host_overhead.grade(replace(inside, median=330, lo=310.0, hi=350.0), band) == "changed: higher"
+    assert host_overhead.grade(replace(inside, median=150, lo=140.0, hi=160.0), band) == "changed: lower"
 
 
 def _graph_rounds(with_ms, without_ms):
@@ -303,16 +313,18 @@ def test_graphs_hold_only_when_the_wall_drops_enough():
     ]
     cure = host_overhead.graph_rows(step, _graph_rounds(0.23, 0.95))
     assert cure[0]["wall_ratio_x"] == pytest.approx(0.23 / 0.95)
-    assert ": holds" in host_overhead.graphs_text(cure, _graph_rounds(0.23, 0.95), "cuda")
+    assert ": same: holds" in host_overhead.graphs_text(cure, _graph_rounds(0.23, 0.95), "cuda")
     lo, hi = cure[0]["wall_ratio_lo_x"], cure[0]["wall_ratio_hi_x"]  # the within-round ratio's interval
     assert lo <= 0.23 / 0.95 <= hi and f"interval x{number(lo)}-x{number(hi)}" in host_overhead.graphs_text(
         cure, _graph_rounds(0.23, 0.95), "cuda"
     )
     edge = {**cure[0], "wall_ratio_x": 0.78, "wall_ratio_lo_x": 0.70, "wall_ratio_hi_x": 0.86}
-    assert host_overhead.cure_verdict(edge) == "at the edge"
-    assert host_overhead.cure_verdict({**edge, "wall_ratio_lo_x": 0.81, "wall_ratio_x": 0.85}) == "does not hold"
+    assert host_overhead.cure_verdict(edge) == "same: at the edge"
+    assert (
+        host_overhead.cure_verdict({**edge, "wall_ratio_lo_x": 0.81, "wall_ratio_x": 0.85}) == "changed: does not hold"
+    )
     weak = host_overhead.graph_rows(step, _graph_rounds(0.9, 0.95))
-    assert "does not hold" in host_overhead.graphs_text(weak, _graph_rounds(0.9, 0.95), "cuda")
+    assert "changed: does not hold" in host_overhead.graphs_text(weak, _graph_rounds(0.9, 0.95), "cuda")
     assert host_overhead.graphs_text([], _graph_rounds(1, 1), "cpu") == "CUDA graphs as the cure: needs CUDA."
 
 

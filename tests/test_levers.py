@@ -90,7 +90,9 @@ def test_saving_is_taken_within_rounds_and_lands_on_its_part():
     text = levers.ranking_text(rows, timed)
     assert text.startswith("Host time saved per step against Thunder-nvFuser, within the rounds where both ran fast")
     # the interval is the saving's own over the rounds: 300 in every round, whatever the host's drift
-    assert "thunder:nv-linear 300 µs (changed: saves; interval 300 to 300, sign test p 0.00781; largest in-place" in text
+    assert (
+        "thunder:nv-linear 300 µs (changed: saves; interval 300 to 300, sign test p 0.00781; largest in-place" in text
+    )
     assert "thunder:nv-skip-cache" in text and "(same;" in text
     assert "moved by 67% during these rounds" in text  # the host moved more than the saving
 

@@ -357,3 +357,30 @@ def test_runner_refuses_a_malformed_planted_value_before_making_anything(tmp_pat
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "LATENCY_LAB_PLANTED" in lines[0] and "Traceback" not in proc.stderr, proc.stderr
     assert list(tmp_path.iterdir()) == []  # no run folder, no latest link
+
+
+# --- the kept pairs ------------------------------------------------------------------------------------
+
+
+def test_the_kept_h100_pairs_give_the_kept_effects_and_pass_their_pre_registered_test(tmp_path, monkeypatch, capsys):
+    """``run_to_run.json``'s H100 effects are what ``tools/run_pairs.py estimate`` makes of the pairs kept in
+    ``benchmarks/pairs/h100`` (so every figure README and FINDINGS cite comes from files in the tree), and
+    ``check`` passes on them with those effects: the held-out pairs read same in at least 90% per kind,
+    the planted 10% reads changed."""
+    import sys
+
+    root = C.notebook_run.NOTEBOOK_DIR.parent
+    sys.path.insert(0, str(root / "tools"))
+    import run_pairs
+
+    kept = json.loads(R.PATH.read_text())["cuda"]
+    monkeypatch.setattr(R, "PATH", tmp_path / "run_to_run.json")
+    folders = [str(root / f) for f in kept["source"].split(", ")]
+    assert folders == [str(root / "benchmarks/pairs/h100")]  # the kept effects' source: its folders of pairs
+    assert run_pairs.main(["estimate", *folders, "--write"]) == 0
+    assert json.loads(R.PATH.read_text())["cuda"] == kept
+    capsys.readouterr()
+    assert run_pairs.main(["check", str(root / "benchmarks/pairs/h100")]) == 0
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith("PASS") and "p10 (10%, 144 µs) 02_executor_timing thunder host_ms: +12.52%" in out
+    assert "changed: B higher by 12.5%" in out and "not judged: the host's fast-state reference moved +15.8%" in out

@@ -3,14 +3,15 @@
 
     python tools/run_pairs.py run --plan e1,e2,e3 --into benchmarks/pairs/h100 -- --notebooks 02,04
     python tools/run_pairs.py run --plan t1,p5,t2 --deadline 540 --into ... -- --notebooks 02,04
-    python tools/run_pairs.py estimate benchmarks/pairs/h100 --write     # the minimum effect per kind
+    python tools/run_pairs.py estimate benchmarks/pairs/h100 --write     # the minimum effect per kind (folders...)
     python tools/run_pairs.py check benchmarks/pairs/h100                # the pre-registered test
 
 ``run``: each name of ``--plan`` is one ``runner.py`` call (the arguments after ``--``) into
 ``INTO/<name>/``, of which the results JSON, ``environment.json`` and ``summary.json`` are kept (no
 pages). A name ``p<N>`` plants a delay of N % of ``--planted-executor``'s host time (its 02 row in the
-last run before it) into that executor (``core/planted.py``): a change of known size. ``--deadline``:
-seconds after which no run starts that the slowest run so far would not finish in.
+last run before it, or in ``--size-from RUN``) into that executor (``core/planted.py``): a change of
+known size. ``--deadline``: seconds after which no run starts that the slowest run so far would not
+finish in.
 
 ``estimate`` and ``check`` read ``INTO/plan.json`` (written before the runs: which pairs estimate, which
 are held out, which carry a planted change, and the pass criteria) and judge with ``compare``:
@@ -74,7 +75,9 @@ def run(args) -> int:
     for name in args.plan.split(","):
         left = args.deadline - (time.perf_counter() - t0) if args.deadline else None
         if left is not None and left < 1.1 * slowest:
-            log.append({"name": name, "call": args.call, "skipped": f"{left:.0f} s left, the slowest run took {slowest:.0f} s"})
+            log.append(
+                {"name": name, "call": args.call, "skipped": f"{left:.0f} s left, the slowest run took {slowest:.0f} s"}
+            )
             continue
         env, entry = {}, {}
         if name.startswith("p"):
@@ -84,8 +87,13 @@ def run(args) -> int:
                 continue
             us = float(name[1:]) / 100 * base
             env[planted.VARIABLE] = f"{args.planted_executor}={us:.3f}"
-            entry = {"planted_executor": args.planted_executor, "planted_us": us, "planted_pct": float(name[1:]),
-                     "sized_from": Path(last_plain).name, "sized_from_host_us": base}
+            entry = {
+                "planted_executor": args.planted_executor,
+                "planted_us": us,
+                "planted_pct": float(name[1:]),
+                "sized_from": Path(last_plain).name,
+                "sized_from_host_us": base,
+            }
         done = run_one(name, into, args.runner_args, env)
         slowest = max(slowest, done["seconds"])
         log.append({**done, **entry, "call": args.call})
@@ -117,18 +125,23 @@ def pair_rows(folder: Path, a: str, b: str, effects: dict | None) -> list[dict]:
 
 
 def estimate(args) -> int:
-    folder = Path(args.folder)
-    plan = json.loads((folder / "plan.json").read_text())
-    pairs = ran(folder, plan["estimate"], "estimation")
-    moves = [e for a, b in pairs for e in pair_rows(folder, a, b, {})]
-    found = run_to_run.estimate(moves)
-    found["pairs"] = len(pairs)
-    here = folder.resolve()
-    found["source"] = str(here.relative_to(ROOT) if here.is_relative_to(ROOT) else here)
+    moves, pairs, sources, devices = [], 0, [], set()
+    for folder in map(Path, args.folders):
+        plan = json.loads((folder / "plan.json").read_text())
+        made = ran(folder, plan["estimate"], "estimation")
+        moves += [e for a, b in made for e in pair_rows(folder, a, b, {})]
+        pairs += len(made)
+        devices.add(plan["device"])
+        here = folder.resolve()
+        sources.append(str(here.relative_to(ROOT) if here.is_relative_to(ROOT) else here))
+    if len(devices) != 1:
+        print(f"run_pairs: error: the folders' plans name {len(devices)} devices ({', '.join(sorted(devices))})")
+        return 2
+    found = {**run_to_run.estimate(moves), "pairs": pairs, "source": ", ".join(sources)}
     print(json.dumps(found, indent=1))
     if args.write:
-        run_to_run.write(plan["device"], found)
-        print(f"run_pairs: kept for {plan['device']} in {run_to_run.PATH.relative_to(ROOT)}")
+        run_to_run.write(devices.pop(), found)
+        print(f"run_pairs: kept in {run_to_run.PATH}")
     return 0
 
 
@@ -178,11 +191,11 @@ def parse_args(argv=None):
     r.add_argument("--call", default="", help="a label of this machine call, kept per run")
     r.add_argument("--size-from", help="a kept run whose 02 sizes a p<N> run that no run of this plan precedes")
     r.add_argument("runner_args", nargs=argparse.REMAINDER, help="-- then runner.py's arguments")
-    for name, helptext in (("estimate", "the minimum effect per kind"), ("check", "the pre-registered test")):
-        s = sub.add_parser(name, help=helptext)
-        s.add_argument("folder", help="a folder of pairs with its plan.json")
-        if name == "estimate":
-            s.add_argument("--write", action="store_true", help="keep it in latency_lab/core/run_to_run.json")
+    e = sub.add_parser("estimate", help="the minimum effect per kind")
+    e.add_argument("folders", nargs="+", help="folders of pairs of one device, each with its plan.json")
+    e.add_argument("--write", action="store_true", help="keep it in latency_lab/core/run_to_run.json")
+    c = sub.add_parser("check", help="the pre-registered test")
+    c.add_argument("folder", help="a folder of pairs with its plan.json")
     args = ap.parse_args(argv)
     if args.command == "run" and args.runner_args[:1] == ["--"]:
         args.runner_args = args.runner_args[1:]

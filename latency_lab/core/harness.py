@@ -305,7 +305,9 @@ class Timed:
     def slow_state_bias(self) -> float | None:
         """How host per reference reads in the slow state against the fast one (``host_state.slow_state_bias``)."""
         xs = self.host_per_ref_x
-        return host_state.slow_state_bias(xs, self.reference_before_ms, self.reference_after_ms, self.fast) if xs else None
+        return (
+            host_state.slow_state_bias(xs, self.reference_before_ms, self.reference_after_ms, self.fast) if xs else None
+        )
 
     def mark(self, cut: float | None) -> None:
         """Flag each block fast or not against the rounds' ``cut``."""

@@ -24,16 +24,18 @@ from . import host_state
 PATH = Path(__file__).with_name("run_to_run.json")
 P = 0.05
 Z95 = 1.959964  # half-width of a 95% interval in standard errors
-TIME, PER_REF, WITHIN, DIFFERENCE, KERNEL, FIT, COUNT = (
+TIME, PER_REF, WITHIN, DIFFERENCE, KERNEL, FIRST_CALL, FIT, COUNT = (
     "host and wall time",
     "per reference",
     "ratio within rounds",
     "difference within rounds",
     "kernel time",
+    "first call",
     "fit",
     "count",
 )
-KINDS = (TIME, PER_REF, WITHIN, DIFFERENCE, KERNEL, FIT, COUNT)
+KINDS = (TIME, PER_REF, WITHIN, DIFFERENCE, KERNEL, FIRST_CALL, FIT, COUNT)
+ONE_SAMPLE = (KERNEL, FIRST_CALL)  # one measurement per run, no interval: judged by the run-to-run sigma alone
 COUNTED = ("kernels_per_step", "copies_per_step")  # exact: the same tree launches the same kernels
 WITHIN_ROUNDS = ("vs_eager_x", "vs_baseline_x", "vs_reference_x", "wall_ratio_x")  # ratios of two entries of a round
 # Differences of two entries of a round: a move is relative to A's difference, so judged only where A's
@@ -44,12 +46,13 @@ TIMED = ("wall_ms", "host_ms", "loop_ms", "tpot_ms")
 
 
 def kind(metric: str) -> str | None:
-    """The kind of number ``metric`` is, or None for one compare does not judge (first calls, memory,
-    shares)."""
+    """The kind of number ``metric`` is, or None for one compare does not judge (memory, shares, %timeit)."""
     if metric in COUNTED:
         return COUNT
     if metric == "kernel_ms":
         return KERNEL
+    if metric == "first_call_s":
+        return FIRST_CALL
     if metric in WITHIN_ROUNDS:
         return WITHIN
     if metric in DIFFERENCES:
@@ -87,11 +90,11 @@ def judge(kind_: str | None, a, b, interval_a, interval_b, effect: dict | None) 
         return Judged("not judged", f"not judged: no same-tree pairs measured {kind_} on this device")
     if not a:
         return Judged("not judged", "not judged: A is zero")
-    if kind_ != KERNEL and not (interval_a and interval_b):
+    if kind_ not in ONE_SAMPLE and not (interval_a and interval_b):
         return Judged("not judged", "not judged: no interval in both runs")
     if kind_ == DIFFERENCE and interval_a[0] <= 0 <= interval_a[1]:
         return Judged("not judged", "not judged: A's interval includes zero (no scale to move against)")
-    move = b / a - 1
+    move = (b - a) / abs(a)  # relative to A's size: positive when B is higher, a negative A too
     ses = [standard_error(i, a) for i in (interval_a, interval_b) if i]
     sigma = math.sqrt(sum(s * s for s in ses) + effect["sigma"] ** 2)
     p = math.erfc(abs(move) / sigma / math.sqrt(2)) if sigma else float(move == 0)
@@ -112,13 +115,13 @@ def estimate(rows: list[dict]) -> dict:
         if k == COUNT:
             continue
         found = [r for r in rows if r.get("kind") == k and r.get("ratio") is not None and r["a"]]
-        if k != KERNEL:
+        if k not in ONE_SAMPLE:
             found = [r for r in found if r.get("a_interval") and r.get("b_interval")]
         if k == DIFFERENCE:
             found = [r for r in found if not r["a_interval"][0] <= 0 <= r["a_interval"][1]]
         if len(found) < 2:
             continue
-        moves = [r["ratio"] - 1 for r in found]
+        moves = [(r["b"] - r["a"]) / abs(r["a"]) for r in found]
         explained = [
             sum(standard_error(r[side], r["a"]) ** 2 for side in ("a_interval", "b_interval") if r.get(side))
             for r in found

@@ -46,7 +46,8 @@ KEY_COLUMNS = (
     "comparison",
     "claim",
 )  # a row's identity, where a notebook's rows have them (``with_graphs``, ``without``: 05's CUDA-graph ratios;
-# ``metric``: 06's fit rows, one per fitted metric; ``comparison``: 08's B, A/A and planted rows; ``claim``: 05's grades)
+# ``metric``: 06's fit rows, one per fitted metric; ``comparison``: 08's B, A/A and planted rows;
+# ``claim``: 05's grades)
 WITHIN_ROUNDS = ("combination", "graphs")  # 07's and 05's rows of within-round ratios, beside the main rows
 GRADED = ("grades",)  # 05's grades of the seed's claims: a word per claim and executor, compared as it stands
 # What a run measured with: two runs that differ in one of these did not measure the same thing.
@@ -256,7 +257,8 @@ def spread(row: dict, metric: str) -> tuple[float, float] | None:
 
 
 def interval(row: dict, metric: str) -> tuple[float, float] | None:
-    """The statistic's own 95% interval of ``metric`` of ``row`` (its ``_lo``/``_hi`` columns); None where the notebook printed none (counts, kernel time)."""
+    """The statistic's own 95% interval of ``metric`` of ``row`` (its ``_lo``/``_hi`` columns); None where
+    the notebook printed none (counts, kernel time)."""
     names = metrics.interval_names(metric)
     if names and all(_number(row.get(n)) for n in names):
         return row[names[0]], row[names[1]]
@@ -272,13 +274,16 @@ def compare_notebook(
     rows_a, rows_b = table_rows(a), table_rows(b)
     (by_a, twice_a), (by_b, twice_b) = by_key(rows_a), by_key(rows_b)
     metrics_a, metrics_b = metric_names(a, rows_a), metric_names(b, rows_b)
-    common = [m for m in metrics_a if m in metrics_b]
+    common = [m for m in metrics_a if m in metrics_b and run_to_run.kind(m) is not None]
+    unjudged = [m for m in metrics_a if m in metrics_b and run_to_run.kind(m) is None]
     skipped = [
         f"{name}: metric {m!r} only in {side}"
         for side, ms, other in (("A", metrics_a, metrics_b), ("B", metrics_b, metrics_a))
         for m in ms
         if m not in other
     ]
+    if unjudged:
+        skipped.append(f"{name}: not judged, of no kind the run-to-run pairs measure: {', '.join(unjudged)}")
     skipped += [
         f"{name}: row {k!r} appears more than once in {side}"
         for side, keys in (("A", twice_a), ("B", twice_b))
@@ -299,15 +304,28 @@ def compare_notebook(
             out.append(_word_entry(name, key, "grade", ra.get("grade"), rb.get("grade"), not_comparable))
         for m in common:
             if _number(ra.get(m)) or _number(rb.get(m)):
-                why = not_comparable or _fast_only_differs(ra, rb, m)
+                why = not_comparable or _fast_only_differs(fast_only(a, ra, m), fast_only(b, rb, m))
                 out.append(_entry(name, key, m, ra, rb, effects, why, hosts_apart))
     return out, skipped
 
 
-def _fast_only_differs(ra: dict, rb: dict, metric: str) -> str | None:
+ROUND_STATS = {"wall_ms": "wall", "host_ms": "host", "host_per_ref_x": "host_per_ref"}  # a rounds record's statistics
+
+
+def fast_only(data: dict, row: dict, metric: str) -> bool | None:
+    """Whether ``metric`` of ``row`` is a median over the host's fast blocks (True) or over all blocks
+    (False): its ``_fast_only`` column, else (a run older than that column) its entry's rounds record;
+    None where neither says."""
+    if (flag := row.get(metrics.fast_only_name(metric))) is not None:
+        return flag
+    record = (data.get("rounds") or {}).get(row.get("executor")) if isinstance(data.get("rounds"), dict) else None
+    stat = (record or {}).get(ROUND_STATS.get(metric, ""))
+    return stat.get("fast_only") if isinstance(stat, dict) else None
+
+
+def _fast_only_differs(fa: bool | None, fb: bool | None) -> str | None:
     """Why a number is not comparable when one run's headline is over the fast blocks and the other's
     over all blocks (``Stat.fast_only``), else None."""
-    fa, fb = (r.get(metrics.fast_only_name(metric)) for r in (ra, rb))
     if fa is None or fb is None or fa == fb:
         return None
     return f"not comparable: {'fast blocks' if fa else 'all blocks'} in A, {'fast blocks' if fb else 'all blocks'} in B"
@@ -320,9 +338,22 @@ def _word_entry(notebook: str, key: str, word: str, a, b, not_comparable: str | 
     if not_comparable:
         verdict, decided = "not comparable", not_comparable
     return {
-        "notebook": notebook, "row": key, "metric": word, "kind": None, "a": a, "b": b, "ratio": None,
-        "resolution": None, "a_q1_q3": None, "b_q1_q3": None, "a_interval": None, "b_interval": None,
-        "min_effect": None, "p": None, "verdict": verdict, "decided": decided,
+        "notebook": notebook,
+        "row": key,
+        "metric": word,
+        "kind": None,
+        "a": a,
+        "b": b,
+        "ratio": None,
+        "resolution": None,
+        "a_q1_q3": None,
+        "b_q1_q3": None,
+        "a_interval": None,
+        "b_interval": None,
+        "min_effect": None,
+        "p": None,
+        "verdict": verdict,
+        "decided": decided,
     }
 
 
@@ -351,7 +382,9 @@ def _entry(
         "a": a,
         "b": b,
         "ratio": b / a if _number(a) and _number(b) and a else None,
-        "resolution": resolution(a, interval_a, interval_b, effect, kind) if judged.verdict in ("changed", "same") else None,
+        "resolution": resolution(a, interval_a, interval_b, effect, kind)
+        if judged.verdict in ("changed", "same")
+        else None,
         "a_q1_q3": spread(ra, metric),
         "b_q1_q3": spread(rb, metric),
         "a_interval": interval_a,
@@ -370,7 +403,7 @@ def resolution(a, interval_a, interval_b, effect: dict | None, kind: str | None)
     if effect is None or kind == run_to_run.COUNT or not _number(a) or not a:
         return None
     ses = [run_to_run.standard_error(i, a) for i in (interval_a, interval_b) if i]
-    if kind != run_to_run.KERNEL and len(ses) < 2:
+    if kind not in run_to_run.ONE_SAMPLE and len(ses) < 2:
         return None
     test = run_to_run.Z95 * (sum(x * x for x in ses) + effect["sigma"] ** 2) ** 0.5
     return max(effect["min_effect"], test)
@@ -428,7 +461,9 @@ def compare(a: dict, b: dict, effects: dict | None = None) -> dict:
         why = (
             f"not comparable: another stack ({'; '.join(stack)})"
             if stack
-            else f"not comparable: parameters differ ({', '.join(params)})" if params else None
+            else f"not comparable: parameters differ ({', '.join(params)})"
+            if params
+            else None
         )
         da, db = a["notebooks"][n], b["notebooks"][n]
         apart = run_to_run.hosts_apart(da, db, effects)
@@ -509,17 +544,16 @@ def tally(report: dict) -> str:
     effects, where = report.get("effects") or {}, report.get("effects_source") or {}
     if effects:
         kinds = ", ".join(f"{k} {100 * v['min_effect']:.2g}%" for k, v in effects.items())
-        out += (
-            f" Minimum effects (measured from {where.get('pairs', '?')} same-tree run pairs, {where.get('source', '?')}): "
-            f"{kinds}; kernel counts exact."
-        )
+        pairs, folder = where.get("pairs", "?"), where.get("source", "?")
+        out += f" Minimum effects (measured from {pairs} same-tree run pairs, {folder}): {kinds}; kernel counts exact."
     else:
         out += " No same-tree run pairs were measured on this device: only kernel counts are judged."
     resolved = sorted(e["resolution"] for e in numbers if e.get("resolution") is not None)
     if resolved:
         ab = report.get("ab_resolution_pct")
+        median = 100 * resolved[len(resolved) // 2]
         out += (
-            f" Resolution (the smallest move each number could be called changed by): median ±{100 * resolved[len(resolved) // 2]:.3g}%, "
+            f" Resolution (the smallest move each number could be called changed by): median ±{median:.3g}%, "
             f"finest ±{100 * resolved[0]:.3g}%. {AB_HINT}"
             + (f"; this machine's 08 resolved ±{ab:.2g}% of host time within one run." if ab is not None else ".")
         )

@@ -8,8 +8,9 @@ steady-state host time, and for each Thunder configuration an instrumented block
 right after its plain block (``thunder_breakdown.InSitu``), which gives the in-place breakdown and
 closes it on the plain step's host time of the same round.
 
-The seed's hypotheses are graded two-sided against the seed's numbers: ``holds`` inside the seed's
-range, ``higher`` or ``lower`` outside it, always with the measured spread.
+The seed's hypotheses are graded two-sided against the seed's numbers, in ``compare``'s words with the
+seed's claim as A: ``same: holds`` inside the seed's range, ``changed: higher`` or ``changed: lower``
+outside it, ``same: at the edge`` where the interval straddles a bound.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ..pages.tables import number
 from . import profiler_timeline, thunder_breakdown
 
 STEP_PROFILES = 3  # profiled steps per executor; the median one (by host time) is drawn and saved
-# The seed's hypotheses as ranges: a measured median inside holds, outside is higher or lower.
+# The seed's hypotheses as ranges: a measured median inside holds, outside is changed (higher or lower).
 SEED_STARTUP_US = (200.0, 300.0)  # "~250 µs of start-up time" per step
 SEED_NVFUSER_US_PER_KERNEL = (20.0, 30.0)  # "around 20 to 30 us per kernel"
 SEED_WRAPPER_US = 20.0  # "The FusionDefinition caching from Thunder looks slow on the order of 20+us per fusion"
@@ -277,18 +278,22 @@ def alone_costs(regions: list[dict], name: str) -> dict | None:
     }
 
 
+HOLDS, HIGHER, LOWER, EDGE = "same: holds", "changed: higher", "changed: lower", "same: at the edge"
+DOES_NOT_HOLD = "changed: does not hold"
+
+
 def grade(value: float | Stat, band: tuple[float, float]) -> str:
-    """``holds`` inside the seed's range, ``higher`` or ``lower`` outside it; for a statistic with an
-    interval, by the interval: ``higher`` or ``lower`` only when all of it lies outside the range,
-    ``holds`` when all of it lies inside, else ``at the edge`` (the interval straddles a bound)."""
+    """``HOLDS`` inside the seed's range, ``HIGHER`` or ``LOWER`` outside it; for a statistic with an
+    interval, by the interval: higher or lower only when all of it lies outside the range, holds when
+    all of it lies inside, else ``EDGE`` (the interval straddles a bound)."""
     if not isinstance(value, Stat) or value.lo is None:
         m = value.median if isinstance(value, Stat) else value
-        return "lower" if m < band[0] else "higher" if m > band[1] else "holds"
+        return LOWER if m < band[0] else HIGHER if m > band[1] else HOLDS
     if value.hi < band[0]:
-        return "lower"
+        return LOWER
     if value.lo > band[1]:
-        return "higher"
-    return "holds" if band[0] <= value.lo and value.hi <= band[1] else "at the edge"
+        return HIGHER
+    return HOLDS if band[0] <= value.lo and value.hi <= band[1] else EDGE
 
 
 def graph_rows(step: list[dict], timed: Rounds) -> list[dict]:
@@ -420,7 +425,7 @@ def per_kernel_text(broken: dict[str, dict], regions: list[dict], device: str) -
         )
         if c := alone_costs(regions, n):
             own = grade(c["execute_us_per_kernel"], SEED_NVFUSER_US_PER_KERNEL)
-            cache = "holds" if c["wrapper_us_per_fusion"] >= SEED_WRAPPER_US else "lower"
+            cache = HOLDS if c["wrapper_us_per_fusion"] >= SEED_WRAPPER_US else LOWER
             text += (
                 f"; alone from an idle GPU (totals over {c['regions']} regions, {number(c['kernels'])} kernels): "
                 f"{_us(c['alone_us_per_kernel'])} per kernel through the wrapper, "
@@ -456,15 +461,17 @@ def graphs_text(graphs: list[dict], timed: Rounds, device: str) -> str:
     ]
     return (
         f"CUDA graphs as the cure (holds when the ratio's interval lies at or under x{GRAPHS_CURE:g} of the wall "
-        "without, does not hold when above it, else at the edge): " + "; ".join(parts) + "."
+        "without, does not hold when above it, else at the edge; in compare's words, the seed's claim as A): "
+        + "; ".join(parts)
+        + "."
     )
 
 
 def cure_verdict(g: dict) -> str:
-    """``holds`` / ``at the edge`` / ``does not hold`` for a graph row, from its ratio's interval (the
-    median where it has none)."""
+    """``HOLDS`` / ``EDGE`` / ``DOES_NOT_HOLD`` for a graph row, from its ratio's interval (the median
+    where it has none)."""
     lo, hi = g.get("wall_ratio_lo_x", g["wall_ratio_x"]), g.get("wall_ratio_hi_x", g["wall_ratio_x"])
-    return "holds" if hi <= GRAPHS_CURE else "does not hold" if lo > GRAPHS_CURE else "at the edge"
+    return HOLDS if hi <= GRAPHS_CURE else DOES_NOT_HOLD if lo > GRAPHS_CURE else EDGE
 
 
 def grades(broken, timelines, regions, graphs, device: str) -> list[dict]:
@@ -481,17 +488,23 @@ def grades(broken, timelines, regions, graphs, device: str) -> list[dict]:
         eager, here = ((timelines.get(n) or {}).get("call_to_first_kernel_us") for n in ("eager", name))
         if device.startswith("cuda") and eager is not None and here is not None:
             out.append(
-                record("call to first kernel beyond eager's (µs)", name, here - eager, grade(here - eager, SEED_STARTUP_US))
+                record(
+                    "call to first kernel beyond eager's (µs)", name, here - eager, grade(here - eager, SEED_STARTUP_US)
+                )
             )
     for n in broken:
         if (s := nvfusion_per_kernel(broken, regions, n)) is not None:
             out.append(record("nvFuser per kernel, in place (µs)", n, s.median, grade(s, SEED_NVFUSER_US_PER_KERNEL)))
             if c := alone_costs(regions, n):
                 own = c["execute_us_per_kernel"]
-                out.append(record("nvFuser per kernel, fd.execute alone (µs)", n, own, grade(own, SEED_NVFUSER_US_PER_KERNEL)))
+                out.append(
+                    record("nvFuser per kernel, fd.execute alone (µs)", n, own, grade(own, SEED_NVFUSER_US_PER_KERNEL))
+                )
                 wrap = c["wrapper_us_per_fusion"]
                 out.append(
-                    record("FusionDefinition cache per fusion (µs)", n, wrap, "holds" if wrap >= SEED_WRAPPER_US else "lower")
+                    record(
+                        "FusionDefinition cache per fusion (µs)", n, wrap, HOLDS if wrap >= SEED_WRAPPER_US else LOWER
+                    )
                 )
     out += [
         record("CUDA graphs as the cure (wall ratio)", g["with_graphs"], g["wall_ratio_x"], cure_verdict(g))

@@ -30,9 +30,7 @@ from ..core.rows import ScalingRow
 from ..pages.tables import number
 
 METRICS = ("wall_ms", "host_ms", "kernel_ms")  # fitted against depth
-PER_REF = (
-    "host_per_ref_x"  # host time per host reference, fitted too
-)
+PER_REF = "host_per_ref_x"  # host time per host reference, fitted too
 FIRST_CALL_FIT_DEPTHS = 3  # cold first calls at this many depths or more get a line
 # Compared within rounds at every depth and in decode: (a, b) reads "a / b".
 PAIRS = (
