@@ -36,9 +36,9 @@ def timing_notebook(run: Path, walls: dict[str, tuple], kernels: dict[str, float
             "wall_q1_ms": w[1],
             "wall_q3_ms": w[2],
             "kernels_per_step": kernels.get(n),
-            "host_submit_ms": w[0] / 2,
-            "host_submit_q1_ms": w[0] / 2,
-            "host_submit_q3_ms": w[0] / 2,
+            "host_ms": w[0] / 2,
+            "host_q1_ms": w[0] / 2,
+            "host_q3_ms": w[0] / 2,
             "status": "ok",
             "reason": None,
         }
@@ -64,9 +64,9 @@ def op_notebook(run: Path, ms: float, q: tuple[float, float]):
             "size": "seed",
             "executor": "eager",
             "status": "ok",
-            "per_call_ms": ms,
-            "per_call_q1_ms": q[0],
-            "per_call_q3_ms": q[1],
+            "wall_ms": ms,
+            "wall_q1_ms": q[0],
+            "wall_q3_ms": q[1],
             "first_call_s": 0.1,
             "reason": None,
         }
@@ -117,9 +117,9 @@ def test_ratios_and_verdicts(runs, tmp_path):
     assert compiled["ratio"] == pytest.approx(1.1)
     kernels = got[("02_executor_timing", "eager", "kernels_per_step")]
     assert kernels["ratio"] == 1 and kernels["a_q1_q3"] is None and kernels["kind"] == run_to_run.COUNT
-    host = got[("02_executor_timing", "eager", "host_submit_ms")]  # from the rows section
+    host = got[("02_executor_timing", "eager", "host_ms")]  # from the rows section
     assert host["a_q1_q3"] == (5, 5) and host["ratio"] == 2
-    add = got[("04_op_microbenchmarks", "add · seed · eager", "per_call_ms")]
+    add = got[("04_op_microbenchmarks", "add · seed · eager", "wall_ms")]
     assert add["ratio"] == pytest.approx(1.5)
     assert not any(m.startswith("seed") or "q1" in m for _, _, m in got)
     assert report["stack"] == ["packages.torch 2.9.1 -> 2.11.0"]
@@ -135,9 +135,7 @@ def test_ratios_and_verdicts(runs, tmp_path):
     assert judged[("02_executor_timing", "eager", "kernels_per_step")]["verdict"] == "changed"  # a count: exact
     wall = judged[("02_executor_timing", "eager", "wall_ms")]
     assert (wall["verdict"], wall["decided"]) == ("not judged", "not judged: no interval in both runs")
-    assert judged[("02_executor_timing", "eager", "host_submit_ms")]["decided"] == (
-        "not judged: not a kind compare judges"
-    )
+    assert judged[("02_executor_timing", "eager", "host_ms")]["decided"] == "not judged: no interval in both runs"
 
 
 def test_partial_report_says_what_was_skipped(runs, tmp_path):
@@ -150,7 +148,7 @@ def test_partial_report_says_what_was_skipped(runs, tmp_path):
     assert "metric 'kernels_per_step' only in A" in skipped  # B measured no kernels
     assert [(e["row"], e["metric"]) for e in report["rows"]] == [
         ("torch.compile", "wall_ms"),
-        ("torch.compile", "host_submit_ms"),
+        ("torch.compile", "host_ms"),
     ]
 
 
@@ -280,7 +278,7 @@ def test_results_of_the_wrong_shape_are_unreadable_not_a_traceback(runs, shape, 
     assert C.main(["a", "b", "--output-dir", str(runs)]) == 0
     out = capsys.readouterr().out
     if shape == "measured a list":  # a section compare does not read may hold anything
-        assert "02_executor_timing" in out and "host_submit_ms" in out
+        assert "02_executor_timing" in out and "host_ms" in out
         return
     assert "unreadable in B: 02_executor_timing.results.json: " in out and "04_op_microbenchmarks" in out
     (runs / "a" / "04_op_microbenchmarks.results.json").unlink()
@@ -379,8 +377,10 @@ def test_real_tiny_run_against_itself(tiny_run, tmp_path, capsys):
     assert C.main([str(tiny_run), str(copy), "--out", str(tmp_path)]) == 0
     report = json.loads((tmp_path / f"compare-{tiny_run.name}-vs-copy.json").read_text())
     assert set(report["notebooks"]) == {p.name[: -len(results.SUFFIX)] for p in tiny_run.glob("*.results.json")}
-    assert report["parameters"] == [] and report["environment"] == [] and report["skipped"] == []
-    assert report["stack"] == []
+    assert report["parameters"] == [] and report["environment"] == [] and report["stack"] == []
+    assert report["skipped"] and all(
+        "not judged, of no kind the run-to-run pairs measure: " in s for s in report["skipped"]
+    )
     # whatever run_to_run.json holds (the CLI reads it), a run against itself changes nothing
     assert all(e["ratio"] in (1, None) and e["verdict"] in ("same", "not judged") for e in report["rows"])
     walls = [e for e in report["rows"] if e["notebook"] == "02_executor_timing" and e["metric"] == "wall_ms"]

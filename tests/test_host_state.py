@@ -244,7 +244,7 @@ def test_compare_tells_a_host_state_change_from_a_code_change(tmp_path):
     got = {(e["row"], e["metric"]): e for e in report["rows"]}
     assert got[("eager", "wall_ms")]["verdict"] == "changed" and got[("eager", "host_per_ref_x")]["verdict"] == "same"
     assert got[("eager", "host_per_ref_x")]["kind"] == run_to_run.PER_REF and got[("eager", "wall_ms")]["b"] < 2.5
-    assert got[("eager", "host_submit_ms")]["verdict"] == "not judged"  # no interval: not a kind compare judges
+    assert got[("eager", "host_ms")]["verdict"] == "not judged"  # no interval in both runs
     assert "3 numbers: 1 changed (0 higher in B, 1 lower), 1 same, 0 not comparable, 1 not judged." in C.tally(report)
 
 
