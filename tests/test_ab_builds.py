@@ -287,6 +287,11 @@ def test_runner_ab_rejects_bad_input_in_one_line_before_any_run(tmp_path, args, 
 # --- real runs on CPU ---
 
 
+# Real A/B timings across processes: not beside the tiny run's fixture (the heaviest load of the suite) on
+# the other worker; beside it on the 2-core machine, an A/A read +48% and an identical B +127%.
+SERIAL_WITH_TINY_RUN = pytest.mark.xdist_group("tiny_run")
+
+
 @pytest.fixture(scope="module")
 def wrapper_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path, str]:
     """``runner.py ab --b WRAPPER`` on the tiny preset, CPU, thunder:torch, a planted 10%: B is this
@@ -302,6 +307,7 @@ def wrapper_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path, st
     return proc, out / "ab", wrapper
 
 
+@SERIAL_WITH_TINY_RUN
 def test_runner_ab_with_a_second_interpreter_writes_a_complete_run(wrapper_run):
     """Exit 0; the results JSON, the executed notebook and the index naming 08."""
     proc, run, _ = wrapper_run
@@ -311,6 +317,7 @@ def test_runner_ab_with_a_second_interpreter_writes_a_complete_run(wrapper_run):
     assert "rounds: 20 of 20 done" in proc.stdout  # -p repeats=10: 2 x 10 rounds
 
 
+@SERIAL_WITH_TINY_RUN
 def test_runner_ab_reads_b_and_the_controls_against_a(wrapper_run):
     """B vs A, the A/A control and the planted delay are rows; the planted delay is called; A/A and B
     (the same build) move far less; B's worker ran the wrapper; logits agree."""
@@ -362,6 +369,7 @@ def _slower_tree(root: Path) -> Path:
     return root
 
 
+@SERIAL_WITH_TINY_RUN
 def test_a_changed_source_tree_as_build_b_is_called_slower(tmp_path):
     """B imports a copied tree whose steps are slower by a busy wait: B vs A is called slower by at
     least half the wait's share of the step, the A/A control far less, B's build row names the tree."""
