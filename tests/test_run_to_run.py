@@ -392,3 +392,22 @@ def test_the_kept_pairs_give_the_kept_effects_and_pass_their_pre_registered_test
     h100 = outputs["benchmarks/pairs/h100"]
     assert "p10 (10%, 144 µs) 02_executor_timing thunder host_ms: +12.52%" in h100
     assert "changed: B higher by 12.5%" in h100 and "not judged: the host's fast-state reference moved +15.8%" in h100
+
+
+def test_run_pairs_refuses_bad_input_in_one_line(tmp_path, capsys):
+    """A folder without a plan, a plan name that is not p<N>: exit 2, one line naming what, nothing run."""
+    import sys
+
+    sys.path.insert(0, str(C.notebook_run.NOTEBOOK_DIR.parent / "tools"))
+    import run_pairs
+
+    for argv, fragment in (
+        (["check", str(tmp_path / "none")], "plan.json"),
+        (["estimate", str(tmp_path / "none")], "plan.json"),
+        (["run", "--plan", "e1,pfive", "--into", str(tmp_path / "into")], "p<N> (N a number)"),
+        (["run", "--plan", "e1,,e2", "--into", str(tmp_path / "into")], "run names, comma-separated"),
+    ):
+        assert run_pairs.main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and fragment in err, err
+    assert not (tmp_path / "into").exists()

@@ -204,7 +204,15 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    return {"run": run, "estimate": estimate, "check": check}[args.command](args)
+    try:
+        if args.command == "run":
+            bad = [n for n in args.plan.split(",") if n.startswith("p") and not n[1:].replace(".", "", 1).isdigit()]
+            if bad or "" in args.plan.split(","):
+                raise ValueError(f"--plan {args.plan!r}: run names, comma-separated; p<N> (N a number) plants N %")
+        return {"run": run, "estimate": estimate, "check": check}[args.command](args)
+    except (OSError, ValueError, KeyError) as e:  # a folder without plan.json or runs, a run that cannot be read
+        print(f"run_pairs.py {args.command}: error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
