@@ -411,3 +411,20 @@ def test_run_pairs_refuses_bad_input_in_one_line(tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and fragment in err, err
     assert not (tmp_path / "into").exists()
+
+
+def test_a_folder_of_pairs_packs_its_runs_and_reads_them_back(tmp_path):
+    """``pack`` moves the run folders into ``runs.tar.xz``; the pairs read from it as from the folders."""
+    import sys
+
+    sys.path.insert(0, str(C.notebook_run.NOTEBOOK_DIR.parent / "tools"))
+    import run_pairs
+
+    folder = tmp_path / "pairs"
+    walls_with_interval(folder / "a", {"eager": (1.0, 0.99, 1.01)}, 0.01)
+    walls_with_interval(folder / "b", {"eager": (1.2, 1.19, 1.21)}, 0.01)
+    before = run_pairs.pair_rows(folder, "a", "b", EFFECTS)
+    assert run_pairs.main(["pack", str(folder)]) == 0
+    assert [p.name for p in folder.iterdir()] == [run_pairs.RUNS]
+    after = run_pairs.pair_rows(folder, "a", "b", EFFECTS)
+    assert after == before and any(e["verdict"] == "changed" for e in after)  # +20%: the same verdicts, read back

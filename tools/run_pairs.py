@@ -4,6 +4,7 @@
     python tools/run_pairs.py run --plan e1,e2,e3 --into benchmarks/pairs/h100 -- --notebooks 02,04
     python tools/run_pairs.py run --plan t1,p5,t2 --deadline 540 --into ... -- --notebooks 02,04
     python tools/run_pairs.py estimate benchmarks/pairs/h100 --write     # the minimum effect per kind (folders...)
+    python tools/run_pairs.py pack benchmarks/pairs/h100                 # the run folders into runs.tar.xz
     python tools/run_pairs.py check benchmarks/pairs/h100                # the pre-registered test
 
 ``run``: each name of ``--plan`` is one ``runner.py`` call (the arguments after ``--``) into
@@ -29,6 +30,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -40,6 +42,7 @@ from latency_lab.core import planted, results, run_to_run  # noqa: E402
 from latency_lab.run import compare  # noqa: E402
 
 KEPT = ("environment.json", "summary.json")
+RUNS = "runs.tar.xz"  # a folder of pairs keeps its runs packed (``pack``): a GPU call carries the tree
 
 
 def host_us(run: Path, executor: str) -> float | None:
@@ -65,53 +68,87 @@ def run_one(name: str, into: Path, runner_args: list[str], env: dict) -> dict:
     return {"name": name, "rc": rc, "seconds": round(time.perf_counter() - t0, 1)}
 
 
+def run_entry(name: str, args, into: Path, state: dict) -> dict:
+    """One name of the plan: run it (``run_one``), or why it was skipped; ``state`` carries the slowest
+    run so far, the start and the last plain run (a planted run's size comes from it)."""
+    left = args.deadline - (time.perf_counter() - state["t0"]) if args.deadline else None
+    if left is not None and left < 1.1 * state["slowest"]:
+        return {"skipped": f"{left:.0f} s left, the slowest run took {state['slowest']:.0f} s"}
+    env, entry = {}, {}
+    if name.startswith("p"):
+        last = state["last_plain"]
+        base = host_us(into / last, args.planted_executor) if last else None  # a name, or a path
+        if base is None:
+            return {"skipped": "no run before it timed the planted executor"}
+        us = float(name[1:]) / 100 * base
+        env[planted.VARIABLE] = f"{args.planted_executor}={us:.3f}"
+        entry = {
+            "planted_executor": args.planted_executor,
+            "planted_us": us,
+            "planted_pct": float(name[1:]),
+            "sized_from": Path(last).name,
+            "sized_from_host_us": base,
+        }
+    done = run_one(name, into, args.runner_args, env)
+    state["slowest"] = max(state["slowest"], done["seconds"])
+    print(f"run_pairs: {name}: rc {done['rc']}, {done['seconds']} s", flush=True)
+    if not name.startswith("p") and done["rc"] in (0, 1):
+        state["last_plain"] = name
+    return {**done, **entry}
+
+
 def run(args) -> int:
     into = Path(args.into)
     into.mkdir(parents=True, exist_ok=True)
     log_path = into / "runs.json"
     log = json.loads(log_path.read_text()) if log_path.is_file() else []
-    t0, slowest = time.perf_counter(), 0.0
-    last_plain = Path(args.size_from).resolve() if args.size_from else None
+    state = {
+        "t0": time.perf_counter(),
+        "slowest": 0.0,
+        "last_plain": Path(args.size_from).resolve() if args.size_from else None,
+    }
     for name in args.plan.split(","):
-        left = args.deadline - (time.perf_counter() - t0) if args.deadline else None
-        if left is not None and left < 1.1 * slowest:
-            log.append(
-                {"name": name, "call": args.call, "skipped": f"{left:.0f} s left, the slowest run took {slowest:.0f} s"}
-            )
-            continue
-        env, entry = {}, {}
-        if name.startswith("p"):
-            base = host_us(into / last_plain, args.planted_executor) if last_plain else None  # a name, or a path
-            if base is None:
-                log.append({"name": name, "call": args.call, "skipped": "no run before it timed the planted executor"})
-                continue
-            us = float(name[1:]) / 100 * base
-            env[planted.VARIABLE] = f"{args.planted_executor}={us:.3f}"
-            entry = {
-                "planted_executor": args.planted_executor,
-                "planted_us": us,
-                "planted_pct": float(name[1:]),
-                "sized_from": Path(last_plain).name,
-                "sized_from_host_us": base,
-            }
-        done = run_one(name, into, args.runner_args, env)
-        slowest = max(slowest, done["seconds"])
-        log.append({**done, **entry, "call": args.call})
-        print(f"run_pairs: {name}: rc {done['rc']}, {done['seconds']} s", flush=True)
-        if not name.startswith("p") and done["rc"] in (0, 1):
-            last_plain = name
-        log_path.write_text(json.dumps(log, indent=1))
-    log_path.write_text(json.dumps(log, indent=1))
+        log.append({"name": name, **run_entry(name, args, into, state), "call": args.call})
+        log_path.write_text(json.dumps(log, indent=1))  # after each run: a call cut short keeps what it ran
     return 0
 
 
+def pack(args) -> int:
+    """The run folders of a folder of pairs into its ``RUNS`` archive (xz: a tenth of the JSON), removed."""
+    folder = Path(args.folder)
+    names = sorted(p.name for p in folder.iterdir() if p.is_dir())
+    with tarfile.open(folder / RUNS, "w:xz") as tar:
+        for name in names:
+            tar.add(folder / name, arcname=name)
+    for name in names:
+        shutil.rmtree(folder / name)
+    print(f"run_pairs: {len(names)} runs packed into {folder / RUNS}")
+    return 0
+
+
+_unpacked: dict[Path, tempfile.TemporaryDirectory] = {}
+
+
+def runs_of(folder: Path) -> Path:
+    """Where a folder of pairs keeps its run folders: the folder itself, or its ``RUNS`` archive unpacked
+    once per process into a temporary folder."""
+    archive = folder / RUNS
+    if not archive.is_file():
+        return folder
+    if archive not in _unpacked:
+        _unpacked[archive] = tempfile.TemporaryDirectory(prefix="run-pairs-")
+        with tarfile.open(archive) as tar:
+            tar.extractall(_unpacked[archive].name, filter="data")
+    return Path(_unpacked[archive].name)
+
+
 def load(folder: Path, name: str) -> dict:
-    return compare.load_run(folder / name)
+    return compare.load_run(runs_of(folder) / name)
 
 
 def ran(folder: Path, pairs: list[list[str]], what: str) -> list[list[str]]:
     """The pairs of ``pairs`` whose both runs were made (results in the folder); the others named as not run."""
-    made = [p for p in pairs if all(any((folder / r).glob(f"*{results.SUFFIX}")) for r in p)]
+    made = [p for p in pairs if all(any((runs_of(folder) / r).glob(f"*{results.SUFFIX}")) for r in p)]
     for p in pairs:
         if p not in made:
             print(f"run_pairs: {what} pair {p[0]} -> {p[1]}: not run")
@@ -194,6 +231,8 @@ def parse_args(argv=None):
     e = sub.add_parser("estimate", help="the minimum effect per kind")
     e.add_argument("folders", nargs="+", help="folders of pairs of one device, each with its plan.json")
     e.add_argument("--write", action="store_true", help="keep it in latency_lab/core/run_to_run.json")
+    k = sub.add_parser("pack", help="the run folders into runs.tar.xz (after the runs)")
+    k.add_argument("folder", help="a folder of pairs")
     c = sub.add_parser("check", help="the pre-registered test")
     c.add_argument("folder", help="a folder of pairs with its plan.json")
     args = ap.parse_args(argv)
@@ -209,7 +248,7 @@ def main(argv=None) -> int:
             bad = [n for n in args.plan.split(",") if n.startswith("p") and not n[1:].replace(".", "", 1).isdigit()]
             if bad or "" in args.plan.split(","):
                 raise ValueError(f"--plan {args.plan!r}: run names, comma-separated; p<N> (N a number) plants N %")
-        return {"run": run, "estimate": estimate, "check": check}[args.command](args)
+        return {"run": run, "pack": pack, "estimate": estimate, "check": check}[args.command](args)
     except (OSError, ValueError, KeyError) as e:  # a folder without plan.json or runs, a run that cannot be read
         print(f"run_pairs.py {args.command}: error: {e}", file=sys.stderr)
         return 2
