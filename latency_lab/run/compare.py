@@ -331,30 +331,34 @@ def _fast_only_differs(fa: bool | None, fb: bool | None) -> str | None:
     return f"not comparable: {'fast blocks' if fa else 'all blocks'} in A, {'fast blocks' if fb else 'all blocks'} in B"
 
 
-def _word_entry(notebook: str, key: str, word: str, a, b, not_comparable: str | None = None) -> dict:
-    """A word of both runs (a row's status, a claim's grade): changed where it differs, else same (or
-    ``not_comparable``, with that reason)."""
-    verdict, decided = ("changed", f"changed: {word} {a} -> {b}") if a != b else ("same", f"same: {word} {a}")
-    if not_comparable:
-        verdict, decided = "not comparable", not_comparable
+NUMBERS = ("kind", "a", "b", "ratio", "resolution", "a_q1_q3", "b_q1_q3", "a_interval", "b_interval")
+
+
+def _row(notebook: str, key: str, metric: str, judged: run_to_run.Judged, **numbers) -> dict:
+    """One comparison row: which number, what both runs measured (``NUMBERS``; None where not given)
+    and the verdict with what it was decided on."""
     return {
         "notebook": notebook,
         "row": key,
-        "metric": word,
-        "kind": None,
-        "a": a,
-        "b": b,
-        "ratio": None,
-        "resolution": None,
-        "a_q1_q3": None,
-        "b_q1_q3": None,
-        "a_interval": None,
-        "b_interval": None,
-        "min_effect": None,
-        "p": None,
-        "verdict": verdict,
-        "decided": decided,
+        "metric": metric,
+        **{k: numbers.get(k) for k in NUMBERS},
+        "min_effect": judged.min_effect,
+        "p": judged.p,
+        "verdict": judged.verdict,
+        "decided": judged.decided,
     }
+
+
+def _word_entry(notebook: str, key: str, word: str, a, b, not_comparable: str | None = None) -> dict:
+    """A word of both runs (a row's status, a claim's grade): changed where it differs, else same (or
+    ``not_comparable``, with that reason)."""
+    if not_comparable:
+        judged = run_to_run.Judged("not comparable", not_comparable)
+    else:
+        judged = run_to_run.Judged(
+            *(("changed", f"changed: {word} {a} -> {b}") if a != b else ("same", f"same: {word} {a}"))
+        )
+    return _row(notebook, key, word, judged, a=a, b=b)
 
 
 def _entry(
@@ -366,7 +370,8 @@ def _entry(
     interval_a, interval_b = interval(ra, metric), interval(rb, metric)
     kind = run_to_run.kind(metric)
     effect = effects.get(kind)
-    if not (_number(a) and _number(b)):
+    both = _number(a) and _number(b)
+    if not both:
         judged = run_to_run.Judged("not judged", "not judged: measured in one run only")
     elif not_comparable:
         judged = run_to_run.Judged("not comparable", not_comparable)
@@ -374,26 +379,22 @@ def _entry(
         judged = run_to_run.Judged("not judged", f"not judged: {hosts_apart}")
     else:
         judged = run_to_run.judge(kind, a, b, interval_a, interval_b, effect)
-    return {
-        "notebook": notebook,
-        "row": key,
-        "metric": metric,
-        "kind": kind,
-        "a": a,
-        "b": b,
-        "ratio": b / a if _number(a) and _number(b) and a else None,
-        "resolution": resolution(a, interval_a, interval_b, effect, kind)
-        if judged.verdict in ("changed", "same")
-        else None,
-        "a_q1_q3": spread(ra, metric),
-        "b_q1_q3": spread(rb, metric),
-        "a_interval": interval_a,
-        "b_interval": interval_b,
-        "min_effect": judged.min_effect,
-        "p": judged.p,
-        "verdict": judged.verdict,
-        "decided": judged.decided,
-    }
+    judged_here = judged.verdict in ("changed", "same")
+    return _row(
+        notebook,
+        key,
+        metric,
+        judged,
+        kind=kind,
+        a=a,
+        b=b,
+        ratio=b / a if both and a else None,
+        resolution=resolution(a, interval_a, interval_b, effect, kind) if judged_here else None,
+        a_q1_q3=spread(ra, metric),
+        b_q1_q3=spread(rb, metric),
+        a_interval=interval_a,
+        b_interval=interval_b,
+    )
 
 
 def resolution(a, interval_a, interval_b, effect: dict | None, kind: str | None) -> float | None:
