@@ -459,7 +459,9 @@ def test_edited_parameters_cell_changes_neither_the_batch_run_nor_git(tmp_path):
 
     repo = make_repo(tmp_path / "repo")
     path = repo / "notebooks" / "01_model_setup.ipynb"
-    edited = 'preset = "tiny"\ndevice = "cpu"\nlayers = 3\nexecutors = "eager"'
+    # its results go to a temporary folder: "" would write into the user's outputs/interactive
+    edited = 'preset = "tiny"\ndevice = "cpu"\nlayers = 3\nexecutors = "eager"\n'
+    edited += f"output_dir = {json.dumps(str(tmp_path / 'lab'))}"
     log = tmp_path / "server.log"
     autosave = {"@jupyterlab/docmanager-extension:plugin": {"autosaveInterval": 2}}
     with running_lab(repo, tmp_path, settings=autosave) as server, chromium_page(tmp_path / "profile") as page:
@@ -486,6 +488,7 @@ def test_edited_parameters_cell_changes_neither_the_batch_run_nor_git(tmp_path):
             shown = (page.js("document.body.innerText") or "")[-1500:]
             pytest.fail(f"saving did not write the run into {path}; page:\n{shown}\n{log.read_text()[-2000:]}")
     assert sum(len(c.outputs) for c in on_disk.cells if c.cell_type == "code") > 0
+    assert (tmp_path / "lab" / "01_model_setup.results.json").is_file()  # the Lab run wrote where it was told
     proc = run_runner(
         "--notebook-dir",
         str(repo / "notebooks"),
