@@ -96,6 +96,18 @@ def test_frame_formats_for_display_and_keeps_raw_numbers():
     assert list(only.columns) == ["executor"]
 
 
+def test_a_headlines_fast_only_flag_stays_in_the_results_not_on_the_page():
+    """``wall_fast_only`` is for compare (a headline over fast blocks in one run and all in the other is not
+    comparable); a table shows it only when its columns name it."""
+    rows = [{"executor": "eager", "wall_ms": 1.5, "wall_fast_only": True}]
+    assert list(display.frame(rows, ["executor"]).columns) == ["executor", "wall_ms"]
+    assert list(display.frame(rows, ["executor", "wall_fast_only"]).columns) == [
+        "executor",
+        "wall_fast_only",
+        "wall_ms",
+    ]
+
+
 # --- the one HTML table and the one stylesheet -----------------------------------------------------
 
 

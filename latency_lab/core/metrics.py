@@ -129,9 +129,17 @@ def split_unit(name: str) -> tuple[str, str | None]:
     return (base, suffix) if base and suffix in UNITS else (name, None)
 
 
+FLAG = "_fast_only"  # a headline's flag: over the host's fast-state blocks (True) or all blocks (False)
+
+
 def fast_only_name(name: str) -> str:
     """``wall_ms`` -> ``wall_fast_only``: whether that headline is over the host's fast-state blocks."""
-    return f"{split_unit(name)[0]}_fast_only"
+    return f"{split_unit(name)[0]}{FLAG}"
+
+
+def is_flag(name: str) -> bool:
+    """Whether a column is a headline's ``fast_only`` flag (kept for ``compare``, not a number to show)."""
+    return name.endswith(FLAG)
 
 
 def join(base: str, unit: str | None) -> str:

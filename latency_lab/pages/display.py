@@ -7,6 +7,7 @@ import warnings
 
 import pandas as pd
 
+from ..core import metrics
 from . import tables
 
 PLOTLY_RENDERER = "plotly_mimetype"  # figure JSON only: no plotly.js copy in every notebook
@@ -44,10 +45,12 @@ class Table(pd.DataFrame):
 
 
 def frame(rows: list[dict], columns: list[str] | None = None, caption: str | None = None, only: bool = False) -> Table:
-    """``rows`` as a ``Table``: ``columns`` first, in order (``only``: no others), values as given (no
+    """``rows`` as a ``Table``: ``columns`` first, in order (``only``: no others; a headline's
+    ``_fast_only`` flag, which the results keep for ``compare``, only when asked), values as given (no
     NaN casting); columns without a single value are dropped."""
     table = Table(pd.DataFrame(rows, dtype=object))
     table = table[[c for c in table.columns if table[c].notna().any()]]
+    table = table[[c for c in table.columns if not metrics.is_flag(c) or c in (columns or ())]]
     if columns:
         rest = [] if only else [c for c in table.columns if c not in columns]
         table = table[[c for c in columns if c in table.columns] + rest]
