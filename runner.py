@@ -366,6 +366,7 @@ def finish(
     unwritten = report.write(run_dir, summary)
     run_folder.remove_temporaries(run_dir)
     problems = [f"could not write {', '.join(unwritten)}"] if unwritten else []
+    before = run_folder.latest_target(root)
     last = run_folder.last_usable(root)
     problems += filter(None, [last and run_folder.point_latest(root, last)])
     if meta.get("stopped"):
@@ -373,8 +374,7 @@ def finish(
     for problem in problems:
         _say(f"runner.py: error: {problem}", file=sys.stderr)
     if not run_folder.usable(run_dir):
-        kept = f"{run_folder.LATEST} stays at {last.name}, the last usable run" if last else "no run there did"
-        _say(f"note: no notebook of this run wrote results, so {root / run_folder.LATEST} is not moved: {kept}")
+        _say(f"note: no notebook of this run wrote results; {run_folder.latest_moved(root, before, last)}")
     page = run_dir / "index.html" if (run_dir / "index.html").is_file() else run_dir
     if interrupted:
         _say(f"INTERRUPTED ({interrupted}) · {page}")

@@ -491,7 +491,7 @@ def test_full_disk_loses_nothing_and_leaves_no_temporaries(tmp_path, disk):
         if run_folder.usable(out / "r"):
             assert (out / "latest").resolve() == (out / "r").resolve()
         else:  # its one results file did not fit (2 KB): no usable run to point latest at
-            assert not os.path.lexists(out / "latest") and "is not moved" in proc.stdout, proc.stdout
+            assert not os.path.lexists(out / "latest") and "there is no" in proc.stdout, proc.stdout
         assert list(temp.iterdir()) == []
     finally:
         if disk.startswith("tmpfs"):
@@ -863,7 +863,7 @@ def test_a_run_cut_before_any_results_leaves_latest_compare_and_the_start_page_a
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130 and not run_folder.usable(out / "cut"), stdout + stderr
-    assert f"{out / 'latest'} is not moved: latest stays at full, the last usable run" in stdout, stdout
+    assert f"{out / 'latest'} stays at full, the last usable run" in stdout, stdout
     assert (out / "latest").resolve() == (out / "full").resolve() == run_folder.last_usable(out).resolve()
     capsys.readouterr()
     assert compare.main([str(REFERENCE), "latest", "--output-dir", str(out)]) == 0
@@ -875,6 +875,27 @@ def test_a_run_cut_before_any_results_leaves_latest_compare_and_the_start_page_a
     assert "*here*: this machine's last usable run, `outputs/latest` (full: tiny preset, cpu)" in page, page
     seconds = json.loads((out / "full" / "summary.json").read_text())["notebooks"][0]["seconds"]
     assert re.search(rf"\(01_model_setup\.ipynb\) \| [^|]+ \| {seconds:.0f} s \|", page), page
+
+
+def test_the_interactive_scratch_folder_is_never_latest_nor_a_run_id(tmp_path):
+    """A notebook run by hand writes into ``outputs/interactive``: however recent, it is not the last
+    usable run, and ``--run-id interactive`` is refused; when a run that wrote nothing moves the link
+    (it named another folder), the note says where it points now."""
+    for name, when in (("seed", 100), ("interactive", 200)):
+        (tmp_path / name).mkdir()
+        f = tmp_path / name / f"01_model_setup{results.SUFFIX}"
+        f.write_text("{}")
+        os.utime(f, (when, when))
+    assert run_folder.last_usable(tmp_path) == tmp_path / "seed"
+    with pytest.raises(run_folder.SetupError, match="not 'latest' or 'interactive'"):
+        run_folder.check_run_id("Interactive")
+    link = tmp_path / "latest"
+    assert "there is no" in run_folder.latest_moved(tmp_path / "none", None, None)
+    link.symlink_to("interactive")
+    assert run_folder.point_latest(tmp_path, tmp_path / "seed") is None
+    said = run_folder.latest_moved(tmp_path, "interactive", tmp_path / "seed")
+    assert said == f"{link} now points at seed, the last usable run (it pointed at interactive)", said
+    assert run_folder.latest_moved(tmp_path, "seed", tmp_path / "seed") == f"{link} stays at seed, the last usable run"
 
 
 def test_a_run_cut_in_its_second_notebook_is_the_last_usable_run_and_compares_on_the_first(tmp_path, capsys):

@@ -363,7 +363,7 @@ def resolved(raw: dict | None = None, **kwargs) -> Params:
         cache_mode=v["cache_mode"],
         ops=ops,
         sizes=sizes,
-        output_dir=v["output_dir"] or str(REPO_ROOT / "outputs" / "interactive"),
+        output_dir=v["output_dir"] or str(REPO_ROOT / "outputs" / results.INTERACTIVE),
         seed=v["seed"],
         **chosen,
     )

@@ -46,6 +46,7 @@ NOTEBOOKS = (
 READS_FROM = {TRACE_COUNTERS: (EXECUTOR_TIMING,)}
 
 
+INTERACTIVE = "interactive"  # the folder under outputs/ a notebook run by hand writes into: scratch, never a run
 RUN_DIR = "LATENCY_LAB_RUN_DIR"  # set by runner.py for its notebooks' kernels: the run's folder
 
 

@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..core.parameters import short
-from ..core.results import SUFFIX
+from ..core.results import INTERACTIVE, SUFFIX
 
 LATEST = "latest"
 RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
@@ -22,10 +22,12 @@ class SetupError(ValueError):
 
 
 def check_run_id(run_id: str | None) -> None:
-    if run_id is not None and (len(run_id) > MAX_RUN_ID or not RUN_ID.fullmatch(run_id) or run_id.lower() == LATEST):
+    if run_id is not None and (
+        len(run_id) > MAX_RUN_ID or not RUN_ID.fullmatch(run_id) or run_id.lower() in (LATEST, INTERACTIVE)
+    ):
         raise SetupError(
             f"invalid --run-id {short(run_id)}: allowed a plain name of at most {MAX_RUN_ID} letters, "
-            "digits, '.', '_', '-' (no '/', no leading '.', not 'latest' in any case)"
+            f"digits, '.', '_', '-' (no '/', no leading '.', not '{LATEST}' or '{INTERACTIVE}' in any case)"
         )
 
 
@@ -43,11 +45,12 @@ def usable(folder: Path) -> bool:
 
 def last_usable(root: Path) -> Path | None:
     """The last usable run under ``root``, the one ``latest`` names: of its run folders (published
-    copies apart) that hold a results file, the one that wrote one last; None where none does. A run
-    interrupted before its first notebook finished is never it; one that finished some is."""
+    copies and the notebooks' scratch folder ``interactive`` apart) that hold a results file, the one
+    that wrote one last; None where none does. A run interrupted before its first notebook finished is
+    never it; one that finished some is."""
     newest = {}
     for folder in sorted(root.iterdir()) if root.is_dir() else ():
-        if folder.name == LATEST or not folder.is_dir() or is_published(folder):
+        if folder.name in (LATEST, INTERACTIVE) or not folder.is_dir() or is_published(folder):
             continue
         try:
             written = [f.stat().st_mtime for f in folder.glob(f"*{SUFFIX}")]
@@ -118,6 +121,14 @@ def new_run_dir(root: Path, run_id: str | None, preset: str, device: str) -> Pat
     raise SetupError(f"no free run folder for {base} in {root}")
 
 
+def latest_target(root: Path) -> str | None:
+    """The name of the folder ``root/latest`` points at, or None where it is not a link."""
+    try:
+        return os.readlink(root / LATEST)
+    except OSError:
+        return None
+
+
 def point_latest(root: Path, run_dir: Path) -> str | None:
     """``root/latest`` -> ``run_dir``, replaced atomically through a temporary link of this process's
     own. Returns what went wrong, or None: a ``latest`` that is not a link (made since the start) is
@@ -133,6 +144,21 @@ def point_latest(root: Path, run_dir: Path) -> str | None:
         tmp.unlink(missing_ok=True)
         return f"could not point {latest} at {run_dir.name}: {e.strerror or e}"
     return None
+
+
+def latest_moved(root: Path, before: str | None, last: Path | None) -> str:
+    """What became of ``root/latest`` when the run that just ended wrote no results: it stays, or it
+    now names ``last`` (the last usable run), or there is none."""
+    link = root / LATEST
+    if last is None:
+        return f"no run in {root} did, so there is no {link}"
+    after = latest_target(root)
+    if after != last.name:
+        return f"{link} could not be pointed at {last.name}, the last usable run (see the error above)"
+    if before == after:
+        return f"{link} stays at {last.name}, the last usable run"
+    was = f"it pointed at {before}" if before else "there was none"
+    return f"{link} now points at {last.name}, the last usable run ({was})"
 
 
 def remove_temporaries(run_dir: Path) -> None:
