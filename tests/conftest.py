@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # test about the notebooks never pays for CUDA (a seed-size Thunder/nvFuser build takes 15-20 s on an
 # H200). Tests about GPU behaviour are marked ``gpu`` and run in pytest's own process.
 CPU_ONLY = {"CUDA_VISIBLE_DEVICES": ""}
+OUTPUTS_BEFORE = pytest.StashKey[dict]()
 
 
 def cpu_environment(**extra: str) -> dict[str, str]:
@@ -41,6 +42,30 @@ def run_runner(*args: str, timeout: int = 1200, env: dict | None = None) -> subp
         timeout=timeout,
         env=cpu_environment(**(env or {})),
     )
+
+
+def outputs_listing(outputs: Path) -> dict[str, int]:
+    """Every path under ``outputs`` (links not followed) with its modification time, in ns."""
+    return {str(p.relative_to(outputs)): p.lstat().st_mtime_ns for p in sorted(outputs.rglob("*"))}
+
+
+def pytest_sessionstart(session):
+    """The user's ``outputs/`` as the tests found it (in the controlling process only)."""
+    if not hasattr(session.config, "workerinput"):
+        session.config.stash[OUTPUTS_BEFORE] = outputs_listing(ROOT / "outputs")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Tests write only into temporary folders: a session that added, changed or removed anything under
+    the user's ``outputs/`` fails, naming what."""
+    before = session.config.stash.get(OUTPUTS_BEFORE, None)
+    if before is None:
+        return
+    after = outputs_listing(ROOT / "outputs")
+    touched = sorted(n for n in before.keys() | after.keys() if before.get(n) != after.get(n))
+    if touched:
+        print(f"\nFAILED: the tests wrote into {ROOT / 'outputs'}: {', '.join(touched[:10])}", file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into the node IDs
