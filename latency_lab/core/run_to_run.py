@@ -6,7 +6,8 @@ A run's interval is its statistic's own (``host_state``): it does not see what m
 (``tools/run_pairs.py estimate``): ``sigma``, the spread of the relative move beyond what both runs'
 intervals explain, and ``min_effect``, the 95th percentile of the moves' size. ``judge`` calls a number
 **changed** when B's move against A is beyond chance (a two-sided z test on the move, with both
-intervals and ``sigma``: p < ``P``) **and** beyond ``min_effect``; **same** otherwise. A count
+intervals and ``sigma``: p < ``P``) **and** beyond ``min_effect``; **same** otherwise, unless an
+interval is wider than ``NOISY`` of its value: then it is **too noisy to judge** (not judged). A count
 (kernels per step) is exact: any difference is changed. Where a notebook's host reference moved
 further between the runs than host time's minimum effect (``hosts_apart``), its host-bound numbers
 are not judged: the effects were not measured on such a move.
@@ -23,6 +24,7 @@ from . import host_state
 
 PATH = Path(__file__).with_name("run_to_run.json")
 P = 0.05
+NOISY = 0.5  # an interval wider than this share of its value cannot tell "same": too noisy to judge
 Z95 = 1.959964  # half-width of a 95% interval in standard errors
 TIME, PER_REF, WITHIN, DIFFERENCE, KERNEL, FIRST_CALL, FIT, COUNT = (
     "host and wall time",
@@ -102,8 +104,21 @@ def judge(kind_: str | None, a, b, interval_a, interval_b, effect: dict | None) 
     way = f"B {'higher' if move > 0 else 'lower'} by {100 * abs(move):.3g}%"
     if p < P and abs(move) > floor:
         return Judged("changed", f"changed: {way} (p {p:.2g}, beyond the {100 * floor:.2g}% minimum effect)", p, floor)
+    noisy = too_noisy(a, b, interval_a, interval_b)
+    if noisy:
+        return Judged("not judged", f"too noisy to judge: {way}, p {p:.2g}, but {noisy}", p, floor)
     why = f"p {p:.2g}" if p >= P else f"within the {100 * floor:.2g}% minimum effect"
     return Judged("same", f"same: {way}, {why}", p, floor)
+
+
+def too_noisy(a, b, interval_a, interval_b) -> str | None:
+    """Why a number that is not called changed cannot be called the same either, or None: an interval
+    wider than ``NOISY`` of its value (a move of that size would read "same" too)."""
+    for side, value, i in (("A", a, interval_a), ("B", b, interval_b)):
+        if i and value and (i[1] - i[0]) / abs(value) > NOISY:
+            share = 100 * (i[1] - i[0]) / abs(value)
+            return f"{side}'s interval spans {share:.3g}% of its value (more than {100 * NOISY:.3g}%)"
+    return None
 
 
 def estimate(rows: list[dict]) -> dict:

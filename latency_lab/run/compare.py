@@ -459,13 +459,7 @@ def compare(a: dict, b: dict, effects: dict | None = None) -> dict:
     rows, hosts = [], []
     for n in common:
         params = [d["name"] for d in parameters if n in d["notebooks"]]
-        why = (
-            f"not comparable: another stack ({'; '.join(stack)})"
-            if stack
-            else f"not comparable: parameters differ ({', '.join(params)})"
-            if params
-            else None
-        )
+        why = "not comparable: another stack" if stack else "not comparable: parameters differ" if params else None
         da, db = a["notebooks"][n], b["notebooks"][n]
         apart = None if stack else run_to_run.hosts_apart(da, db, effects)  # another stack: nothing is judged
         hosts += [f"{n}: {apart}"] if apart else []
@@ -542,6 +536,12 @@ def tally(report: dict) -> str:
         out += f" Host-bound numbers not judged where {'; '.join(report['hosts'])}."
     if report.get("stack"):
         out += f" Not comparable: another stack ({'; '.join(report['stack'])}); time both in one run: runner.py ab."
+    elif report.get("parameters"):
+        differ = ", ".join(f"{d['name']} in {', '.join(d['notebooks'])}" for d in report["parameters"])
+        out += f" Not comparable where parameters differ: {differ}."
+    noisy = sum(e["decided"].startswith("too noisy") for e in numbers)
+    if noisy:
+        out += f" {noisy} not judged as too noisy: an interval wider than {100 * run_to_run.NOISY:.3g}% of its value."
     effects, where = report.get("effects") or {}, report.get("effects_source") or {}
     if effects:
         kinds = ", ".join(f"{k} {100 * v['min_effect']:.2g}%" for k, v in effects.items())
@@ -859,7 +859,8 @@ def main(argv: list[str]) -> int:
     )
     ap.add_argument("run_a", help="run A (the baseline): a run id under --output-dir, a path, or latest")
     ap.add_argument("run_b", help="run B: a run id, a path, or latest")
-    ap.add_argument("more", nargs="*", metavar="RUN", help="more runs: each set against A beside B (one page)")
+    more = "more runs: each set against A beside B (one page)"
+    ap.add_argument("more", nargs="*", default=[], metavar="RUN", help=more)  # with a default: not listed as required
     ap.add_argument("--output-dir", default="outputs", help="folder that holds the runs (default: outputs)")
     ap.add_argument("--out", help="folder for the report (default: RUN_B's folder)")
     args = ap.parse_args(argv)
