@@ -9,6 +9,7 @@ The levers of notebook 07 are plain entries too (``thunder:nv-linear``, ``thunde
 from __future__ import annotations
 
 import functools
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -56,6 +57,8 @@ class Executor:
             return "unavailable", f"nvFuser needs a CUDA device (running on {device})"
         if self.needs_nvfuser and (reason := nvfuser_missing()):
             return "failed", reason
+        if "cache" in self.options and (reason := thunder_refuses_cache(self.options["cache"])):
+            return "unavailable", reason
         return None
 
     def build(self, module) -> tuple[Callable, list[str]]:
@@ -85,6 +88,27 @@ def thunder_lacks(entry_point: str) -> str | None:
         getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError) as e:
         return f"thunder {getattr(thunder, '__version__', '?')} has no thunder.{entry_point} ({type(e).__name__})"
+    return None
+
+
+def _indexes_a_list(x, n):
+    return [x, x + 1][n]
+
+
+@functools.cache
+def thunder_refuses_cache(cache: str) -> str | None:
+    """None when the installed thunder runs ``thunder.jit(..., cache=cache)`` on a function that, as a
+    Llama step does, indexes a list by an int argument; else why not (checked once, on a CPU tensor)."""
+    import thunder
+    import torch
+
+    try:
+        with warnings.catch_warnings():  # "symbolic values" warns that it is experimental
+            warnings.simplefilter("ignore")
+            thunder.jit(_indexes_a_list, cache=cache)(torch.ones(2), 1)
+    except Exception as e:  # the option refused or the trace broken: a reason, not a crash
+        version = getattr(thunder, "__version__", "?")
+        return f"thunder {version} cannot run cache={cache!r}: {type(e).__name__}: {str(e)[:200]}"
     return None
 
 

@@ -465,17 +465,58 @@ class Result:
         )
 
 
+GPU_ANSWER = f"the GPU answer is in outputs/reference-h100 ({results.LEVERS})"
+
+
+def nothing_to_set_beside(chosen: list, device: str) -> str | None:
+    """Why no lever can be measured on ``device`` (the baseline cannot run here, or no lever can), or
+    None. Decided from availability (``Executor.check``), before anything is built."""
+    missing = {ex.name: ex.check(device) for ex in chosen}
+    base = missing.get(BASELINE, ("unavailable", "not asked for"))
+    levers = [ex.name for ex in chosen if ex.lever and not missing[ex.name]]
+    if base is None and levers:
+        return None
+    why = f"the baseline {BASELINE} cannot run here ({base[1]})" if base else "no lever can run here"
+    return f"Nothing measured on {device}: {why}; {GPU_ANSWER}."
+
+
+def skipped(params: Params, env: dict, chosen: list, why: str) -> Result:
+    """07 where ``nothing_to_set_beside`` says why: every configuration a row with its reason, nothing
+    built or timed, and that one sentence as the finding."""
+    print(why)
+    prepared = []
+    for ex in chosen:
+        status, reason = ex.check(params.device) or ("unavailable", "not run: no lever to set it beside here")
+        prepared.append(Prepared(ex, status, reason=reason))
+    timed = Rounds({}, [], "none", params.warmup, params.iters, 0)
+    return Result(
+        params=params,
+        env=env,
+        levers=lever_rows(chosen),
+        table=[row(p, {}, timed, {}, None) for p in prepared],
+        breakdown={},
+        parts=[],
+        regions=[],
+        counterfactual=[],
+        combination=[],
+        findings=[why],
+        timed=timed,
+    )
+
+
 def run(params: Params) -> Result:
     """Build every configuration, time them in the same rounds each taken apart in place, model the
     counterfactual, and time the best levers combined at every depth (module docstring)."""
     harness.set_up(params)
     env = environment.collect(params.device)
+    chosen = baseline_first(registry.selected(params.executors))
+    if why := nothing_to_set_beside(chosen, params.device):
+        return skipped(params, env, chosen, why)
     case = sweep.model_case(params)
     print(
         f"device {params.device} · {params.layers} layer(s) · warm-up {params.warmup} · {params.iters} calls per "
         f"block · {2 * params.repeats} rounds · combination at depths {', '.join(map(str, params.depths))}"
     )
-    chosen = baseline_first(registry.selected(params.executors))
     plan = harness.standard_plan(case.kwargs, params, trace=thunder_traces.trace_row, check=case.check)
     prepared, measured = build(chosen, case, plan, params.device)
     probes, insitu, not_taken_apart = host_overhead.probes(prepared, case.kwargs, params.iters)
