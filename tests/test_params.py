@@ -2,7 +2,7 @@
 
 import pytest
 
-from latency_lab.core import model_config
+from latency_lab.core import model_config, results
 from latency_lab.core import parameters as P
 
 
@@ -183,3 +183,16 @@ def test_the_schema_is_declared_once_params_only_come_resolved():
     assert gpu.depths == P.SWEEP_DEFAULTS["cuda"]["depths"]
     with pytest.raises(P.ParameterError, match="device"):
         P.resolved(device="auto")
+
+
+def test_a_notebook_takes_its_cpu_defaults_on_a_cpu_only_and_a_given_value_wins():
+    """06 on a CPU runs Thunder without nvFuser in nvFuser's place (``CPU_DEFAULTS``); on a GPU its own
+    defaults stand; a value given wins on both; a notebook without CPU defaults is unchanged."""
+    scaling = results.SCALING
+    assert "thunder:torch" in P.for_notebook(scaling, {"device": "cpu", "preset": "tiny"}).executors
+    assert "thunder" not in P.for_notebook(scaling, {"device": "cpu", "preset": "tiny"}).executors
+    assert P.own_defaults(scaling, "cuda") == P.NOTEBOOK_DEFAULTS[scaling]
+    given = P.for_notebook(scaling, {"device": "cpu", "preset": "tiny", "executors": "eager"})
+    assert given.executors == ("eager",)
+    levers = results.LEVERS
+    assert P.own_defaults(levers, "cpu") == P.own_defaults(levers, "cuda") == P.NOTEBOOK_DEFAULTS[levers]

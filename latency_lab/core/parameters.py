@@ -93,6 +93,10 @@ NOTEBOOK_DEFAULTS: dict[str, dict[str, object]] = {
     # blocks: the host's state flips within 0.1-5 s, and two blocks 20-30 ms apart mostly share it (08's module)
     results.AB_BUILDS: {"executors": "thunder,thunder:torch", "warmup": 2, "iters": 10, "repeats": 60},
 }
+# Where a notebook's defaults differ on a CPU, which runs no nvFuser: Thunder without nvFuser in its place.
+CPU_DEFAULTS: dict[str, dict[str, object]] = {
+    results.SCALING: {"executors": "eager,torch.compile,thunder:torch"},
+}
 # Parameters every notebook applies in its setup (``from_namespace``), whether its cell declares them or not.
 EVERY_NOTEBOOK = ("threads",)
 
@@ -477,9 +481,17 @@ def notebook_defaults(notebook: str) -> dict:
     return {name: default for name, (default, _) in SCHEMA.items()} | NOTEBOOK_DEFAULTS.get(notebook, {})
 
 
+def own_defaults(notebook: str, device: str) -> dict:
+    """``notebook``'s own defaults on ``device``: ``NOTEBOOK_DEFAULTS``, then ``CPU_DEFAULTS`` on a CPU."""
+    return NOTEBOOK_DEFAULTS.get(notebook, {}) | (CPU_DEFAULTS.get(notebook, {}) if device == "cpu" else {})
+
+
 def for_notebook(notebook: str, given: dict) -> Params:
-    """The parameters ``notebook`` runs with in a batch run: ``given`` over its package defaults."""
-    return validate({**NOTEBOOK_DEFAULTS.get(notebook, {}), **given})
+    """The parameters ``notebook`` runs with in a batch run: ``given`` over its package defaults on the
+    device it resolves to (``own_defaults``)."""
+    p = validate({**NOTEBOOK_DEFAULTS.get(notebook, {}), **given})
+    own = own_defaults(notebook, p.device)
+    return p if own == NOTEBOOK_DEFAULTS.get(notebook, {}) else validate({**own, **given})
 
 
 def injected(params: Params, names) -> dict:
