@@ -542,6 +542,8 @@ def tally(report: dict) -> str:
     noisy = sum(e["decided"].startswith("too noisy") for e in numbers)
     if noisy:
         out += f" {noisy} not judged as too noisy: an interval wider than {100 * run_to_run.NOISY:.3g}% of its value."
+    if report.get("stack"):
+        return out  # nothing was judged: no minimum effect or resolution applies
     effects, where = report.get("effects") or {}, report.get("effects_source") or {}
     if effects:
         kinds = ", ".join(f"{k} {100 * v['min_effect']:.2g}%" for k, v in effects.items())
