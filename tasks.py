@@ -38,7 +38,7 @@ STAMP = VENV / ".installed"
 KERNEL = "latency-lab"
 FILTER = "notebook-outputs"  # .gitattributes applies it to notebooks/*.ipynb
 START_PAGE = "notebooks/START.md"  # written by ``tasks.py lab`` (latency_lab.run.start_page); not tracked
-LAB_CONFIG = ROOT / ".jupyter"  # labconfig: Markdown opens rendered (the start page, the README)
+LAB_CONFIG = ROOT / ".jupyter"  # labconfig: Markdown opens rendered (the start page, the README), no news prompt
 SUITE_MODULES = ("torch", "papermill", "nbconvert", "plotly")  # what runner.py cannot start without
 CLUSTER = "LATENCY_LAB_CLUSTER"  # =1: install the cluster extra (Ray) too, as ``install --cluster`` does
 
@@ -267,8 +267,11 @@ def main(argv: list[str]) -> int:
         "lab": [str(PY), *lab_args()],
         "install": None,
     }
-    if not argv or argv[0] not in tasks:
-        print(__doc__, file=sys.stderr)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__, file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    if argv[0] not in tasks:
+        print(f"tasks.py: unknown task {argv[0]!r}; allowed: {', '.join(tasks)} (tasks.py --help)", file=sys.stderr)
         return 2
     if argv[0] == "install" and argv[1:] not in ([], ["--cluster"]):
         print(f"tasks.py install: unknown arguments {' '.join(argv[1:])}; allowed: --cluster", file=sys.stderr)

@@ -16,7 +16,7 @@ from latency_lab import explorer as X
 from latency_lab.core import parameters as P
 from latency_lab.core import registry as E
 from latency_lab.core import timing
-from latency_lab.explorer import session
+from latency_lab.explorer import session, view
 
 
 @pytest.fixture(scope="module")
@@ -341,3 +341,15 @@ def test_figure_names_executors_as_the_table_and_goes_log_across_scales():
     assert fig.layout.yaxis.type == "log" and list(fig.data[0].x) == ["thunder:torch"]
     assert fig.data[1].error_y.array[0] == pytest.approx(0.14)
     assert X.figure([run("seed", 77.0), run("again", 70.0)]).layout.yaxis.type == "linear"
+
+
+def test_log_axis_ticks_are_whole_numbers_in_order():
+    """Issue 37: plotly's own log ticks read "5, 2, 10, 5, 2, 1, 5"; the axis names 1-2-5 steps in
+    full across a few decades, the decades alone across more."""
+    row = {"executor": "eager", "label": "eager", "wall_ms": 77.0, "wall_lo_ms": 70.0, "wall_hi_ms": 84.7}
+    tiny = {**row, "wall_ms": 1.4, "wall_lo_ms": 1.26, "wall_hi_ms": 1.5}
+    yaxis = X.figure([{"label": "seed", "rows": [row]}, {"label": "tiny", "rows": [tiny]}]).layout.yaxis
+    assert yaxis.type == "log" and yaxis.tickmode == "array"
+    assert list(yaxis.ticktext) == ["1", "2", "5", "10", "20", "50", "100"]
+    assert list(yaxis.tickvals) == [1, 2, 5, 10, 20, 50, 100]
+    assert view.log_ticks(0.004, 300) == [0.001, 0.01, 0.1, 1, 10, 100, 1000]

@@ -44,3 +44,14 @@ def test_setup_says_which_torch_and_nvfuser_and_why():
     cpu, gpu = tasks.install_plan(False), tasks.install_plan(True)
     assert cpu.startswith("torch==") and "lightning-thunder==" in cpu and "no nvFuser" in cpu and NVFUSER not in cpu
     assert f"{NVFUSER}==" in gpu and "nvidia-smi lists a GPU" in gpu
+
+
+def test_an_unknown_task_is_named_in_one_line(capsys):
+    assert tasks.main(["runn"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == "tasks.py: unknown task 'runn'; allowed: run, test, lab, install (tasks.py --help)\n"
+
+
+def test_help_is_printed_on_request(capsys):
+    assert tasks.main(["--help"]) == 0
+    assert capsys.readouterr().out.startswith(tasks.__doc__)

@@ -202,7 +202,10 @@ def test_runner_injects_the_package_values_not_the_cells(tmp_path):
     assert ran["executors"] == list(default)  # 05's package default, not the cell's eager
     assert data["key_table"]["rows"] == [[2]] and data["environment"]["threads"] == 2
     summary = json.loads((out / "r" / "summary.json").read_text())
-    assert summary["notebook_changes"] == {}  # outside a git checkout there is nothing to compare with
+    assert summary["notebook_changes"] == {  # no git checkout to compare with; the edited cell is named
+        "05_host_overhead": "its parameters cell's edits of layers, repeats, executors are ignored (a run injects "
+        "the package's values); to run with them: -p layers=3 -p repeats=8 -p executors=eager"
+    }
     env = json.loads((out / "r" / "environment.json").read_text())
     assert env["threads"] == 2 and len(env["load_average"]) == 3
     assert {q["message"] for q in env["quieted_noise"]} >= {"No CUDA runtime is found", "TF32 settings"}

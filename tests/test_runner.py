@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import html
+import io
 import json
 import os
 import re
@@ -1186,3 +1187,99 @@ def test_runner_names_notebooks_that_ignore_a_parameter_and_records_what_each_ra
     ran = {n["name"]: n["params"] for n in json.loads((out / "r" / "summary.json").read_text())["notebooks"]}
     assert ran["01_with"]["layers"] == 2 and ran["02_without"]["layers"] == 1
     assert ran["01_with"]["preset"] == ran["02_without"]["preset"] == "tiny"
+
+
+@pytest.mark.parametrize("argv, missing", [(["a"], "run_b"), ([], "run_a, run_b")])
+def test_compare_names_only_the_runs_it_needs(argv, missing, capsys):
+    """``RUN`` (more runs) is optional: a compare short of runs names only ``run_a``/``run_b``."""
+    with pytest.raises(SystemExit) as e:
+        compare.main(argv)
+    assert e.value.code == 2
+    assert capsys.readouterr().err.endswith(f"error: the following arguments are required: {missing}\n")
+
+
+def _stepping_notebook(nbdir: Path, pid_file: Path) -> Path:
+    """A notebook whose second cell says a step and ends, and whose third says another, writes its
+    kernel's pid to ``pid_file`` and sleeps."""
+    nbdir.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    params = nbformat.v4.new_code_cell('preset = "seed"\noutput_dir = ""')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [
+        params,
+        nbformat.v4.new_code_cell("from latency_lab.core.progress import say\nsay('loading the model')"),
+        nbformat.v4.new_code_cell(
+            f"import os, time\nsay('rounds: 2 of 5 done')\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+            "time.sleep(300)"
+        ),
+    ]
+    nbformat.write(nb, nbdir / "01_steps.ipynb")
+    return nbdir / "01_steps.ipynb"
+
+
+def test_ctrl_c_mid_notebook_says_in_one_line_what_stopped_in_which_step_and_where_its_outputs_are(tmp_path):
+    """Issue 37: Ctrl-C (SIGINT to the runner's process group) while a notebook's step runs: one line
+    says which notebook stopped, in which cell and step, after how long, and where its partial outputs
+    are; no traceback. The cut cell's marker and the index name the step running, not only the cell's
+    first line."""
+    pid_file = tmp_path / "kernel.pid"
+    _stepping_notebook(tmp_path / "nbs", pid_file)
+    (tmp_path / "temp").mkdir()
+    proc = _start(tmp_path, tmp_path / "nbs", text=True, start_new_session=True)
+    _wait_for(pid_file, proc)
+    time.sleep(1)  # the runner forwards the step's line
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in stdout + stderr, stdout + stderr
+    run = tmp_path / "out" / "r"
+    (n,) = json.loads((run / "summary.json").read_text())["notebooks"]
+    assert n["error"]["step"] == "rounds: 2 of 5 done", n["error"]
+    said = [line for line in stdout.splitlines() if "stopped 01_steps" in line]
+    assert said == [
+        f"SIGINT stopped 01_steps in cell {n['error']['cell']} (the step running: rounds: 2 of 5 done) after "
+        f"{n['seconds']:.1f} s; its partial outputs: {run / '01_steps.ipynb'}, {run / '01_steps.html'}"
+    ], stdout
+    _assert_stopped_here(run, n, "Interrupted: SIGINT; the step running: rounds: 2 of 5 done")
+
+
+def test_the_step_running_ends_with_the_cell_that_said_it(tmp_path):
+    """A step said in a cell that ended is over: a notebook cut in a later cell names no step."""
+    path = _stepping_notebook(tmp_path / "nbs", tmp_path / "kernel.pid")
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[2].source = "x = 1"
+    nbformat.write(nb, path)
+    out = io.StringIO()
+    with notebook_run.forwarded_progress(out):
+        assert notebook_run.execute(path, tmp_path, {}, notebook_run.kernel_name(), 120, False).status == "ok"
+    assert out.getvalue() == "    loading the model\n" and notebook_run.HEARD.step is None
+    assert "step" not in notebook_run.stopped_in(tmp_path / "01_steps.ipynb")
+
+
+def test_a_parameters_cell_edit_is_named_as_ignored_in_the_terminal_and_on_the_index(tmp_path):
+    """Issue 37: a run injects the package's values over a notebook's parameters cell; one whose values
+    differ from them (an edit in JupyterLab) is named, with the parameters whose edits are ignored and
+    the -p arguments that pass them, in one line of the runner's output and on the index."""
+    nbdir, out = tmp_path / "nbs", tmp_path / "out"
+    nbdir.mkdir()
+    for name in ("01_edited", "02_as_is"):
+        _notebook(
+            nbdir / f"{name}.ipynb",
+            "from latency_lab.core import parameters as P, results\n"
+            f"results.save(output_dir, {name!r}, P.validate(preset=preset), {{}}, results.key_table('q', []))",
+        )
+    nb = nbformat.read(nbdir / "01_edited.ipynb", as_version=4)
+    nb.cells[0].source += '\nlayers = 3\nexecutors = "eager"\nplanted_pct = [1, 5]'
+    nbformat.write(nb, nbdir / "01_edited.ipynb")
+    proc = run_runner(
+        *("--notebook-dir", str(nbdir), "--output-dir", str(out), "--run-id", "r", *TINY_CPU), timeout=300
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    sentence = (
+        "its parameters cell's edits of layers, executors, planted_pct are ignored (a run injects the package's "
+        "values); to run with them: -p layers=3 -p executors=eager -p 'planted_pct=[1, 5]'"
+    )
+    said = [line for line in proc.stdout.splitlines() if sentence in line]
+    assert len(said) == 1 and said[0].startswith("note: 01_edited "), proc.stdout
+    assert not [line for line in proc.stdout.splitlines() if line.startswith("note: 02_as_is")]  # the package's cell
+    assert f"01_edited: {sentence}" in html.unescape((out / "r" / "index.html").read_text())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import os
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from ..run import compare
 from .session import COLUMNS, PROFILE_STEPS, phases_of
 
 LOG_AXIS_SPAN = 10.0  # walls spanning more than this factor get a log axis
+LIMITS = ("wall_lo_ms", "wall_hi_ms")  # a row's whiskers: the log axis's ticks cover them
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
 
@@ -24,12 +26,16 @@ def figure(runs: list[dict]):
 
     walls = [r["wall_ms"] for run in runs for r in run["rows"] if r["wall_ms"]]
     log = bool(walls) and max(walls) / min(walls) > LOG_AXIS_SPAN
+    yaxis = dict(title="wall time per step (ms" + (", log scale)" if log else ")"), type="log" if log else "linear")
+    if log:
+        ends = [r.get(k) or r["wall_ms"] for run in runs for r in run["rows"] if r["wall_ms"] for k in LIMITS]
+        ticks = log_ticks(min(ends), max(ends))
+        yaxis.update(tickmode="array", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
     fig = go.Figure(
         layout=dict(
             title="Wall time per step (median over fast blocks, whiskers at its interval)",
             barmode="group",
-            yaxis_title="wall time per step (ms" + (", log scale)" if log else ")"),
-            yaxis_type="log" if log else "linear",
+            yaxis=yaxis,
             xaxis_title="executor",
             height=420,
             legend=dict(orientation="h", y=-0.25),
@@ -50,6 +56,14 @@ def figure(runs: list[dict]):
                 ),
             )
     return fig
+
+
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """A log axis's ticks from the decade at or below ``lo`` to the one at or above ``hi``: 1, 2 and 5
+    times each power of ten across at most three decades, the powers of ten alone across more."""
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    steps = (1, 2, 5) if last - first <= 3 else (1,)
+    return [float(f"{m}e{e}") for e in range(first, last + 1) for m in steps if m == 1 or e < last]
 
 
 def legend_html(runs: list[dict]) -> str:

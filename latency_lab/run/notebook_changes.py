@@ -1,12 +1,18 @@
 """Which notebooks of a run differ from the committed ones (git): a batch run records them in its
 summary, since an edited cell (JupyterLab's autosave writes into the tracked files) changes what the
-run computed. Outputs, execution counts and metadata other than cell tags are not differences."""
+run computed. Outputs, execution counts and metadata other than cell tags are not differences. A
+parameters cell whose values differ from the package's defaults is named too: a run injects the
+package's values over it, so its edits are ignored (``ignored_edits``)."""
 
 from __future__ import annotations
 
+import ast
 import json
+import shlex
 import subprocess
 from pathlib import Path
+
+from ..core import parameters
 
 
 def _git(folder: Path, *args: str) -> subprocess.CompletedProcess:
@@ -56,6 +62,50 @@ def change(path: Path) -> str | None:
     )
 
 
+def ignored_edits(name: str, path: Path) -> dict[str, str]:
+    """The parameters whose value in notebook ``name``'s parameters cell differs from the package's
+    default (``parameters.notebook_defaults``), each as a ``-p`` argument's value: a run injects the
+    package's values (or ``-p``'s) over the cell. ``output_dir``, which the runner sets, is left out;
+    so is a notebook that cannot be read."""
+    defaults = parameters.notebook_defaults(name)
+    try:
+        source = "\n".join(s for _, s, tags in cells(Path(path).read_text(encoding="utf-8")) if "parameters" in tags)
+        body = ast.parse(source).body
+    except (OSError, ValueError, SyntaxError):
+        return {}
+    edits = {}
+    for node in body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        key = node.targets[0].id
+        if key not in defaults or key == "output_dir":
+            continue
+        default = list(defaults[key]) if isinstance(defaults[key], tuple) else defaults[key]
+        try:
+            value = ast.literal_eval(node.value)
+        except ValueError:  # an expression: not the package's value either
+            edits[key] = ast.unparse(node.value)
+            continue
+        if value != default:
+            edits[key] = value if isinstance(value, str) and parameters.parse_value(value) == value else repr(value)
+    return edits
+
+
+def ignored_line(name: str, path: Path) -> str | None:
+    """A sentence naming the parameters whose edits in the notebook's parameters cell a run ignores,
+    and how to pass them; None where there are none."""
+    edits = ignored_edits(name, path)
+    if not edits:
+        return None
+    given = " ".join(f"-p {shlex.quote(f'{k}={v}')}" for k, v in edits.items())
+    return (
+        f"its parameters cell's edits of {', '.join(edits)} are ignored (a run injects the package's values); "
+        f"to run with them: {given}"
+    )
+
+
 def changes(notebooks: dict[str, Path]) -> dict[str, str]:
-    """``{name: what differs}`` for the notebooks whose cells differ from the committed ones."""
-    return {name: found for name, path in notebooks.items() if (found := change(path))}
+    """``{name: what differs}`` for the notebooks whose cells differ from the committed ones, or
+    whose parameters cell's edits a run ignores (``ignored_line``)."""
+    found = {name: [change(path), ignored_line(name, path)] for name, path in notebooks.items()}
+    return {name: "; ".join(filter(None, said)) for name, said in found.items() if any(said)}

@@ -53,11 +53,24 @@ def kernel_environment(values: dict[str, str | None]) -> Iterator[None]:
                 os.environ[name] = value
 
 
+@dataclass
+class Heard:
+    """What ``forwarded_progress`` heard last: the step running, the last progress line said in the
+    cell running now (None before one and once that cell ended)."""
+
+    step: str | None = None
+
+
+HEARD = Heard()  # the notebook running under forwarded_progress, or the last one that did
+
+
 @contextmanager
 def forwarded_progress(out: TextIO, indent: str = "    ", every: float = 0.2) -> Iterator[None]:
     """Meanwhile, the progress lines of the kernels started (``progress.say``) printed to ``out`` as
-    they come, each indented and flushed (a pipe too); at the end, the last of them before it returns."""
+    they come, each indented and flushed (a pipe too), the last one kept as ``HEARD.step`` (until
+    its cell ends); at the end, the last of them before it returns."""
     done, name, thread = threading.Event(), None, None
+    HEARD.step = None
 
     def pump(fd: int) -> None:
         with open(fd, encoding="utf-8", errors="replace") as f:
@@ -68,7 +81,9 @@ def forwarded_progress(out: TextIO, indent: str = "    ", every: float = 0.2) ->
                 *lines, pending = pending.split("\n")
                 try:
                     for line in lines:
-                        print(indent + line, file=out, flush=True)
+                        HEARD.step = None if line == progress.CELL_END else line
+                        if HEARD.step is not None:
+                            print(indent + line, file=out, flush=True)
                 except (OSError, ValueError):  # the output gone (a hang-up, a closed pipe)
                     return
                 if last:
@@ -185,7 +200,7 @@ def execute(path: Path, run_dir: Path, parameters: dict, kernel: str, timeout: i
         }
     except Exception as e:  # kernel death, timeouts, bad notebooks: the run goes on
         outcome.status, cut_short = "failed", True
-        outcome.error = {**last_started_cell(executed), "ename": type(e).__name__, "evalue": str(e)}
+        outcome.error = {**stopped_in(executed), "ename": type(e).__name__, "evalue": str(e)}
     outcome.seconds = time.perf_counter() - start
     if executed.exists():
         outcome.files["ipynb"] = executed.name
@@ -226,13 +241,20 @@ def last_started_cell(executed: Path) -> dict:
     return {"cell": count, "cell_index": index, "first_line": first_line(cell.source)}
 
 
+def stopped_in(executed: Path) -> dict:
+    """Where a notebook cut short stopped: its last started cell (``last_started_cell``) and, where
+    its kernel said one there, the step running (``HEARD``)."""
+    return {**last_started_cell(executed), **({"step": HEARD.step} if HEARD.step else {})}
+
+
 def first_line(source: str) -> str:
     """A cell's first line that is not blank, shortened (``clip``)."""
     return clip(next((line.strip() for line in source.splitlines() if line.strip()), ""))
 
 
 def error_line(error: dict | None) -> str:
-    """One line for an outcome's error: where (cell), what, the message and the cell's first line."""
+    """One line for an outcome's error: where (cell), what, the message, the step running (where
+    known) and the cell's first line."""
     if not error:
         return ""
     where = (
@@ -242,8 +264,9 @@ def error_line(error: dict | None) -> str:
         if error.get("cell_index") is not None
         else ""
     )
+    step = f"; the step running: {error['step']}" if error.get("step") else ""
     first = f"; the cell's first line: {error['first_line']}" if error.get("first_line") else ""
-    return f"{where}{error.get('ename')}: {one_line(str(error.get('evalue')))[:300]}{first}"
+    return f"{where}{error.get('ename')}: {one_line(str(error.get('evalue')))[:300]}{step}{first}"
 
 
 TIMEOUT_PREVIEW = "Here is a preview of the cell contents:"  # nbclient's CellTimeoutError message
@@ -280,12 +303,12 @@ def mark_stop(executed: Path, outcome: Outcome) -> None:
 
 def cut(outcome: Outcome, run_dir: Path, reason: str) -> Outcome:
     """A notebook the run was interrupted in (``reason``: the signal): the seconds it ran, the cell
-    it was in, and its partly executed notebook, marked where it stopped (``mark_stop``), and that
-    notebook's HTML (where they can be made) in its files."""
+    and step it was in, and its partly executed notebook, marked where it stopped (``mark_stop``),
+    and that notebook's HTML (where they can be made) in its files; ``cut_line`` printed."""
     if outcome.started is not None:
         outcome.seconds = time.perf_counter() - outcome.started
     executed = run_dir / f"{outcome.name}.ipynb"
-    outcome.error = {**last_started_cell(executed), "ename": "Interrupted", "evalue": reason}
+    outcome.error = {**stopped_in(executed), "ename": "Interrupted", "evalue": reason}
     if executed.is_file():
         outcome.files["ipynb"] = executed.name
         try:
@@ -293,7 +316,25 @@ def cut(outcome: Outcome, run_dir: Path, reason: str) -> Outcome:
             outcome.files["html"] = to_html(executed).name
         except Exception:  # a notebook cut while papermill wrote it: the ipynb is what there is
             pass
+    try:
+        print(cut_line(outcome, run_dir), flush=True)
+    except OSError:  # the terminal is gone (a hang-up): the run folder says it
+        pass
     return outcome
+
+
+def cut_line(outcome: Outcome, run_dir: Path) -> str:
+    """One line for a notebook cut by a signal: what stopped what, where (cell, step or the cell's
+    first line), after how long, and its partial outputs."""
+    e = outcome.error
+    cell = f" in cell {e['cell']}" if e.get("cell") is not None else ""
+    what = f"the step running: {e['step']}" if e.get("step") else e.get("first_line")
+    where = f"{cell} ({what})" if what else cell
+    files = ", ".join(str(run_dir / f) for f in outcome.files.values()) or "none"
+    return (
+        f"{clip(one_line(str(e['evalue'])), 120)} stopped {outcome.name}{where} after {outcome.seconds:.1f} s; "
+        f"its partial outputs: {files}"
+    )
 
 
 def kill_children() -> None:
