@@ -1,5 +1,6 @@
 """Shared fixtures: one headless run of every notebook with the tiny preset, reused by all tests;
-CPU-only kernels for every test that starts notebooks; the ``gpu`` marker.
+CPU-only kernels for every test that starts notebooks; the ``gpu`` marker; headless Chromium (a
+page's DOM, ``chromium_dom``, or a tab driven over DevTools, ``chromium_page``).
 
 Under pytest-xdist (``tasks.py test`` runs ``-n <CPUs> --dist loadgroup``) the tests that read the
 tiny run are one group, run by one worker, which builds the run once while the others take the rest;
@@ -9,10 +10,14 @@ tests on one local Ray cluster (tests/test_fleet.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import time
+import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -163,3 +168,90 @@ def chromium_dom(target: str, profile: Path, budget_ms: int = 10000, offline: bo
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+class Page:
+    """A headless Chromium tab driven over the DevTools protocol."""
+
+    def __init__(self, ws):
+        self.ws, self.last = ws, 0
+
+    def call(self, method: str, **params) -> dict:
+        self.last += 1
+        self.ws.send(json.dumps({"id": self.last, "method": method, "params": params}))
+        while True:
+            reply = json.loads(self.ws.recv())
+            if reply.get("id") == self.last:
+                return reply.get("result", reply)
+
+    def js(self, expression: str):
+        """The expression's value; None while a reload has no page context to evaluate in (an error
+        reply), which ``poll`` simply tries again."""
+        return (self.call("Runtime.evaluate", expression=expression, returnByValue=True).get("result") or {}).get(
+            "value"
+        )
+
+    def poll(self, expression: str, seconds: float):
+        """The expression's first truthy value within ``seconds``, else None."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if value := self.js(expression):
+                return value
+            time.sleep(1)
+        return None
+
+    def wait(self, expression: str, seconds: float, what: str, log: Path | None = None):
+        """``poll``, or fail with what the page shows (and the server log's tail, when given)."""
+        if value := self.poll(expression, seconds):
+            return value
+        text = self.js("document.body.innerText")
+        server = f"\nserver log:\n{log.read_text()[-2000:]}" if log else ""
+        pytest.fail(f"no {what} in the page after {seconds} s; it shows:\n{(text or '')[-3000:]}{server}")
+
+
+@contextmanager
+def chromium_page(profile: Path):
+    """A tab of headless Chromium (the flags of ``conftest.chromium_dom``), closed on exit."""
+    import websocket
+
+    active = profile / "DevToolsActivePort"  # Chromium writes the port it picked (0: the OS picks) there
+    active.unlink(missing_ok=True)
+    proc = subprocess.Popen(
+        [
+            chromium(),
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={profile}",
+            "--remote-debugging-port=0",
+            "--window-size=1400,2000",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    ws = None
+    try:
+        deadline = time.monotonic() + 60
+        while ws is None:
+            try:
+                port = int(active.read_text().split()[0])
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=5) as r:
+                    target = next(t for t in json.load(r) if t["type"] == "page")
+                ws = websocket.create_connection(target["webSocketDebuggerUrl"], timeout=60, suppress_origin=True)
+            except (OSError, StopIteration, ValueError, IndexError):  # no port file yet (or half written)
+                if time.monotonic() > deadline:
+                    pytest.fail("headless Chromium did not open its DevTools port in 60 s")
+                time.sleep(0.5)
+        yield Page(ws)
+    finally:
+        if ws is not None:
+            ws.close()
+        stop(proc)

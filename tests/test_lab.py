@@ -22,7 +22,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import CHROMIUM_FLAGS, ROOT, chromium, chromium_dom, run_runner
+from conftest import ROOT, Page, chromium_dom, chromium_page, run_runner, stop
 
 import tasks
 from latency_lab.core import parameters as P
@@ -112,15 +112,6 @@ def running_lab(folder: Path, home: Path, start: str | None = None, settings: di
             yield server
         finally:
             stop(proc)
-
-
-def stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 @pytest.fixture(scope="module")
@@ -238,84 +229,6 @@ def test_lab_opens_at_the_start_page(tmp_path):
     links = re.findall(r'<a href="[^"]*/files/notebooks/([0-9][0-9]_[a-z_]+\.ipynb)', rendered)  # Lab opens these
     assert links == sorted(p.name for p in (project / "notebooks").glob("*.ipynb")), links
     assert html.escape(start_page.QUESTIONS["05_host_overhead"], quote=False) in rendered
-
-
-class Page:
-    """A headless Chromium tab driven over the DevTools protocol."""
-
-    def __init__(self, ws):
-        self.ws, self.last = ws, 0
-
-    def call(self, method: str, **params) -> dict:
-        self.last += 1
-        self.ws.send(json.dumps({"id": self.last, "method": method, "params": params}))
-        while True:
-            reply = json.loads(self.ws.recv())
-            if reply.get("id") == self.last:
-                return reply.get("result", reply)
-
-    def js(self, expression: str):
-        """The expression's value; None while a reload has no page context to evaluate in (an error
-        reply), which ``poll`` simply tries again."""
-        return (self.call("Runtime.evaluate", expression=expression, returnByValue=True).get("result") or {}).get(
-            "value"
-        )
-
-    def poll(self, expression: str, seconds: float):
-        """The expression's first truthy value within ``seconds``, else None."""
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            if value := self.js(expression):
-                return value
-            time.sleep(1)
-        return None
-
-    def wait(self, expression: str, seconds: float, what: str, log: Path | None = None):
-        """``poll``, or fail with what the page shows (and the server log's tail, when given)."""
-        if value := self.poll(expression, seconds):
-            return value
-        text = self.js("document.body.innerText")
-        server = f"\nserver log:\n{log.read_text()[-2000:]}" if log else ""
-        pytest.fail(f"no {what} in the page after {seconds} s; it shows:\n{(text or '')[-3000:]}{server}")
-
-
-@contextmanager
-def chromium_page(profile: Path):
-    """A tab of headless Chromium (the flags of ``conftest.chromium_dom``), closed on exit."""
-    import websocket
-
-    active = profile / "DevToolsActivePort"  # Chromium writes the port it picked (0: the OS picks) there
-    active.unlink(missing_ok=True)
-    proc = subprocess.Popen(
-        [
-            chromium(),
-            *CHROMIUM_FLAGS,
-            f"--user-data-dir={profile}",
-            "--remote-debugging-port=0",
-            "--window-size=1400,2000",
-            "about:blank",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    ws = None
-    try:
-        deadline = time.monotonic() + 60
-        while ws is None:
-            try:
-                port = int(active.read_text().split()[0])
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=5) as r:
-                    target = next(t for t in json.load(r) if t["type"] == "page")
-                ws = websocket.create_connection(target["webSocketDebuggerUrl"], timeout=60, suppress_origin=True)
-            except (OSError, StopIteration, ValueError, IndexError):  # no port file yet (or half written)
-                if time.monotonic() > deadline:
-                    pytest.fail("headless Chromium did not open its DevTools port in 60 s")
-                time.sleep(0.5)
-        yield Page(ws)
-    finally:
-        if ws is not None:
-            ws.close()
-        stop(proc)
 
 
 WIDGET_BUTTON = "[...document.querySelectorAll('.jupyter-widgets button')].find(b => b.textContent.trim() == 'Run')"
@@ -613,3 +526,21 @@ def test_handover_failure_is_one_line(monkeypatch):
     message = str(e.value.code)
     assert message.startswith("runner.py: error: could not set up /nonexistent/.venv") and "\n" not in message
     assert message.endswith("run: python3 tasks.py install")
+
+
+def test_lab_starts_without_the_news_prompt_or_a_pre_save_hook_warning(tmp_path):
+    """Issue 37: Lab's news setting is off (it asks only while the setting is "none"), and the server
+    logs no ``pre_save_hook`` override warning: the project's contents manager registers the hook
+    (one set in config is validated twice and warns that it overrides itself). A notebook saved
+    through the server still gets the hook's language_info."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    with running_lab(folder, tmp_path) as server:
+        news = server.api("/lab/api/settings/@jupyterlab/apputils-extension:notification")
+        content = {"cells": [], "metadata": {"language_info": {"name": "python", "version": "3.11.7"}}}
+        notebook = {"type": "notebook", "format": "json", "content": {**content, "nbformat": 4, "nbformat_minor": 5}}
+        server.api("/api/contents/saved.ipynb", "PUT", notebook)
+    assert news["schema"]["properties"]["fetchNews"]["default"] == "false"
+    assert json.loads((folder / "saved.ipynb").read_text())["metadata"]["language_info"] == {"name": "python"}
+    log = (tmp_path / "server.log").read_text()
+    assert "pre_save_hook" not in log and "Warning:" not in log, log

@@ -7,6 +7,7 @@ import html
 import json
 import math
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -16,7 +17,7 @@ from xml.etree import ElementTree
 
 import nbformat
 import pytest
-from conftest import ROOT, chromium_dom
+from conftest import ROOT, chromium_dom, chromium_page
 
 from latency_lab.core import parameters as P
 from latency_lab.core import results, seed_numbers
@@ -113,7 +114,7 @@ def test_a_headlines_fast_only_flag_stays_in_the_results_not_on_the_page():
 
 def _cells(table: str) -> tuple[list, list]:
     """A rendered table parsed: its header cells and body rows, each cell as (text, class)."""
-    root = ElementTree.fromstring(table[table.index("<table") :])  # the renderer writes well-formed markup
+    root = ElementTree.fromstring(table[table.index("<table") : table.index("</table>") + 8])  # well-formed
     cell = lambda e: ("".join(e.itertext()), e.get("class") or "")  # noqa: E731
     return [cell(th) for th in root.iter("th")], [[cell(td) for td in tr.iter("td")] for tr in root.find("tbody")]
 
@@ -131,7 +132,8 @@ def test_html_table_escapes_aligns_numbers_right_and_leaves_blanks():
         [("<script>alert(1)</script>", ""), ("1.23", "num"), ("60", "num"), ("a & b", "")],
         [("thunder", ""), ("", ""), ("", ""), ("2.00", "num")],  # NaN and None: blank, not aligned
     ]
-    assert "nan" not in page.lower() and "None" not in page and page.startswith('<table class="latency-lab">')
+    assert "nan" not in page.lower() and "None" not in page
+    assert page.startswith('<div class="latency-lab table-box"><table class="latency-lab">')  # a box to scroll in
 
 
 def test_html_table_takes_key_tables_lists_markup_and_cell_classes():
@@ -146,7 +148,7 @@ def test_html_table_takes_key_tables_lists_markup_and_cell_classes():
     rows = [[Markup('<a href="x.html">x</a>'), tables.Cell("1.0-2.0", "num"), tables.Cell("<b>", "differs")]]
     page = tables.html_table(rows, ["link", "range", "value"], row_classes=["ok"], css="params")
     assert '<td><a href="x.html">x</a></td>' in page and '<td class="differs">&lt;b&gt;</td>' in page
-    assert page.startswith('<table class="latency-lab params">') and '<tr class="ok">' in page
+    assert '<table class="latency-lab params">' in page and '<tr class="ok">' in page
     assert _cells(page)[0][1] == ("range", "num")  # a column of text aligned as numbers
     with pytest.raises(ValueError, match="need their columns"):
         tables.html_table([[1, 2]])
@@ -154,6 +156,78 @@ def test_html_table_takes_key_tables_lists_markup_and_cell_classes():
         tables.html_table([[1, 2, 3]], ["a", "b"])
     styled = tables.html_table(key, style=True)  # outside the pages: the stylesheet comes along
     assert styled.startswith("<style>") and STYLESHEET in styled
+
+
+def test_a_statistic_and_its_range_share_one_cell():
+    """An interval (else the quartiles) joins its statistic's cell, ``1.48 (1.33–1.63)``; a range whose
+    statistic is not shown, or that another range took the statistic from, is one cell ``1.40–1.55``."""
+    rows = [
+        {"executor": "eager", "wall_ms": 1.48, "wall_lo_ms": 1.33, "wall_hi_ms": 1.63, "wall_q1_ms": 1.4}
+        | {"wall_q3_ms": 1.55, "host_q1_ms": 1.0, "host_q3_ms": 1.2, "kernel_ms": 0.5, "kernel_q1_ms": 0.4}
+        | {"kernel_q3_ms": 0.6},
+        {"executor": "thunder", "wall_ms": 2.0, "kernel_ms": None},  # no range: the value alone
+    ]
+    head, body = _cells(tables.html_table(rows))
+    assert head == [
+        ("executor", ""),
+        ("wall (ms) (95% CI)", "num"),
+        ("wall (ms) (q1–q3)", "num"),
+        ("host (ms) (q1–q3)", "num"),
+        ("kernel (ms) (q1–q3)", "num"),
+    ]
+    assert body == [
+        [("eager", ""), ("1.48 (1.33–1.63)", "num range"), ("1.40–1.55", "num"), ("1.00–1.20", "num")]
+        + [("0.500 (0.400–0.600)", "num range")],
+        [("thunder", ""), ("2.00", "num"), ("", ""), ("", ""), ("", "")],
+    ]
+
+
+def test_each_time_column_gets_the_unit_its_values_read_best_in():
+    """One unit per column, in its header, the one that prints most of its values between 0.01 and
+    10,000 (then its own): 04's 0.00313 .. 0.385 ms read in µs, its first calls of 2.51e-5 .. 3.34 s in
+    ms; a column that reads well in its own unit keeps it; a range is scaled with its value; rates are
+    not times."""
+    rows = [
+        {"wall_ms": 0.00313, "wall_lo_ms": 0.003, "wall_hi_ms": 0.0035, "first_call_s": 2.51e-5, "host_ms": 1.48}
+        | {"build_s": 2.01e-5, "tokens_per_s": 0.00012},
+        {"wall_ms": 0.385, "first_call_s": 3.34, "host_ms": 0.3, "build_s": None},
+        {"wall_ms": None, "first_call_s": 0.211, "host_ms": 0.54},
+    ]
+    head, body = _cells(tables.html_table(rows))
+    assert [h for h, _ in head] == ["wall (µs) (95% CI)", "first call (ms)", "host (ms)", "build (µs)", "tokens/s"]
+    assert [[t for t, _ in line] for line in body] == [
+        ["3.13 (3.00–3.50)", "0.0251", "1.48", "20.1", "1.20e-4"],
+        ["385", "3,340", "0.300", "", ""],
+        ["", "211", "0.540", "", ""],
+    ]
+    assert tables.time_unit("first_call_s", [0.5]) == ("first_call_s", 1.0)  # 500 ms reads no better
+    assert tables.time_unit("wall_ms", ["1.5"]) == ("wall_ms", 1.0)  # text: as it is
+
+
+def test_long_text_goes_to_a_numbered_note_under_the_table():
+    """A reason or note over a few words, and any text over ``NOTE_CHARS``, is a mark ``[n]`` in its cell
+    and note n under the table, the same text one note; a long name may break after _ and =."""
+    long = "skipped cudnn: " + "not registered here " * 20
+    rows = [
+        {"executor": "thunder", "options": "nv_enable_linear=True", "reason": "needs a CUDA device (running on cpu)"},
+        {"executor": "thunder:torch", "options": "x" * 81, "reason": "needs a CUDA device (running on cpu)"},
+        {"executor": "eager", "options": None, "reason": "timed out", "notes": long},
+    ]
+    page = str(tables.html_table(rows))
+    head, body = _cells(page)
+    assert [[t for t, _ in line] for line in body] == [
+        ["thunder", "nv_enable_linear=True", "[1]", ""],
+        ["thunder:torch", "[2]", "[1]", ""],
+        ["eager", "", "timed out", "[3]"],
+    ]
+    assert body[0][2] == ("[1]", "fn") and "nv_<wbr/>enable_<wbr/>linear=<wbr/>True" in page
+    assert "<td>thunder:torch</td>" in page  # a short name as it is
+    notes = re.search(r'<ol class="notes">(.*)</ol>', page).group(1)
+    assert re.findall(r"<li>(.*?)</li>", notes) == [
+        "needs a CUDA device (running on cpu)",
+        "x" * 81,
+        html.escape(long, quote=True),
+    ]
 
 
 STYLESHEET = (Path(tables.__file__).parent / "templates" / "style.css").read_text().strip()
@@ -449,6 +523,41 @@ def test_run_pages_draw_offline_and_fit_the_size_budget(tiny_run: Path, tmp_path
     size = sum(p.stat().st_size for p in tiny_run.rglob("*") if p.is_file())
     assert size < MAX_RUN_MB * 1e6, f"run folder is {size / 1e6:.1f} MB"
     assert list(tiny_run.glob("*.js")) == [tiny_run / html_assets.PLOTLY_JS]
+
+
+WINDOW_PX = 1280
+WIDEST = """(() => {
+    const edge = document.documentElement.clientWidth;
+    let right = 0, element = document.body;
+    for (const e of document.body.querySelectorAll('*')) {
+        const r = e.getBoundingClientRect();
+        if ((r.width || r.height) && r.right > right) [right, element] = [r.right, e];
+    }
+    const what = `<${element.tagName.toLowerCase()}> ${(element.innerText || '').trim().slice(0, 60)}`;
+    return {edge, scroll: document.documentElement.scrollWidth, widest: {right: Math.round(right), what}};
+})()"""
+
+
+def test_every_page_fits_a_1280_px_window(tiny_run: Path, tmp_path):
+    """In a 1,280 px window no page scrolls sideways and no element reaches past the window's edge, not
+    even inside a box of its own that scrolls: index.html and each notebook's HTML of a run, and the
+    reference run's index.html as this code renders it from its results."""
+    reference = tmp_path / "reference-h100"
+    shutil.copytree(ROOT / "outputs" / "reference-h100", reference)
+    page_html = report.index_html(report.load_summary(reference), reference, published=True)
+    (reference / "index.html").write_text(page_html)
+    pages = [tiny_run / "index.html", *sorted(tiny_run.glob("[0-9][0-9]_*.html")), reference / "index.html"]
+    assert len(pages) == 1 + len(results.NOTEBOOKS) + 1
+    wide = []
+    with chromium_page(tmp_path / "profile") as page:
+        page.call("Emulation.setDeviceMetricsOverride", width=WINDOW_PX, height=1000, deviceScaleFactor=1, mobile=False)
+        for path in pages:
+            page.call("Page.navigate", url=path.as_uri())
+            page.poll("document.readyState == 'complete' && !document.querySelector('.chart-hint')", 30)
+            found = page.js(WIDEST)
+            if max(found["scroll"], found["widest"]["right"]) > found["edge"]:
+                wide.append(f"{path.parent.name}/{path.name}: {found}")
+    assert not wide, "wider than the window:\n" + "\n".join(wide)
 
 
 # --- statuses, what each notebook ran with, writes that fail ------------------------------------------

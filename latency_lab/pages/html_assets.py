@@ -67,9 +67,13 @@ def ensure_plotly_js(folder: Path) -> Path:
     return target
 
 
+# After the lab's stylesheets: a long code line or text output wraps instead of widening the page.
+WRAP_CSS = ".jp-Notebook pre{white-space:pre-wrap;overflow-wrap:anywhere}"
+
+
 def ensure_notebook_css(folder: Path, environment) -> Path:
     """``folder/notebook.css``: the lab template's stylesheets (read through nbconvert's jinja
-    ``environment``, as the template would inline them), written once per run folder."""
+    ``environment``, as the template would inline them) and ``WRAP_CSS``, written once per run folder."""
     target = Path(folder) / NOTEBOOK_CSS
     if not target.is_file():
         source = lambda name: environment.loader.get_source(environment, name)[0]  # noqa: E731
@@ -78,7 +82,9 @@ def ensure_notebook_css(folder: Path, environment) -> Path:
             source("lab/index.html.j2"),
             re.S,
         )
-        css = "\n".join([source("static/index.css"), source("static/theme-light.css"), own.group(1) if own else ""])
+        css = "\n".join(
+            [source("static/index.css"), source("static/theme-light.css"), own.group(1) if own else "", WRAP_CSS]
+        )
         write_atomic(target, css)
     return target
 

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core import environment, harness, model, registry, results, timing
+from ..core import environment, harness, metrics, model, registry, results, timing
 from ..core.harness import Prepared, Rounds, describe
 from ..core.metrics import Stat
 from ..core.parameters import Params
@@ -47,6 +47,13 @@ STEP_COLUMNS = [
     "reserved_mib",
     "status",
     "reason",
+]
+# The notebook's step table: the key table's columns, wall, host and host per reference with their 95%
+# intervals (shown in their cells) and the notes.
+STEP_PAGE_COLUMNS = [
+    *STEP_COLUMNS,
+    *(part for name in ("wall_ms", "host_ms", "host_per_ref_x") for part in metrics.interval_names(name)),
+    "notes",
 ]
 
 

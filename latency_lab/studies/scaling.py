@@ -665,9 +665,8 @@ POINT_COLUMNS = [
     "reason",
     "notes",
 ]
-DECODE_COLUMNS = [
+DECODE_COLUMNS = [  # at one depth, which the table's caption names
     "executor",
-    "layers",
     "prompt_tokens",
     "status",
     "first_call_s",
