@@ -611,26 +611,26 @@ def test_index_tells_failed_interrupted_and_not_run_apart_and_shows_what_each_no
     assert '<tr><td>repeats</td><td>20</td><td class="differs">2</td><td class="differs">4</td></tr>' in page
 
 
-def test_a_notebooks_own_default_is_named_so_not_set_against_the_run(tmp_path):
-    """A default run: 02 runs its own seven executors (``NOTEBOOK_DEFAULTS``), the run resolves all of
-    them; the index says it is 02's default. Given on the command line, it is the plain difference."""
+def test_a_notebooks_own_default_is_not_set_against_the_run(tmp_path):
+    """A default run: 02 runs its own seven executors (``NOTEBOOK_DEFAULTS``), 06 on a CPU its CPU
+    defaults, the run resolves all executors: no section says "Ran with, unlike the run". Given on the
+    command line, it is a plain difference."""
     from latency_lab.core import parameters as P
 
     run = tmp_path / "run"
     run.mkdir()
-    own = P.for_notebook("02_executor_timing", {"device": "cpu"})
-    results.save(run, "02_executor_timing", own, {}, results.key_table("t", [{"x": 1}]))
+    for name in ("02_executor_timing", "06_scaling"):
+        own = P.for_notebook(name, {"device": "cpu"})
+        results.save(run, name, own, {}, results.key_table("t", [{"x": 1}]))
     resolved = P.validate({"device": "cpu"}).to_dict()
-    for given, wanted in (
-        ({}, "executors [eager, torch.compile, torch.compile:reduce-overhead, thunder, thunder:torch, "),
-        ({"executors": "thunder"}, "(run: ["),
-    ):
+    outcomes = [notebook_run.Outcome(n, "ok", 1.0) for n in ("02_executor_timing", "06_scaling")]
+    for given, lines in (({}, 0), ({"executors": "thunder"}, 2)):
         meta = {"run_id": "r", "started": "now", "seconds": 1.0, "command": "runner.py"}
         meta["parameters"] = {"given": given, "resolved": resolved}
-        summary = report.summarize(run, meta, [notebook_run.Outcome("02_executor_timing", "ok", 1.0)])
-        page = report.index_html(summary, run)
-        line = html.unescape(page.split("Ran with, unlike the run: ")[1].split("</p>")[0])
-        assert wanted in line and ("the notebook's own default (the run's default: [" in line) == (not given), line
+        summary = report.summarize(run, meta, outcomes)
+        page = html.unescape(report.index_html(summary, run))
+        assert page.count("Ran with, unlike the run: ") == lines, page
+        assert not lines or "Ran with, unlike the run: executors [eager, torch.compile, " in page
 
 
 def test_write_writes_what_it_can_and_names_the_rest(tmp_path):
@@ -687,3 +687,14 @@ def test_report_and_compare_read_results_files_not_the_studies():
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_a_cpu_runs_page_says_what_it_cannot_answer_and_where_the_gpu_answer_is(tmp_path):
+    """On a CPU the index says once that the nvFuser rows are unavailable there and points at the
+    committed H100 run (which exists); a GPU run's index does not."""
+    run, summary = _fake_run(tmp_path)
+    for device, said in (("cpu", True), ("cuda", False)):
+        summary["environment"] = {**(summary.get("environment") or {}), "device": device}
+        page = html.unescape(report.index_html(summary, run))
+        assert ("The GPU answer to the question is the committed H100 run: outputs/reference-h100" in page) == said
+    assert (ROOT / report.GPU_ANSWER / "index.html").is_file()

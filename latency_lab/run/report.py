@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..core import results, seed_numbers
-from ..core.parameters import NOTEBOOK_DEFAULTS, validate
+from ..core.parameters import own_defaults, validate
 from ..pages import html_assets, tables
 from . import run_folder, scheduler
 
@@ -383,27 +383,28 @@ def _resolved(summary: dict) -> dict:
 
 def ran_with(summary: dict, n: dict) -> dict[str, tuple]:
     """The parameters notebook ``n`` ran with (its results' ``params``) that differ from the run's
-    resolved ones: name -> (the notebook's value, the run's)."""
+    resolved ones: name -> (the notebook's value, the run's). A value that is the notebook's own default
+    on the run's device (``own_default``: 02's seven executors, say), where the run was not given that
+    parameter, is what the notebook runs by default, not a difference."""
     run = _resolved(summary)
-    return {k: (v, run.get(k)) for k, v in (n.get("params") or {}).items() if k != "output_dir" and v != run.get(k)}
+    given = (summary.get("parameters") or {}).get("given") or {}
+    device = run.get("device", "cpu")
+    return {
+        k: (v, run.get(k))
+        for k, v in (n.get("params") or {}).items()
+        if k != "output_dir" and v != run.get(k) and (k in given or v != own_default(n["name"], k, device))
+    }
 
 
 def _ran_with_line(summary: dict, n: dict) -> str:
-    """``ran_with`` as text; a value that is the notebook's own default (``own_default``: 02's seven
-    executors, say) where the run gave none is named so, not set against the run's as if amiss."""
-    given = (summary.get("parameters") or {}).get("given") or {}
-    return ", ".join(
-        f"{k} {tables.number(v)}, the notebook's own default (the run's default: {tables.number(r)})"
-        if k not in given and v == own_default(n["name"], k)
-        else f"{k} {tables.number(v)} (run: {tables.number(r)})"
-        for k, (v, r) in ran_with(summary, n).items()
-    )
+    """``ran_with`` as text."""
+    return ", ".join(f"{k} {tables.number(v)} (run: {tables.number(r)})" for k, (v, r) in ran_with(summary, n).items())
 
 
-def own_default(notebook: str, name: str):
-    """``notebook``'s own default of parameter ``name`` (``NOTEBOOK_DEFAULTS``) as its results file
-    holds it (validated, lists as JSON has them); None where it has none."""
-    own = NOTEBOOK_DEFAULTS.get(notebook, {})
+def own_default(notebook: str, name: str, device: str):
+    """``notebook``'s own default of parameter ``name`` on ``device`` (``parameters.own_defaults``) as
+    its results file holds it (validated, lists as JSON has them); None where it has none."""
+    own = own_defaults(notebook, device)
     if name not in own:
         return None
     return json.loads(json.dumps(validate({"device": "cpu", name: own[name]}).to_dict()[name]))
@@ -497,6 +498,20 @@ def _notebook(summary: dict, n: dict, timing: dict | None, charts_from: Path | N
     }
 
 
+GPU_ANSWER = "outputs/reference-h100"  # the committed H100 run
+
+
+def cpu_note(summary: dict) -> str | None:
+    """For a run on a CPU: what it cannot answer there and where the GPU answer is; else None."""
+    if (summary.get("environment") or {}).get("device") != "cpu":
+        return None
+    return (
+        "A CPU run: Thunder with nvFuser, CUDA graphs and 07's levers need a CUDA device, so their rows say "
+        "unavailable here (06 runs thunder:torch in nvFuser-Thunder's place; 07 measures nothing). "
+        f"The GPU answer to the question is the committed H100 run: {GPU_ANSWER}/index.html."
+    )
+
+
 def index_html(summary: dict, run_dir: Path | None = None, standalone: bool = False, published: bool = False) -> str:
     """The run's page: findings first (headline chart, each notebook's sentences), then status and
     time per notebook, the key and seed tables, parameters and environment. ``standalone``: plotly.js
@@ -520,6 +535,7 @@ def index_html(summary: dict, run_dir: Path | None = None, standalone: bool = Fa
         command=summary.get("command", ""),
         kind="standalone" if standalone else "published" if published else "index",
         notebook_changes=summary.get("notebook_changes") or {},
+        cpu_note=cpu_note(summary),
         plotly=Markup(plotly),
         headline=headline,
         notebooks=[_notebook(summary, n, timing, run_dir if standalone else None) for n in summary["notebooks"]],
