@@ -1,7 +1,12 @@
-"""Model setup: the seed's config verbatim, the three call modes, bytes per step."""
+"""Model setup: the seed's config verbatim, the three call modes, bytes per step, the build's memory."""
+
+import json
+import subprocess
+import sys
 
 import pytest
 import torch
+from conftest import ROOT, cpu_environment
 
 from latency_lab.core import model as llama
 from latency_lab.core import model_config, results
@@ -16,6 +21,69 @@ def test_seed_config_verbatim_with_layers():
         k: v for k, v in model_config.LLAMA_3_2_1B_CFG.items() if k != "num_hidden_layers"
     }
     assert model_config.LLAMA_3_2_1B_CFG["num_hidden_layers"] == 16  # the seed's own value, untouched
+
+
+def test_build_makes_the_weights_a_float32_model_converted_holds():
+    """The model is made in its dtype, and its weights, buffers and the generator's state after are those of
+    the float32 model converted to it (each random fill drawn in float32)."""
+    from transformers.models.llama import LlamaConfig, LlamaForCausalLM
+
+    for dtype in ("bfloat16", "float16"):
+        setup = llama.build(P.resolved(preset="tiny", layers=2, dtype=dtype))
+        after = torch.rand(4)
+        torch.manual_seed(0)
+        config = LlamaConfig(**model_config.config_dict("tiny", 2))
+        converted = LlamaForCausalLM(config).to(getattr(torch, dtype))
+        assert torch.equal(torch.rand(4), after)
+        built, expected = setup.model.state_dict(), converted.state_dict()
+        assert built.keys() == expected.keys()
+        assert all(built[k].dtype == expected[k].dtype and torch.equal(built[k], expected[k]) for k in built)
+        assert all(torch.equal(a, b) for a, b in zip(setup.model.buffers(), converted.buffers()))
+        assert torch.get_default_dtype() == torch.float32
+
+
+# ``model.build`` in a fresh interpreter: the growth of its peak RSS (ru_maxrss, from the RSS before the
+# build) in bytes. (A step of the tiny model's 6 tokens adds ~14 MiB to 3,000 layers, and ~20 ms a layer.)
+PEAK_OF_A_BUILD = """
+import json, resource, sys
+from latency_lab.core import model as llama
+from latency_lab.core import parameters as P
+
+params = P.resolved(**json.loads(sys.argv[1]))
+before = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmRSS:"))
+llama.build(params)
+print(json.dumps((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024))
+"""
+
+
+def test_a_build_at_the_largest_size_the_check_admits_stays_within_the_memory():
+    """For 768 MiB available, the deepest tiny model the check admits (bf16 and float32: with and
+    without weights drawn in float32), built as a run builds it in a fresh interpreter, grows its peak
+    RSS by less than 768 MiB; one layer more is refused, naming the largest that fits."""
+    budget = (768 * 2**20, "RAM available")
+    runs = {}
+    for dtype in ("bfloat16", "float32"):
+        with pytest.raises(P.ParameterError) as err:
+            P.check_fits(P.resolved(preset="tiny", dtype=dtype, layers=10**9), {"layers": 10**9}, budget)
+        top = int(str(err.value).split(" up to ")[1].split(" ")[0].replace(",", ""))
+        P.check_fits(P.resolved(preset="tiny", dtype=dtype, layers=top), {"layers": top}, budget)
+        with pytest.raises(P.ParameterError) as err:
+            P.check_fits(P.resolved(preset="tiny", dtype=dtype, layers=top + 1), {"layers": top + 1}, budget)
+        message = str(err.value)
+        assert err.value.name == "layers" and f"up to {top:,} on this machine" in message, message
+        assert "more than its 0.75 GiB of RAM available" in message, message
+        given = {"preset": "tiny", "dtype": dtype, "layers": top}
+        runs[dtype, top] = subprocess.Popen(
+            [sys.executable, "-c", PEAK_OF_A_BUILD, json.dumps(given)],
+            cwd=ROOT,
+            env=cpu_environment(),
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+    for (dtype, top), proc in runs.items():
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0 and top > 1000, (dtype, top, proc.returncode)
+        assert json.loads(out.splitlines()[-1]) <= budget[0], (dtype, top, int(out.splitlines()[-1]) / 2**20)
 
 
 def test_seed_call_kwargs_match_the_seed():

@@ -146,28 +146,53 @@ def test_long_bad_values_are_echoed_shortened():
 
 
 @pytest.mark.parametrize("name", P.SIZE_PARAMS)
-def test_sizes_are_bounded_by_what_the_machine_holds(name):
-    """A size too large for this machine's memory is refused, naming the largest that fits, which
-    validates, and one more does not."""
+def test_sizes_are_bounded_by_what_the_machine_holds(name, monkeypatch):
+    """A size too large for the memory available is refused, naming the largest that fits, which
+    validates, and one more does not (the available memory held still, as read once)."""
+    memory = P.machine_memory("cpu")
+    monkeypatch.setattr(P, "machine_memory", lambda device: memory)
     huge = {"sizes": ["99999999999999x"], "depths": [10**9], "prompt_lengths": [10**9]}.get(name, 10**9)
     with pytest.raises(P.ParameterError) as err:
         P.validate({name: huge, "device": "cpu"})
     message = str(err.value)
-    assert err.value.name == name and "on this machine" in message and "GiB of RAM" in message, message
+    assert err.value.name == name and "on this machine" in message and "GiB of RAM available" in message, message
     top = int(message.split(" up to ")[1].split(" ")[0].replace(",", ""))
     at = (lambda n: [f"{n}x"]) if name == "sizes" else (lambda n: [n]) if name in ("depths", "prompt_lengths") else int
     P.validate({name: at(top), "device": "cpu"})
     with pytest.raises(P.ParameterError):
         P.validate({name: at(top + 1), "device": "cpu"})
-    memory = P.machine_memory("cpu")[0]
-    assert model_config.memory_needed(P.validate({name: at(top), "device": "cpu"})) <= memory
+    assert model_config.memory_needed(P.validate({name: at(top), "device": "cpu"})) <= memory[0]
 
 
-def test_memory_needed_counts_the_seed_models_weights():
-    """One layer of the seed model in bf16: 648.5 MB of weights (01's byte count), plus its few activations."""
-    p = P.validate(device="cpu", depths=[1], prompt_lengths=[6], decode_tokens=1)
-    assert 648e6 < model_config.memory_needed(p) < 660e6
-    assert model_config.memory_needed(P.validate(device="cpu", layers=16, prompt_lengths=[6], decode_tokens=1)) > 2.4e9
+def test_sizes_are_held_against_available_memory_not_total(monkeypatch, tmp_path):
+    """The check reads MemAvailable on a CPU and the free memory on a GPU, not their totals: 16 layers
+    of the seed model (about 4.4 GiB) fit in the 23.5 GiB of MemTotal, not in its 4 GiB available."""
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       24683784 kB\nMemFree:         1048576 kB\nMemAvailable:    4194304 kB\n")
+    assert P.available_ram(str(meminfo)) == (4 * 2**30, "RAM available")
+    monkeypatch.setattr(P, "available_ram", lambda: (4 * 2**30, "RAM available"))
+    with pytest.raises(P.ParameterError) as err:
+        P.validate(device="cpu", layers=16)
+    message = str(err.value)
+    assert err.value.name == "layers" and "more than its 4 GiB of RAM available" in message, message
+    top = int(message.split(" up to ")[1].split(" ")[0])
+    assert 1 <= top < 16 and model_config.memory_needed(P.validate(device="cpu", layers=top)) <= 4 * 2**30
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda index: (3 * 2**30 + index, 80 * 2**30))
+    assert P.machine_memory("cuda:1") == (3 * 2**30 + 1, "GPU memory (cuda:1) available")
+
+
+def test_memory_needed_counts_the_builds_peak():
+    """One layer of the seed model: 323.5 M weights; its build holds them with the lm_head untied (the
+    embedding's 262.7 M once more) and, in bf16, the embedding drawn in float32, more than a step of 6
+    tokens needs. The bound adds 10%, the fixed allowance and, on a CPU, the layer's Python objects."""
+    weights, embedding = 323_491_840, 128256 * 2048
+    builds = {"bfloat16": (weights + embedding) * 2 + embedding * 4, "float32": (weights + embedding) * 4}
+    for device, objects in (("cpu", model_config.LAYER_OBJECT_BYTES), ("cuda", 0)):
+        for dtype, build in builds.items():
+            p = P.resolved(device=device, dtype=dtype, depths=[1], prompt_lengths=[6], decode_tokens=1)
+            assert model_config.memory_needed(p) == int(1.1 * build) + model_config.FIXED_BYTES + objects
 
 
 def test_the_schema_is_declared_once_params_only_come_resolved():
@@ -196,3 +221,20 @@ def test_a_notebook_takes_its_cpu_defaults_on_a_cpu_only_and_a_given_value_wins(
     assert given.executors == ("eager",)
     levers = results.LEVERS
     assert P.own_defaults(levers, "cpu") == P.own_defaults(levers, "cuda") == P.NOTEBOOK_DEFAULTS[levers]
+
+
+def test_a_notebook_that_holds_several_models_is_checked_with_all_of_them(monkeypatch):
+    """06 builds every sweep point before its rounds (here 1 and 2 layers, and 2,000 for each of two
+    prompt lengths and the decode step): at a budget between one model's need and those five models',
+    01 is admitted and 06 refused, naming the largest ``layers`` that fits and the models held."""
+    given = {"preset": "tiny", "device": "cpu", "layers": 2000}
+    p = P.for_notebook(results.MODEL_SETUP, given)
+    scaling = P.validate({**given, **P.own_defaults(results.SCALING, "cpu")})
+    held = P.models_held(results.SCALING, scaling)
+    assert held == (1, 2, 2000, 2000) and P.models_held(results.MODEL_SETUP, p) == ()
+    one, five = model_config.memory_needed(p), model_config.memory_needed(scaling, held)
+    assert five > 2 * one
+    monkeypatch.setattr(P, "machine_memory", lambda device: ((one + five) // 2, "RAM available"))
+    P.for_notebook(results.MODEL_SETUP, given)
+    with pytest.raises(P.ParameterError, match=r"layers=2000: allowed an integer up to .*5 models held at once"):
+        P.for_notebook(results.SCALING, given)

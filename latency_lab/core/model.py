@@ -8,11 +8,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
 from dataclasses import dataclass, replace
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from . import timing
 from .model_config import config_dict
@@ -81,15 +83,41 @@ def make_kwargs(params: Params, config, device: str) -> dict:
     )
 
 
+class DrawInFloat32(TorchFunctionMode):
+    """Random fills (``normal_``, ``uniform_``) of tensors of another dtype drawn in float32 and rounded
+    into them: the values, and the generator's state after, of a float32 model converted to that dtype."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in (torch.Tensor.normal_, torch.Tensor.uniform_) and args[0].dtype != torch.float32:
+            return args[0].copy_(func(torch.empty_like(args[0], dtype=torch.float32), *args[1:], **kwargs))
+        return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def default_dtype(dtype: torch.dtype):
+    """torch's default dtype set to ``dtype`` inside the block."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
+
+
 def build(params: Params) -> Setup:
-    """Instantiate the model as the seed does (random weights, eval, no grad) and its inputs."""
+    """Instantiate the model as the seed does (random weights, eval, no grad) and its inputs. The model is
+    made in its dtype, with no float32 copy, and holds the weights the float32 model converted to that
+    dtype holds (``DrawInFloat32``); ``model_config.memory_needed`` counts its peak."""
     from transformers.models.llama import LlamaConfig, LlamaForCausalLM
 
     timing.use_device(params.device)
     torch.manual_seed(params.seed)
     config = LlamaConfig(**config_dict(params.preset, params.layers))
-    with torch.device(params.device):
-        model = LlamaForCausalLM(config).to(getattr(torch, params.dtype)).requires_grad_(False).eval()
+    dtype = getattr(torch, params.dtype)
+    with torch.device(params.device), default_dtype(dtype), DrawInFloat32():
+        model = LlamaForCausalLM(config)
+    model = model.to(dtype).requires_grad_(False).eval()  # the RoPE buffers, made in float32
     return Setup(params, config, model, make_kwargs(params, config, params.device))
 
 

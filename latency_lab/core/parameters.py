@@ -378,14 +378,28 @@ def resolved(raw: dict | None = None, **kwargs) -> Params:
 SIZE_PARAMS = ("layers", "depths", "batch_size", "seq_len", "prompt_lengths", "decode_tokens", "sizes")
 
 
+def available_ram(meminfo: str = "/proc/meminfo") -> tuple[int, str]:
+    """Bytes of host RAM a run can take now, and what they are: ``MemAvailable`` of ``meminfo`` (free
+    memory and the caches the kernel can drop); all the RAM where there is no such line (not Linux)."""
+    try:
+        with open(meminfo) as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024, "RAM available"
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "RAM (its total: no MemAvailable here)"
+
+
 def machine_memory(device: str) -> tuple[int, str]:
-    """Bytes of memory the run's tensors live in, and what it is: the GPU's, or the host's RAM."""
+    """Bytes of memory the run's tensors can take now, and what they are: the GPU's free memory
+    (``torch.cuda.mem_get_info``), or the host's available RAM (``available_ram``)."""
     if device.startswith("cuda"):
         import torch
 
         index = int(device[5:]) if ":" in device else 0
-        return torch.cuda.get_device_properties(index).total_memory, f"GPU memory ({device})"
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "RAM"
+        return torch.cuda.mem_get_info(index)[0], f"GPU memory ({device}) available"
+    return available_ram()
 
 
 def _largest_point(p: Params, name: str) -> int:
@@ -403,21 +417,42 @@ def _with_point(p: Params, name: str, n: int) -> Params:
     return replace(p, **{name: value})
 
 
-def check_fits(p: Params, given: dict) -> None:
-    """ParameterError for the first size parameter (``SIZE_PARAMS``) whose value makes one step
-    need more memory than the machine has (``model_config.memory_needed`` against
-    ``machine_memory``), naming the largest value that fits with the other parameters as they are."""
-    memory, kind = machine_memory(p.device)
-    need = memory_needed(p)
+def models_held(notebook: str | None, p: Params) -> tuple[int, ...]:
+    """The layers of each model ``notebook`` holds besides its deepest one: 06 one per sweep point
+    (every point is built before the rounds), 07 one per depth of its combination, 08 one per worker;
+    the others (and None: a notebook run by hand) none."""
+    if notebook == results.SCALING:
+        points = sorted([*p.depths, *[p.layers] * (len(p.prompt_lengths) + 1)])
+        return tuple(points[:-1])
+    if notebook == results.LEVERS:
+        return tuple(p.depths)
+    if notebook == results.AB_BUILDS:
+        return (p.layers,) * (1 + len(p.planted_pct) + (p.build_b is not None))
+    return ()
+
+
+def check_fits(p: Params, given: dict, memory: tuple[int, str] | None = None, notebook: str | None = None) -> None:
+    """ParameterError for the first size parameter (``SIZE_PARAMS``) whose value makes the run need
+    more memory than is available (``model_config.memory_needed`` with the models ``notebook`` holds against
+    ``memory``: bytes and what they are, by default ``machine_memory``), naming the largest value that
+    fits with the other parameters as they are."""
+    memory, kind = memory or machine_memory(p.device)
+
+    def need_of(q: Params) -> int:
+        return memory_needed(q, models_held(notebook, q))
+
+    need = need_of(p)
     if need <= memory:
         return
+    held = models_held(notebook, p)
+    others = f", {len(held) + 1} models held at once" if held else ""
     for name in SIZE_PARAMS:
         lo, hi = 1, _largest_point(p, name)
-        if memory_needed(_with_point(p, name, lo)) > memory:
+        if need_of(_with_point(p, name, lo)) > memory:
             continue  # even its smallest value does not fit: another parameter is too large
         while lo < hi:  # the largest point that fits, by bisection (memory_needed grows with each)
             mid = (lo + hi + 1) // 2
-            lo, hi = (mid, hi) if memory_needed(_with_point(p, name, mid)) <= memory else (lo, mid - 1)
+            lo, hi = (mid, hi) if need_of(_with_point(p, name, mid)) <= memory else (lo, mid - 1)
         what = (
             "'seed' or '<k>x' labels with k"
             if name == "sizes"
@@ -428,15 +463,15 @@ def check_fits(p: Params, given: dict) -> None:
         raise ParameterError(
             name,
             given.get(name, getattr(p, name)),
-            f"{what} up to {lo:,} on this machine: one step would need about {need / 2**30:.3g} GiB "
-            f"(weights, KV cache and the largest activations; estimate), more than its "
+            f"{what} up to {lo:,} on this machine: the run would need about {need / 2**30:.3g} GiB "
+            f"(the model's build or its largest step{others}, with a margin; estimate), more than its "
             f"{memory / 2**30:.3g} GiB of {kind}",
         )
     name = next((n for n in SIZE_PARAMS if n in given), "preset")  # several too large at once
     raise ParameterError(
         name,
         given.get(name, getattr(p, name)),
-        f"smaller sizes: as given, one step would need about {need / 2**30:.3g} GiB, more than this "
+        f"smaller sizes: as given, the run would need about {need / 2**30:.3g} GiB, more than this "
         f"machine's {memory / 2**30:.3g} GiB of {kind}, and no one of {', '.join(SIZE_PARAMS)} alone "
         f"brings it within",
     )
@@ -488,10 +523,16 @@ def own_defaults(notebook: str, device: str) -> dict:
 
 def for_notebook(notebook: str, given: dict) -> Params:
     """The parameters ``notebook`` runs with in a batch run: ``given`` over its package defaults on the
-    device it resolves to (``own_defaults``)."""
-    p = validate({**NOTEBOOK_DEFAULTS.get(notebook, {}), **given})
+    device it resolves to (``own_defaults``), checked to fit with the models it holds at once."""
+    values = {**NOTEBOOK_DEFAULTS.get(notebook, {}), **given}
+    p = validate(values)
     own = own_defaults(notebook, p.device)
-    return p if own == NOTEBOOK_DEFAULTS.get(notebook, {}) else validate({**own, **given})
+    if own != NOTEBOOK_DEFAULTS.get(notebook, {}):
+        values = {**own, **given}
+        p = validate(values)
+    if models_held(notebook, p):
+        check_fits(p, values, notebook=notebook)
+    return p
 
 
 def injected(params: Params, names) -> dict:
