@@ -381,7 +381,8 @@ def test_the_kept_pairs_give_the_kept_effects_and_pass_their_pre_registered_test
     for device, entry in kept.items():
         folders = [str(root / f) for f in entry["source"].split(", ")]
         assert run_pairs.main(["estimate", *folders, "--write"]) == 0
-        assert json.loads(R.PATH.read_text())[device] == entry, device
+        made = C.flatten(json.loads(R.PATH.read_text())[device])  # to the last bits another numpy or libm may differ
+        assert made == pytest.approx(C.flatten(entry), rel=1e-9), device
     for device, entry in kept.items():
         for folder in entry["source"].split(", "):
             capsys.readouterr()

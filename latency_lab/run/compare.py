@@ -539,7 +539,7 @@ def tally(report: dict) -> str:
     elif report.get("parameters"):
         differ = ", ".join(f"{d['name']} in {', '.join(d['notebooks'])}" for d in report["parameters"])
         out += f" Not comparable where parameters differ: {differ}."
-    noisy = sum(e["decided"].startswith("too noisy") for e in numbers)
+    noisy = sum(e.get("decided", "").startswith("too noisy") for e in numbers)
     if noisy:
         out += f" {noisy} not judged as too noisy: an interval wider than {100 * run_to_run.NOISY:.3g}% of its value."
     if report.get("stack"):
