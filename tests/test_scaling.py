@@ -506,10 +506,7 @@ def test_tiny_run_measures_every_point_in_the_same_rounds(tiny_run):
     shared = points["prefill", p["layers"], p["seq_len"], "eager"]
     assert shared["sweep"] == "depth, prompt"
     ok = [r for r in data["points"] if r["status"] == "ok"]
-    assert {"eager", "torch.compile"} <= {r["executor"] for r in ok}
-    for r in data["points"]:
-        if r["status"] != "ok":
-            assert r["status"] == "unavailable" and "CUDA" in r["reason"] and r["wall_ms"] is None, r
+    assert {"eager", "torch.compile", "thunder:torch"} <= {r["executor"] for r in ok}  # a CPU's Thunder (CPU_DEFAULTS)
     # every ok point timed in the same rounds: one block per round each, beside one host reference
     rounds = data["rounds"]
     assert {r["key"] for r in ok} == set(rounds)
@@ -542,5 +539,6 @@ def test_tiny_run_measures_every_point_in_the_same_rounds(tiny_run):
     assert any(f.startswith(f"Prefill wall by prompt length at {p['layers']} layer") for f in findings)
     hit = any(r["first_call_cache_hits"] for r in ok if "depth" in r["sweep"])
     assert hit == any("(compile cache hit)" in f for f in findings)
-    assert any("did not run fully" in f and "thunder at 1 layer: unavailable" in f for f in findings)
+    assert all(r["status"] == "ok" for r in data["points"])  # on a CPU its defaults are what runs there
+    assert not any("did not run fully" in f for f in findings)
     assert set(data["elapsed_s"]) == {"builds", "rounds", "total"}
