@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..core import results, seed_numbers
-from ..core.parameters import own_defaults, validate
+from ..core.parameters import own_defaults, resolved
 from ..pages import html_assets, tables
 from . import run_folder, scheduler
 
@@ -407,7 +407,7 @@ def own_default(notebook: str, name: str, device: str):
     own = own_defaults(notebook, device)
     if name not in own:
         return None
-    return json.loads(json.dumps(validate({"device": "cpu", name: own[name]}).to_dict()[name]))
+    return json.loads(json.dumps(resolved({name: own[name]}).to_dict()[name]))  # no fit check: nothing runs
 
 
 def _parameters_table(summary: dict):
