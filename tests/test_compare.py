@@ -385,7 +385,9 @@ def test_real_tiny_run_against_itself(tiny_run, tmp_path, capsys):
     assert verdicts <= {"same", "not judged"} and "same" in verdicts, verdicts
     assert all(e["verdict"] == "same" for e in judged["rows"] if e["kind"] == run_to_run.COUNT)
     walls = [e for e in judged["rows"] if e["notebook"] == "02_executor_timing" and e["metric"] == "wall_ms"]
-    assert all(e["verdict"] == "same" for e in walls if e["a_interval"])  # 02's walls carry their interval
+    assert all(  # 02's walls carry their interval: same, or too noisy where it spans over half the value
+        e["verdict"] == "same" or e["decided"].startswith("too noisy to judge") for e in walls if e["a_interval"]
+    )
 
 
 def test_published_reference_against_a_fresh_tiny_run(tiny_run, tmp_path, capsys):
