@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import host_state
+from .verdicts import CHANGED, SAME, phrase
 
 MIN_EFFECT_FILE = Path(__file__).with_name("min_effect.json")
 METHOD = (
@@ -76,8 +77,8 @@ class Change:
 
     @property
     def verdict(self) -> str:
-        """``changed`` or ``same`` (the words ``compare`` uses)."""
-        return "changed" if self.called else "same"
+        """``changed`` or ``same`` (``verdicts``)."""
+        return CHANGED if self.called else SAME
 
     @property
     def change_pct(self) -> float:
@@ -90,12 +91,12 @@ class Change:
         if self.called:
             lo, hi = sorted(abs(100 * (x - 1)) for x in (self.lo, self.hi))
             way = "slower" if self.ratio > 1 else "faster"
-            return f"changed: {who} {way} by {abs(self.change_pct):.2g}% ({lo:.2g}-{hi:.2g}%)"
+            return phrase(CHANGED, f"{who} {way} by {abs(self.change_pct):.2g}% ({lo:.2g}-{hi:.2g}%)")
         found = f"{who} {self.change_pct:+.2g}%, {100 * (self.lo - 1):+.2g} to {100 * (self.hi - 1):+.2g}%"
         if (self.lo > 1 or self.hi < 1) and abs(self.ratio - 1) >= self.min_effect:
             p = "too few rounds" if self.p is None else f"p = {self.p:.2g}"
-            return f"same: the test over {self.rounds} rounds does not call it ({found}; {p})"
-        return f"same: this run resolves ±{100 * self.resolution:.2g}% ({found})"
+            return phrase(SAME, f"the test over {self.rounds} rounds does not call it ({found}; {p})")
+        return phrase(SAME, f"this run resolves ±{100 * self.resolution:.2g}% ({found})")
 
     def to_dict(self) -> dict:
         return {

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import host_state
+from .verdicts import CHANGED, NOT_JUDGED, SAME, TOO_NOISY, phrase
 
 PATH = Path(__file__).with_name("run_to_run.json")
 P = 0.05
@@ -85,17 +86,21 @@ def judge(kind_: str | None, a, b, interval_a, interval_b, effect: dict | None) 
     """B against A (the module docstring's rule); ``effect``: this kind's measured ``sigma`` and
     ``min_effect`` on this device (None: not measured, so not judged)."""
     if kind_ == COUNT:
-        return Judged("changed", "changed: the count differs") if a != b else Judged("same", "same: equal counts")
+        return (
+            Judged(CHANGED, phrase(CHANGED, "the count differs"))
+            if a != b
+            else Judged(SAME, phrase(SAME, "equal counts"))
+        )
     if kind_ is None:
-        return Judged("not judged", "not judged: not a kind compare judges")
+        return Judged(NOT_JUDGED, phrase(NOT_JUDGED, "not a kind compare judges"))
     if effect is None:
-        return Judged("not judged", f"not judged: no same-tree pairs measured {kind_} on this device")
+        return Judged(NOT_JUDGED, phrase(NOT_JUDGED, f"no same-tree pairs measured {kind_} on this device"))
     if not a:
-        return Judged("not judged", "not judged: A is zero")
+        return Judged(NOT_JUDGED, phrase(NOT_JUDGED, "A is zero"))
     if kind_ not in ONE_SAMPLE and not (interval_a and interval_b):
-        return Judged("not judged", "not judged: no interval in both runs")
+        return Judged(NOT_JUDGED, phrase(NOT_JUDGED, "no interval in both runs"))
     if kind_ == DIFFERENCE and interval_a[0] <= 0 <= interval_a[1]:
-        return Judged("not judged", "not judged: A's interval includes zero (no scale to move against)")
+        return Judged(NOT_JUDGED, phrase(NOT_JUDGED, "A's interval includes zero (no scale to move against)"))
     move = (b - a) / abs(a)  # relative to A's size: positive when B is higher, a negative A too
     ses = [standard_error(i, a) for i in (interval_a, interval_b) if i]
     sigma = math.sqrt(sum(s * s for s in ses) + effect["sigma"] ** 2)
@@ -103,12 +108,14 @@ def judge(kind_: str | None, a, b, interval_a, interval_b, effect: dict | None) 
     floor = effect["min_effect"]
     way = f"B {'higher' if move > 0 else 'lower'} by {100 * abs(move):.3g}%"
     if p < P and abs(move) > floor:
-        return Judged("changed", f"changed: {way} (p {p:.2g}, beyond the {100 * floor:.2g}% minimum effect)", p, floor)
+        return Judged(
+            CHANGED, phrase(CHANGED, f"{way} (p {p:.2g}, beyond the {100 * floor:.2g}% minimum effect)"), p, floor
+        )
     noisy = too_noisy(a, b, interval_a, interval_b)
     if noisy:
-        return Judged("not judged", f"too noisy to judge: {way}, p {p:.2g}, but {noisy}", p, floor)
+        return Judged(NOT_JUDGED, f"{TOO_NOISY}: {way}, p {p:.2g}, but {noisy}", p, floor)
     why = f"p {p:.2g}" if p >= P else f"within the {100 * floor:.2g}% minimum effect"
-    return Judged("same", f"same: {way}, {why}", p, floor)
+    return Judged(SAME, phrase(SAME, f"{way}, {why}"), p, floor)
 
 
 def too_noisy(a, b, interval_a, interval_b) -> str | None:
@@ -210,9 +217,9 @@ def tally_same(rows: list[dict]) -> dict[str, tuple[int, int]]:
     """Per kind, of the judged numbers (changed or same), how many are same."""
     out: dict[str, tuple[int, int]] = {}
     for r in rows:
-        if r.get("verdict") in ("changed", "same") and r.get("kind"):
+        if r.get("verdict") in (CHANGED, SAME) and r.get("kind"):
             same, n = out.get(r["kind"], (0, 0))
-            out[r["kind"]] = (same + (r["verdict"] == "same"), n + 1)
+            out[r["kind"]] = (same + (r["verdict"] == SAME), n + 1)
     return out
 
 
