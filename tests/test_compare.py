@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -12,9 +13,10 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, run_runner
 
-from latency_lab.core import results, run_to_run
+from latency_lab.core import metrics, results, run_to_run
 from latency_lab.core.parameters import resolved
 from latency_lab.run import compare as C
+from latency_lab.run import compare_many, compare_pair, compare_rows
 
 # Run-to-run effects given to ``compare`` explicitly, so that no verdict here depends on run_to_run.json.
 EFFECTS = {k: {"sigma": 0.02, "min_effect": 0.05} for k in run_to_run.KINDS if k != run_to_run.COUNT}
@@ -511,7 +513,7 @@ def test_many_runs_set_a_against_each_other_run_on_one_page(tmp_path, capsys, mo
     for name, scale in zip(names, (1.0, 1.02, 2.0, 2.0)):
         seed_timing(tmp_path / name, scale, gpu=name.split("-")[0])
     runs = [C.load_run(tmp_path / n) for n in names]
-    report = C.compare_many(runs)
+    report = compare_many.compare_many(runs)
     pairs = [C.compare(runs[0], other) for other in runs[1:]]
     by = {(e["row"], e["metric"]): e for e in report["rows"]}
     for i, pair in enumerate(pairs):
@@ -554,7 +556,7 @@ def test_many_runs_name_a_run_given_twice_and_a_run_without_common_notebooks(run
 
 def test_06_points_are_compared_with_their_intervals_not_the_key_tables_bare_values():
     """06 keeps its per-point rows (intervals included) in ``points``; its key table carries none of
-    them (the H100 pair of 2026-12-05 left 60 host numbers of 06 "not judged"). Compare reads the points."""
+    them. Compare reads the points, each number with its interval."""
 
     def data(host: float) -> dict:
         point = {"executor": "thunder", "step": "prefill", "layers": 1, "tokens": 6, "status": "ok"}
@@ -562,10 +564,12 @@ def test_06_points_are_compared_with_their_intervals_not_the_key_tables_bare_val
         table = results.key_table("t", [point], ["executor", "step", "layers", "tokens", "host_ms", "status"])
         return {"points": [point], "key_table": {**table, "intervals": {}}}
 
-    rows = C.table_rows(data(1.5))
-    assert rows[0]["host_lo_ms"] == pytest.approx(1.35)
-    same, _ = C.compare_notebook(results.SCALING, data(1.5), data(1.55), EFFECTS)
-    far, _ = C.compare_notebook(results.SCALING, data(1.5), data(1.9), EFFECTS)
+    [row] = compare_rows.read_rows(data(1.5))
+    assert row.key == "prefill · 1 · 6 · thunder" and row.fields["status"] == "ok"
+    host = row.measured("host_ms")
+    assert host.interval == pytest.approx((1.35, 1.65)) and host.spread == (1.5, 1.5)
+    same, _ = compare_pair.compare_notebook(results.SCALING, data(1.5), data(1.55), EFFECTS)
+    far, _ = compare_pair.compare_notebook(results.SCALING, data(1.5), data(1.9), EFFECTS)
     assert [e["verdict"] for e in same if e["metric"] == "host_ms"] == ["same"]
     assert [e["a_interval"] for e in same if e["metric"] == "host_ms"] == [pytest.approx((1.35, 1.65))]
     assert [e["verdict"] for e in far if e["metric"] == "host_ms"] == ["changed"]
@@ -574,7 +578,7 @@ def test_06_points_are_compared_with_their_intervals_not_the_key_tables_bare_val
 def test_within_round_ratios_are_compared_beside_the_rows_they_come_from():
     """05's CUDA-graph ratios (``graphs``, keyed by both executors: the row of the graphed executor
     keeps its own key) and 07's combination ratios are headline numbers too: compare judges them as
-    within-round numbers, by their intervals. On the H100 pair of 2026-12-05 05's moved -4.6% and -4.7%."""
+    within-round numbers, by their intervals."""
 
     def data(ratio: float) -> dict:
         step = [
@@ -588,11 +592,71 @@ def test_within_round_ratios_are_compared_beside_the_rows_they_come_from():
         combination[0]["vs_baseline_hi_x"] = 1.1 * ratio
         return {"key_table": results.key_table("t", step), "graphs": graphs, "combination": combination}
 
-    same, skipped = C.compare_notebook(results.HOST_OVERHEAD, data(0.215), data(0.205), EFFECTS)
+    same, skipped = compare_pair.compare_notebook(results.HOST_OVERHEAD, data(0.215), data(0.205), EFFECTS)
     assert skipped == [] and {e["row"] for e in same} == {"a", "b", "b · a", "1 · a+b"}
     assert {e["metric"]: (e["kind"], e["verdict"]) for e in same if e["row"] in ("b · a", "1 · a+b")} == {
         "wall_ratio_x": (run_to_run.WITHIN, "same"),
         "vs_baseline_x": (run_to_run.WITHIN, "same"),
     }
-    far, _ = C.compare_notebook(results.HOST_OVERHEAD, data(0.215), data(0.30), EFFECTS)
+    far, _ = compare_pair.compare_notebook(results.HOST_OVERHEAD, data(0.215), data(0.30), EFFECTS)
     assert {e["verdict"] for e in far if e["row"] in ("b · a", "1 · a+b")} == {"changed"}
+
+
+# --- reading a results row: each metric once, as metrics.Measured -----------------------------------------
+
+
+@pytest.mark.parametrize("with_interval", [True, False])
+@pytest.mark.parametrize("fast_only", [True, False, None])
+def test_a_stats_flat_columns_read_back_as_what_it_measured(with_interval, fast_only):
+    """``Measured.from_flat`` is ``Stat.flat``'s inverse: the median, q1, q3, interval and ``fast_only``
+    come back from the row's columns; a statistic without an interval reads back with none."""
+    stat = metrics.Stat.of([1.0, 2.0, 3.0, 4.0, 10.0])
+    if with_interval:
+        stat = dataclasses.replace(stat, lo=1.5, hi=4.5)
+    stat = dataclasses.replace(stat, fast_only=fast_only)
+    row = {"executor": "eager", **stat.flat("wall_ms"), "kernels_per_step": 12}
+    got = metrics.Measured.from_flat(row, "wall_ms")
+    assert (got.value, got.q1, got.q3, got.lo, got.hi, got.fast_only) == (
+        stat.median,
+        stat.q1,
+        stat.q3,
+        stat.lo,
+        stat.hi,
+        fast_only,
+    )
+    assert got.spread == (stat.q1, stat.q3)
+    assert got.interval == ((1.5, 4.5) if with_interval else None) and (got.lo is None) is not with_interval
+    assert metrics.Measured.from_flat(row, "kernels_per_step") == metrics.Measured(12)  # a count: a number alone
+    assert metrics.Measured.from_flat(row, "host_ms") is None  # no such column
+
+
+def test_a_spread_or_interval_needs_both_ends_and_a_value_needs_a_number():
+    row = {"host_ms": "n/a", "host_q1_ms": 1.0, "host_q3_ms": None, "host_lo_ms": 0.9, "host_hi_ms": 1.1}
+    got = metrics.Measured.from_flat(row, "host_ms")
+    assert got.value is None and got.spread is None and got.interval == (0.9, 1.1)
+    assert got.with_interval(None, 2.0).interval is None and got.with_interval(1, 2).interval == (1, 2)
+
+
+def test_key_table_rows_take_their_intervals_and_a_headline_its_flag_from_the_rounds_record():
+    """Without a rows section, a key table's rows carry the intervals of its ``intervals`` section; a
+    headline without a ``_fast_only`` column takes the flag its executor's rounds record holds."""
+    step = [
+        {
+            "executor": "eager",
+            "status": "ok",
+            "host_ms": 1.0,
+            "host_lo_ms": 0.9,
+            "host_hi_ms": 1.1,
+            "kernels_per_step": 3,
+        },
+        {"executor": "thunder", "status": "ok", "host_ms": 2.0, "kernels_per_step": 4},
+    ]
+    data = {
+        "key_table": results.key_table("t", step, ["executor", "host_ms", "kernels_per_step", "status"]),
+        "rounds": {"eager": {"host": {"fast_only": True}}, "thunder": {"host": "not a record"}},
+    }
+    eager, thunder = compare_rows.read_rows(data)
+    assert eager.measured("host_ms") == metrics.Measured(1.0, lo=0.9, hi=1.1, fast_only=True)
+    assert thunder.measured("host_ms") == metrics.Measured(2.0)
+    assert eager.measured("kernels_per_step").value == 3 and eager.measured("wall_ms") == compare_rows.NOTHING
+    assert compare_rows.metric_names([eager, thunder]) == ["host_ms", "kernels_per_step"]

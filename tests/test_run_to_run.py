@@ -9,6 +9,7 @@ import json
 import math
 import random
 import time
+from pathlib import Path
 
 import pytest
 from conftest import run_runner
@@ -17,6 +18,7 @@ from test_host_state import walls_with_interval
 
 from latency_lab.core import environment, harness, host_state, planted, registry, run_to_run
 from latency_lab.run import compare as C
+from latency_lab.run.compare_pair import flatten
 
 R = run_to_run
 EFFECT = {"sigma": 0.03, "min_effect": 0.06}
@@ -246,16 +248,16 @@ def rounds_by_hand() -> harness.Rounds:
 
 def test_host_per_reference_of_a_round_divides_both_blocks_by_the_rounds_one_reference():
     done = rounds_by_hand()
-    assert all(done.timed["a"].fast) and all(done.timed["b"].fast)  # the fast rounds are the ones paired
+    assert all(done.entries["a"].fast) and all(done.entries["b"].fast)  # the fast rounds are the ones paired
     assert done.per_round("a", "host_per_ref_x") == pytest.approx([2.0] * 8)  # host ms / reference_ms[i]
     assert done.per_round("b", "host_per_ref_x") == pytest.approx([1.5] * 8)
-    assert done.timed["a"].host_per_ref_x == pytest.approx([2.0 / 0.95] * 8)  # each block's own: not paired
+    assert done.entries["a"].host_per_ref_x == pytest.approx([2.0 / 0.95] * 8)  # each block's own: not paired
     difference = done.paired("a", "b", "host_per_ref_x", lambda x, y: x - y)
     assert difference.median == pytest.approx(0.5) and difference.fast_only
     assert difference.median != pytest.approx(2.0 / 0.95 - 1.5 / 1.05)  # what the blocks' own would give
     ratio = done.paired("a", "b", "host_per_ref_x", lambda x, y: x / y)
     assert ratio.median == pytest.approx(2.0 / 1.5) and ratio.lo == pytest.approx(ratio.hi)
-    assert done.per_round("a", "host_ms") == done.timed["a"].host_ms  # other metrics: the blocks' own
+    assert done.per_round("a", "host_ms") == done.entries["a"].host_ms  # other metrics: the blocks' own
 
 
 def bias_blocks(fast: int, slow: int, flipped: int, bias: float, seed: int = 0) -> harness.Timed:
@@ -370,7 +372,7 @@ def test_the_kept_pairs_give_the_kept_effects_and_pass_their_pre_registered_test
     90% per kind, the planted 10% reads changed and the pair whose host moved 16% is not judged."""
     import sys
 
-    root = C.notebook_run.NOTEBOOK_DIR.parent
+    root = Path(__file__).resolve().parents[1]
     sys.path.insert(0, str(root / "tools"))
     import run_pairs
 
@@ -381,8 +383,8 @@ def test_the_kept_pairs_give_the_kept_effects_and_pass_their_pre_registered_test
     for device, entry in kept.items():
         folders = [str(root / f) for f in entry["source"].split(", ")]
         assert run_pairs.main(["estimate", *folders, "--write"]) == 0
-        made = C.flatten(json.loads(R.PATH.read_text())[device])  # to the last bits another numpy or libm may differ
-        assert made == pytest.approx(C.flatten(entry), rel=1e-9), device
+        made = flatten(json.loads(R.PATH.read_text())[device])  # to the last bits another numpy or libm may differ
+        assert made == pytest.approx(flatten(entry), rel=1e-9), device
     for device, entry in kept.items():
         for folder in entry["source"].split(", "):
             capsys.readouterr()
@@ -398,7 +400,7 @@ def test_run_pairs_refuses_bad_input_in_one_line(tmp_path, capsys):
     """A folder without a plan, a plan name that is not p<N>: exit 2, one line naming what, nothing run."""
     import sys
 
-    sys.path.insert(0, str(C.notebook_run.NOTEBOOK_DIR.parent / "tools"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
     import run_pairs
 
     for argv, fragment in (
@@ -417,7 +419,7 @@ def test_a_folder_of_pairs_packs_its_runs_and_reads_them_back(tmp_path):
     """``pack`` moves the run folders into ``runs.tar.xz``; the pairs read from it as from the folders."""
     import sys
 
-    sys.path.insert(0, str(C.notebook_run.NOTEBOOK_DIR.parent / "tools"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
     import run_pairs
 
     folder = tmp_path / "pairs"

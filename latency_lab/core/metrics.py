@@ -123,6 +123,60 @@ class Stat:
         return {name: self.median, **{join(f"{base}_{part}", unit): getattr(self, part) for part in parts}, **fast}
 
 
+@dataclass(frozen=True)
+class Measured:
+    """One metric of a results row as the row holds it (``Stat.flat``'s columns read back by
+    ``from_flat``): its value (a statistic's median, or a plain number such as a count), its q1-q3
+    spread and its 95% interval where the row holds both ends of each, and whether a headline is over
+    the host's fast-state blocks. None where the row does not say."""
+
+    value: float | None
+    q1: float | None = None
+    q3: float | None = None
+    lo: float | None = None
+    hi: float | None = None
+    fast_only: bool | None = None
+
+    @classmethod
+    def from_flat(cls, row: dict, name: str) -> Measured | None:
+        """Metric ``name`` of ``row``, the inverse of ``Stat.flat``: the value under ``name`` (None where
+        it is not a number), ``name_q1``/``name_q3`` and ``name_lo``/``name_hi`` with the unit suffix
+        kept last (each pair only where both are numbers), and ``fast_only_name(name)``. None where
+        the row has no column ``name``."""
+        if name not in row:
+            return None
+        base, unit = split_unit(name)
+        q1, q3, lo, hi = (row.get(join(f"{base}_{part}", unit)) for part in SPREAD_PARTS + INTERVAL_PARTS)
+        return cls(
+            row[name] if is_number(row[name]) else None, *_both(q1, q3), *_both(lo, hi), row.get(fast_only_name(name))
+        )
+
+    def with_interval(self, lo, hi) -> Measured:
+        """The same number with the 95% interval ``[lo, hi]`` (none unless both are numbers)."""
+        lo, hi = _both(lo, hi)
+        return replace(self, lo=lo, hi=hi)
+
+    @property
+    def spread(self) -> tuple[float, float] | None:
+        """``(q1, q3)``; None where the row holds no spread (counts, first calls)."""
+        return None if self.q1 is None else (self.q1, self.q3)
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """``(lo, hi)``, the statistic's own 95% interval; None where the row holds none."""
+        return None if self.lo is None else (self.lo, self.hi)
+
+
+def is_number(value) -> bool:
+    """Whether ``value`` is a number (an int or a float, not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _both(first, second) -> tuple:
+    """``(first, second)`` where both are numbers, else ``(None, None)``."""
+    return (first, second) if is_number(first) and is_number(second) else (None, None)
+
+
 def split_unit(name: str) -> tuple[str, str | None]:
     """``wall_q1_ms`` -> (``wall_q1``, ``ms``); a name without a unit suffix -> (name, None)."""
     base, _, suffix = name.rpartition("_")

@@ -28,6 +28,7 @@ from ..core import model as llama
 from ..core.parameters import REPO_ROOT, ParameterError, Params, validate
 from ..core.progress import say
 from ..core.rows import ExplorerRow
+from ..core.verdicts import NOT_COMPARABLE, phrase
 from ..pages import tables
 from ..run import compare
 from ..studies import host_overhead, thunder_traces
@@ -238,7 +239,7 @@ def wall_blocks(fn, kwargs: dict, params: Params, progress: Progress) -> dict:
     done = harness.rounds(
         [harness.Entry("step", fn, kwargs)], params.device, params.warmup, params.iters, params.repeats, progress.detail
     )
-    if error := done.timed["step"].error:
+    if error := done.entries["step"].error:
         raise RuntimeError(error)
     return {"wall": done.record("step"), "reference": done.reference_record()}
 
@@ -552,5 +553,5 @@ def beside_reference(runs: list[dict], environment: dict, reference: Path = REFE
     for d in report["parameters"]:  # other settings: the numbers side by side, no verdict on them
         if d["name"] in thunder_traces.SAME_MODEL:
             for e in (e for e in report["rows"] if e["notebook"] in d["notebooks"]):
-                e.update(verdict="not comparable", decided=f"not comparable: another {d['name']} than A's")
+                e.update(verdict=NOT_COMPARABLE, decided=phrase(NOT_COMPARABLE, f"another {d['name']} than A's"))
     return report

@@ -7,7 +7,7 @@ node's environment and runs the notebook as a local run does (``notebook_run.exe
 compile cache, into a folder of its own), and returns that folder's files as bytes through Ray's
 object store. The caller writes them into one run folder per type (``<fleet>/<type>/``, with the
 summary and pages of a local run) and the fleet page, ``<fleet>/index.html``: every task's status,
-and the types side by side (``compare.compare_many``). A task that fails, or whose worker or node
+and the types side by side (``compare_many.compare_many``). A task that fails, or whose worker or node
 dies, is its row's error and the others finish; Ctrl-C cancels the tasks left and writes what came.
 A notebook that reads another's results (``results.READS_FROM``) starts after it on the same type.
 """
@@ -29,7 +29,7 @@ from pathlib import Path
 from ..core import compile_cache, environment, parameters, results
 from ..core.parameters import REPO_ROOT, clip, short
 from ..pages import html_assets, tables
-from . import compare, notebook_run, report
+from . import compare, compare_many, notebook_run, report
 from .run_folder import SetupError
 
 ACCELERATOR = "accelerator_type:"  # Ray's resource of a node's GPU type (ray.util.accelerators)
@@ -312,7 +312,7 @@ def where_ran(gpu: str | None, env: dict | None) -> str:
 
 def fleet_page(fleet_dir: Path, types: list[str], summaries: list[dict], meta: dict) -> dict:
     """The fleet page's HTML and its data: each task's status, then the types that wrote results
-    side by side (``compare.compare_many``: the first such type is A)."""
+    side by side (``compare_many.compare_many``: the first such type is A)."""
     from markupsafe import Markup
 
     runs, skipped = [], []
@@ -322,7 +322,7 @@ def fleet_page(fleet_dir: Path, types: list[str], summaries: list[dict], meta: d
         except compare.CompareError as e:
             skipped.append(f"{t}: {e}")
     try:
-        report_ = compare.compare_many(runs) if runs else None
+        report_ = compare_many.compare_many(runs) if runs else None
     except compare.CompareError as e:  # a type with no notebook in common with A
         report_, skipped = None, [*skipped, str(e)]
     by_type = dict(zip(types, summaries))
@@ -368,7 +368,7 @@ def fleet_page(fleet_dir: Path, types: list[str], summaries: list[dict], meta: d
         ],
         "compare": shown,
     }
-    return {"html": compare.many_html(shown, title, status), "data": data}
+    return {"html": compare_many.many_html(shown, title, status), "data": data}
 
 
 # --- the task, on its node ---------------------------------------------------------------------------------
