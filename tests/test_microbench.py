@@ -10,7 +10,8 @@ import torch
 
 from latency_lab.core import model_config, parameters, registry, results, sweep
 from latency_lab.core.harness import Rounds, Timed
-from latency_lab.studies import microbench
+from latency_lab.pages import charts
+from latency_lab.studies import microbench, microbench_ops
 
 TINY = model_config.config_dict("tiny", 1)
 SEED = model_config.config_dict("seed", 1)
@@ -63,13 +64,13 @@ def rows(measured):
 
 
 def test_size_labels_scale_tokens():
-    assert [microbench.size_tokens(s, 6) for s in ("seed", "4x", "64x")] == [6, 24, 384]
-    assert microbench.size_tokens("3x", 5) == 15
+    assert [microbench_ops.size_tokens(s, 6) for s in ("seed", "4x", "64x")] == [6, 24, 384]
+    assert microbench_ops.size_tokens("3x", 5) == 15
 
 
 def test_seed_shapes_come_from_the_config():
-    d = microbench.dims(SEED, microbench.size_tokens("seed", 6))
-    shapes = {op: spec.shapes(d) for op, spec in microbench.OPS.items()}
+    d = microbench_ops.dims(SEED, microbench_ops.size_tokens("seed", 6))
+    shapes = {op: spec.shapes(d) for op, spec in microbench_ops.OPS.items()}
     assert shapes["add"] == {"a": (1, 6, 2048), "b": (1, 6, 2048)}
     assert shapes["mul"]["a"] == shapes["silu"]["x"] == (1, 6, 8192)
     assert shapes["linear"] == {"x": (1, 6, 2048), "w": (8192, 2048)}
@@ -81,7 +82,7 @@ def test_seed_shapes_come_from_the_config():
 
 def test_tiny_shapes_and_size_table():
     p = tiny_params(ops="all", sizes=["seed", "4x"])
-    table = microbench.shape_table(TINY, p)
+    table = microbench_ops.shape_table(TINY, p)
     assert [(r["size"], r["tokens"]) for r in table] == [("seed", 6), ("4x", 24)]
     assert table[1]["linear"] == "x=1x24x64, w=256x64"
     assert table[1]["triu"] == "x=24x24"
@@ -90,9 +91,9 @@ def test_tiny_shapes_and_size_table():
 
 @pytest.mark.parametrize("op", parameters.OPS)
 def test_inputs_have_the_declared_shapes(op):
-    d = microbench.dims(TINY, 12)
-    kwargs = microbench.make_inputs(op, d, "bfloat16", "cpu", seed=0)
-    for name, shape in microbench.OPS[op].shapes(d).items():
+    d = microbench_ops.dims(TINY, 12)
+    kwargs = microbench_ops.make_inputs(op, d, "bfloat16", "cpu", seed=0)
+    for name, shape in microbench_ops.OPS[op].shapes(d).items():
         if isinstance(shape, tuple):
             assert tuple(kwargs[name].shape) == shape, name
         else:
@@ -103,7 +104,7 @@ def test_inputs_have_the_declared_shapes(op):
     if op == "embedding":
         assert kwargs["ids"].dtype == torch.int64 and 0 <= kwargs["ids"].min() and kwargs["ids"].max() < d.vocab
     # seeded: the same call gives the same inputs
-    again = microbench.make_inputs(op, d, "bfloat16", "cpu", seed=0)
+    again = microbench_ops.make_inputs(op, d, "bfloat16", "cpu", seed=0)
     assert all(torch.equal(kwargs[k], again[k]) for k in kwargs if isinstance(kwargs[k], torch.Tensor))
 
 
@@ -133,17 +134,17 @@ def _reference(op: str, kw: dict) -> torch.Tensor:
 
 @pytest.mark.parametrize("op", parameters.OPS)
 def test_ops_compute_what_they_claim(op):
-    kw = microbench.make_inputs(op, microbench.dims(TINY, 7), "float32", "cpu", seed=1)
+    kw = microbench_ops.make_inputs(op, microbench_ops.dims(TINY, 7), "float32", "cpu", seed=1)
     if op == "rms_norm":
         kw["eps"] = 0.5  # large enough that leaving eps out would show
-    out = microbench.OPS[op].fn(**kw)
+    out = microbench_ops.OPS[op].fn(**kw)
     ref = _reference(op, kw)
     assert out.shape == ref.shape
     torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-5)
 
 
 def test_matmul_inputs_are_rope_frequencies_and_positions():
-    kw = microbench.make_inputs("matmul", microbench.dims(TINY, 5), "bfloat16", "cpu", seed=0)
+    kw = microbench_ops.make_inputs("matmul", microbench_ops.dims(TINY, 5), "bfloat16", "cpu", seed=0)
     assert kw["b"].flatten().tolist() == [0, 1, 2, 3, 4]
     assert kw["a"][0, 0, 0].item() == 1.0 and kw["a"][0, -1, 0].item() < 1.0
 
@@ -158,8 +159,8 @@ def test_every_build_is_timed_in_the_same_rounds(measured):
     params, timed, rows = measured
     ok = [r for r in rows if r["executor"] in ("eager", "thunder:torch")]
     assert all(r["status"] == "ok" and r["reason"] is None for r in ok)
-    assert len(timed.timed) == len(ok) == 8 and len(timed.reference_ms) == 2 * params.repeats
-    assert {len(t.wall_ms) for t in timed.timed.values()} == {2 * params.repeats}  # one block per round each
+    assert len(timed.entries) == len(ok) == 8 and len(timed.reference_ms) == 2 * params.repeats
+    assert {len(t.wall_ms) for t in timed.entries.values()} == {2 * params.repeats}  # one block per round each
     for r in ok:
         assert r["wall_q1_ms"] <= r["wall_ms"] <= r["wall_q3_ms"] and r["wall_ms"] > 0 and r["first_call_s"] > 0
         assert r["host_ms"] == r["wall_ms"]  # on a CPU the same perf_counter times both
@@ -168,7 +169,7 @@ def test_every_build_is_timed_in_the_same_rounds(measured):
     for r in (r for r in ok if r["executor"] == "thunder:torch"):
         eager = next(e for e in ok if (e["op"], e["size"], e["executor"]) == (r["op"], r["size"], "eager"))
         key, base = f"thunder:torch @ op={r['op']}, size={r['size']}", f"eager @ op={r['op']}, size={r['size']}"
-        rounds = zip(timed.timed[key].wall_ms, timed.timed[base].wall_ms)
+        rounds = zip(timed.entries[key].wall_ms, timed.entries[base].wall_ms)
         assert r["overhead_vs_eager_us"] == pytest.approx(float(np.median([(a - b) * 1e3 for a, b in rounds])))
         assert r["vs_eager_x"] == pytest.approx(timed.ratio(key, base).median)
         assert eager["overhead_vs_eager_us"] == 0
@@ -228,7 +229,7 @@ def test_failing_executor_is_a_row(monkeypatch, fail_after, status, during):
     assert out[1]["status"] == status and out[1]["reason"].startswith(during) and "boom" in out[1]["reason"]
     assert (out[1]["wall_ms"] is None) == (status == "failed")
     if status == "partial":  # the block before the error stands, beside eager's in the same round
-        assert len(timed.timed[built[1].key].wall_ms) == 1 and out[1]["overhead_vs_eager_us"] is not None
+        assert len(timed.entries[built[1].key].wall_ms) == 1 and out[1]["overhead_vs_eager_us"] is not None
 
 
 def test_the_key_table_is_the_seed_s_add_with_the_seed_beside_it_on_a_gpu_run_only(rows):
@@ -316,20 +317,30 @@ def test_findings_claim_only_what_the_rows_show():
 
 
 def test_charts_carry_the_rows(rows):
-    ops, labels, grid = microbench.overhead_grid(rows, "2x")
+    heatmap = microbench.heatmap(rows, ("seed", "2x"))
+    labels, ops, grid = charts.heatmap_grid(
+        [r for r in heatmap.rows if r["size"] == "2x"], "label", "op", heatmap.color
+    )
     assert ops == ["add", "rms_norm"] and labels[0] == "torch-eager" and grid[0][0] == 0
     thunder_torch = next(r for r in rows if (r["op"], r["size"], r["executor"]) == ("rms_norm", "2x", "thunder:torch"))
     assert grid[1][labels.index("Thunder-torch")] == thunder_torch["overhead_vs_eager_us"]
     assert grid[1][labels.index("Thunder-nvFuser")] is None
-    assert len(microbench.heatmap(rows, ("seed", "2x")).data) == 2
-    lines = microbench.size_chart(rows).data  # one line per executor with numbers, in each op's panel
+    drawn = charts.draw(heatmap)
+    assert len(drawn.data) == 2 and [a.text for a in drawn.layout.annotations] == ["size seed", "size 2x"]
+    lines = charts.draw(microbench.size_chart(rows)).data  # one line per executor with numbers, in each op's panel
     assert sorted(t.name for t in lines) == ["Thunder-torch", "Thunder-torch", "torch-eager", "torch-eager"]
     assert all(len(t.x) == 2 for t in lines)  # both sizes
-    assert len(microbench.add_chart(microbench.key_rows(rows, tiny_params()), "cpu").data) == 1  # no seed bars on a CPU
-    seeded = microbench.add_chart(
-        microbench.key_rows(rows, parameters.resolved(preset="seed", device="cuda", sizes=("seed",))), "H200"
+    assert microbench.size_chart([r for r in rows if r["size"] == "seed"]) is None  # one size: no line
+    cpu = charts.draw(microbench.add_chart(microbench.key_rows(rows, tiny_params()), "cpu")).data
+    assert len(cpu) == 1  # no seed bars on a CPU
+    seeded = charts.draw(
+        microbench.add_chart(
+            microbench.key_rows(rows, parameters.resolved(preset="seed", device="cuda", sizes=("seed",))), "H200"
+        )
     ).data
-    assert list(seeded[1].y) == [0.007, None, 0.072, 0.042]
+    assert [t.name for t in seeded] == ["measured here (H200)", "seed, DGX H100-80GB (reference, not measured here)"]
+    assert [v if v == v else None for v in seeded[1].y] == [0.007, None, 0.072, 0.042]  # NaN: no seed number
+    assert microbench.add_chart([], "cpu") is None
 
 
 def test_cpu_threads_are_set_and_restored():
@@ -347,13 +358,13 @@ def test_run_without_papermill_gives_what_the_notebook_shows_and_saves(tmp_path)
     params = tiny_params(ops=["add"], sizes=["seed"], executors=["eager"], output_dir=str(tmp_path))
     result = microbench.run(params)
     assert result.params is params
-    assert result.ops_in_model == [{"op": "add", "in the model": microbench.OPS["add"].where}]
-    assert result.shapes == microbench.shape_table(TINY, params)
+    assert result.ops_in_model == [{"op": "add", "in the model": microbench_ops.OPS["add"].where}]
+    assert result.shapes == microbench_ops.shape_table(TINY, params)
     assert [(r["op"], r["size"], r["executor"], r["status"]) for r in result.rows] == [("add", "seed", "eager", "ok")]
     assert result.add_rows == microbench.key_rows(result.rows, params) and len(result.add_rows) == 1
     assert result.findings == microbench.findings(result.rows, result.timed, params)
     assert result.findings[0].startswith("Fastest add here")
-    assert result.threads == microbench.CPU_THREADS and len(result.timed.timed) == 1
+    assert result.threads == microbench.CPU_THREADS and len(result.timed.entries) == 1
     assert result.device_name.startswith("CPU: ")
     path = result.save()
     assert path == results.path_for(tmp_path, results.OP_MICROBENCHMARKS)

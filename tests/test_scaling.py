@@ -12,7 +12,8 @@ import torch
 from latency_lab.core import harness, model, parameters, registry, results, sweep
 from latency_lab.core.harness import Rounds, Timed
 from latency_lab.core.rows import ScalingRow
-from latency_lab.studies import scaling
+from latency_lab.pages import charts
+from latency_lab.studies import scaling, scaling_decode, scaling_findings, scaling_fits
 
 # --- fits ---------------------------------------------------------------------------------------
 
@@ -21,7 +22,7 @@ def test_fit_line_recovers_the_line_and_numpy_s_standard_errors():
     rng = np.random.default_rng(0)
     xs = np.array([1, 2, 4, 8, 16], dtype=float)
     ys = 0.25 + 0.125 * xs + rng.normal(0, 0.01, xs.size)
-    fit = scaling.fit_line(xs, ys)
+    fit = scaling_fits.fit_line(xs, ys)
     assert fit["intercept"] == pytest.approx(0.25, abs=0.03) and fit["slope"] == pytest.approx(0.125, abs=0.005)
     (slope, intercept), cov = np.polyfit(xs, ys, 1, cov=True)  # an independent least squares
     assert (fit["slope"], fit["intercept"]) == pytest.approx((slope, intercept))
@@ -33,13 +34,13 @@ def test_fit_line_recovers_the_line_and_numpy_s_standard_errors():
 def test_standard_error_is_the_spread_of_the_slope_over_repeated_noisy_sweeps():
     rng = np.random.default_rng(1)
     xs = np.array([1, 2, 4, 8], dtype=float)
-    fits = [scaling.fit_line(xs, 1.0 + 0.5 * xs + rng.normal(0, 0.2, xs.size)) for _ in range(4000)]
+    fits = [scaling_fits.fit_line(xs, 1.0 + 0.5 * xs + rng.normal(0, 0.2, xs.size)) for _ in range(4000)]
     spread = np.std([f["slope"] for f in fits])
     assert np.sqrt(np.mean([f["slope_se"] ** 2 for f in fits])) == pytest.approx(spread, rel=0.05)
 
 
 def test_two_points_give_an_exact_line_without_standard_errors():
-    fit = scaling.fit_line([1, 2], [3.0, 5.0])
+    fit = scaling_fits.fit_line([1, 2], [3.0, 5.0])
     assert (fit["intercept"], fit["slope"]) == pytest.approx((1.0, 2.0)) and fit["residuals"] == [0.0, 0.0]
     assert fit["slope_se"] is None and fit["intercept_se"] is None
 
@@ -47,7 +48,7 @@ def test_two_points_give_an_exact_line_without_standard_errors():
 @pytest.mark.parametrize("xs, ys", [([4], [1.0]), ([2, 2], [1.0, 2.0]), ([1, 2], [1.0])])
 def test_fit_line_rejects_underdetermined_input(xs, ys):
     with pytest.raises(ValueError, match="two distinct x values"):
-        scaling.fit_line(xs, ys)
+        scaling_fits.fit_line(xs, ys)
 
 
 def _row(
@@ -84,19 +85,19 @@ def test_depth_fits_per_metric_and_reasons():
     rows = [_row("a", n, wall=0.5 + 0.25 * n, host=0.4 + 0.2 * n) for n in (1, 2, 4)]
     rows += [_row("b", 1, wall=1.0), _row("b", 2, status="failed", reason="first call: boom")]
     rows += [_row("c", n, status="unavailable", reason="needs a CUDA device") for n in (1, 2)]
-    fits = {f["executor"]: f for f in scaling.depth_fits(rows)}
+    fits = {f["executor"]: f for f in scaling_fits.depth_fits(rows)}
     assert fits["a"]["wall_ms"]["slope"] == pytest.approx(0.25) and fits["a"]["wall_ms"]["slope_se"] == pytest.approx(0)
     assert fits["a"]["host_ms"]["slope"] == pytest.approx(0.2) and fits["a"]["kernel_ms"] is None
     assert fits["b"]["wall_ms"] is None and fits["b"]["reason"] == "fewer than two depths measured"
     assert fits["c"]["wall_ms"] is None and fits["c"]["reason"] == "needs a CUDA device"
-    table = {(r["executor"], r["metric"]): r for r in scaling.fit_rows(list(fits.values()))}
+    table = {(r["executor"], r["metric"]): r for r in scaling_fits.fit_rows(list(fits.values()))}
     assert table["a", "wall"]["per_layer_ms"] == pytest.approx(0.25) and table["a", "wall"]["depths"] == "1, 2, 4"
     assert (
         table["a", "kernel"]["reason"] == "fewer than two depths measured"
         and "per_layer_ms" not in table["a", "kernel"]
     )
     assert table["c", "host"]["reason"] == "needs a CUDA device"
-    assert scaling.cost_text(list(fits.values()), 6).endswith(
+    assert scaling_findings.cost_text(list(fits.values()), 6).endswith(
         "No fit: b (fewer than two depths measured); c (needs a CUDA device)."
     )
 
@@ -108,19 +109,19 @@ def test_negative_costs_are_flagged_never_printed_as_results():
         for n, e in ((1, 0.001), (2, -0.002), (4, 0.001))
     ]
     rows += [_row("neg", n, wall=w, host=w, kernel=0.1 * n) for n, w in ((1, 2.0), (2, 1.9), (4, 1.5))]
-    fits = scaling.depth_fits(rows)
-    table = {(r["executor"], r["metric"]): r for r in scaling.fit_rows(fits)}
+    fits = scaling_fits.depth_fits(rows)
+    table = {(r["executor"], r["metric"]): r for r in scaling_fits.fit_rows(fits)}
     assert (
         table["ro", "host"]["per_layer_ms"] is None
         and "host came out negative (per layer -0.0" in table["ro", "host"]["flag"]
     )
     assert table["ro", "host"]["fixed_ms"] == pytest.approx(0.39, abs=0.01)  # the positive part stays
     assert table["ro", "wall"]["flag"] is None and table["ro", "wall"]["per_layer_ms"] == pytest.approx(0.08)
-    text = scaling.host_kernel_text(fits, 6)
+    text = scaling_findings.host_kernel_text(fits, 6)
     assert "ro host came out negative" in text and "flagged, not a result" in text
-    assert "neg: wall came out negative" in scaling.cost_text(fits, 6)
-    negative_fixed = scaling.fit_line([1, 2, 4], [1.0, 3.0, 7.0])  # -1 + 2 per layer
-    assert scaling.negative_flag("wall", negative_fixed, "ms") == (
+    assert "neg: wall came out negative" in scaling_findings.cost_text(fits, 6)
+    negative_fixed = scaling_fits.fit_line([1, 2, 4], [1.0, 3.0, 7.0])  # -1 + 2 per layer
+    assert scaling_fits.negative_flag("wall", negative_fixed, "ms") == (
         "wall came out negative (fixed -1.00 ± 0 ms): flagged, not a result"
     )
 
@@ -139,7 +140,7 @@ def _line(slope, se, intercept=1.0):
     ],
 )
 def test_a_difference_grows_only_beyond_twice_its_standard_error(fa, fb, says):
-    assert says in scaling.versus_text("thunder", fa, "torch.compile", fb, [1, 2, 4])
+    assert says in scaling_findings.versus_text("thunder", fa, "torch.compile", fb, [1, 2, 4])
 
 
 def test_cost_text_compares_thunder_with_torch_compile_from_the_fits():
@@ -148,12 +149,12 @@ def test_cost_text_compares_thunder_with_torch_compile_from_the_fits():
         for name, fixed, per_layer in (("torch.compile", 0.4, 0.3), ("thunder", 1.5, 0.9))
         for n, e in ((1, 0.01), (2, -0.02), (4, 0.01))
     ]
-    text = scaling.cost_text(scaling.depth_fits(rows), 6)
+    text = scaling_findings.cost_text(scaling_fits.depth_fits(rows), 6)
     assert text.startswith(
         "Wall time of the prefill (6 tokens) = fixed + per layer × layers, least squares over 1, 2, 4 layers"
     )
     assert "thunder − torch.compile: +0.600 ± " in text and "the difference grows with depth" in text
-    two = scaling.cost_text(scaling.depth_fits([r for r in rows if r["layers"] < 4]), 6)
+    two = scaling_findings.cost_text(scaling_fits.depth_fits([r for r in rows if r["layers"] < 4]), 6)
     assert "two depths: an exact line, no standard error" in two and "two depths give no standard error" in two
 
 
@@ -174,8 +175,8 @@ def test_one_depth_asked_for_is_answered_in_the_key_table_and_the_findings():
     timed = _rounds(
         {"thunder @ 16": [19.0, 19.4, 19.2, 19.3], "torch.compile @ 16": [7.3, 7.4, 7.3, 7.35]}, [1.0, 1.01, 1.0, 1.02]
     )
-    fits = scaling.depth_fits(scaling.of(table, "depth"))
-    findings = scaling.findings(table, fits, timed, params)
+    fits = scaling_fits.depth_fits(scaling_findings.rows_of_sweep(table, "depth"))
+    findings = scaling_findings.findings(table, fits, timed, params)
     assert findings[0] == (
         "At 16 layers (prefill, 6 tokens): "
         "torch.compile 7.33 ms wall (host 5.10 ms, kernel 1.29 ms, first call 22.0 s); "
@@ -194,64 +195,69 @@ def test_one_depth_asked_for_is_answered_in_the_key_table_and_the_findings():
     assert "16 layers" in scaling.key_title(params)
     gone = [_row("thunder", 4, status="failed", reason="first call: boom"), _row("eager", 4, wall=3.0)]
     assert (
-        scaling.depth_text(gone, 4, timed)
+        scaling_findings.depth_text(gone, 4, timed)
         == "At 4 layers (prefill, 6 tokens): eager 3.00 ms wall. Not measured: thunder failed."
     )
-    assert scaling.depth_text(gone[:1], 4, timed) == "At 4 layers (prefill, 6 tokens): no executor measured."
-    assert scaling.depth_text([], 8, timed) == "At 8 layers: no executor measured."
+    assert scaling_findings.depth_text(gone[:1], 4, timed) == "At 4 layers (prefill, 6 tokens): no executor measured."
+    assert scaling_findings.depth_text([], 8, timed) == "At 8 layers: no executor measured."
 
 
 def test_a_ratio_smaller_than_the_host_s_drift_says_so():
     at = [_row("thunder", 1, wall=1.1), _row("torch.compile", 1, wall=1.0)]
     steady = _rounds({"thunder @ 1": [1.1, 1.1, 1.1, 1.1], "torch.compile @ 1": [1.0] * 4}, [1.0, 1.01, 1.0, 1.02])
     moved = _rounds({"thunder @ 1": [1.1, 1.1, 1.1, 1.1], "torch.compile @ 1": [1.0] * 4}, [1.0, 1.5, 1.0, 1.02])
-    assert "(x1.10 within rounds, q1–q3 x1.10–x1.10)" in scaling.pairs_text(
+    assert "(x1.10 within rounds, q1–q3 x1.10–x1.10)" in scaling_findings.pairs_text(
         at, steady
-    ) and "host reference moved" not in scaling.pairs_text(at, steady)
-    assert "the host reference moved by 50% during these rounds" in scaling.pairs_text(at, moved)
+    ) and "host reference moved" not in scaling_findings.pairs_text(at, steady)
+    assert "the host reference moved by 50% during these rounds" in scaling_findings.pairs_text(at, moved)
 
 
 def test_prefill_and_decode_sentences_name_their_depth():
     prompt = [_row(n, 2, wall=w, tokens=t, key=f"{n}@{t}") for n, t, w in (("eager", 6, 2.0), ("eager", 512, 2.5))]
     timed = _rounds({"eager@6": [1.0, 1.0, 3.0, 3.0], "eager@512": [2.0, 2.0, 6.0, 3.0]}, [1.0, 1.0, 1.0, 1.0])
-    assert scaling.prefill_text(prompt, timed) == (  # the medians' ratio would be x1.25; round by round: 2, 2, 2, 1
+    assert scaling_findings.prefill_text(
+        prompt, timed
+    ) == (  # the medians' ratio would be x1.25; round by round: 2, 2, 2, 1
         "Prefill wall by prompt length at 2 layers: eager 2.00 ms at 6 → 2.50 ms at 512 tokens "
         "(x2.00 within rounds, q1–q3 x1.75–x2.00)."
     )
     decode = [
         {**_row("eager", 2, wall=1.5), "prompt_tokens": 6, "decode_tokens": 32, "tpot_ms": 1.9, "tokens_per_s": 526.0}
     ]
-    assert scaling.decode_text(decode, timed).startswith(
+    assert scaling_findings.decode_text(decode, timed).startswith(
         "Decode at 2 layers (prompt 6 tokens, StaticCache; the step timed in rounds, and a greedy loop of 32 "
         "tokens): eager 1.50 ms per step; the loop 1.90 ms per output token, 526 tokens/s."
     )
     thunder = {**decode[0], "executor": "thunder", "tokens_match_eager": 10, "divergence_ulps": 1.0, "near_tie": True}
     wrong = {**thunder, "executor": "thunder:torch", "divergence_ulps": 40.0, "near_tie": False}
     tie = {**thunder, "executor": "torch.compile", "divergence_ulps": 0.0}
-    assert "is 0 ulps: an exact tie in eager's own logits)" in scaling.decode_text([tie], timed)
-    text = scaling.decode_text([{**decode[0], "tokens_match_eager": 32}, thunder, wrong], timed)
+    assert "is 0 ulps: an exact tie in eager's own logits)" in scaling_findings.decode_text([tie], timed)
+    text = scaling_findings.decode_text([{**decode[0], "tokens_match_eager": 32}, thunder, wrong], timed)
     assert text.endswith(
         " Greedy tokens equal to eager's, from the first: thunder 10 of 32 (where they first differ, eager's margin "
         "between the two tokens is 1.00 ulps: a near-tie); thunder:torch 10 of 32 (where they first differ, eager's "
         "margin between the two tokens is 40.0 ulps: not a near-tie: check this executor's output)."
     )
     assert (
-        scaling.decode_text([_row("eager", 2, status="failed")], timed) == "No executor completed the decode step here."
+        scaling_findings.decode_text([_row("eager", 2, status="failed")], timed)
+        == "No executor completed the decode step here."
     )
     no_loop = [{**decode[0], "tpot_ms": None, "tokens_per_s": None}]
-    assert scaling.decode_text(no_loop, timed).endswith(": eager 1.50 ms per step.")
-    assert scaling.prefill_text(prompt[:1], timed) == (
+    assert scaling_findings.decode_text(no_loop, timed).endswith(": eager 1.50 ms per step.")
+    assert scaling_findings.prefill_text(prompt[:1], timed) == (
         "Prefill wall by prompt length at 2 layers: fewer than two lengths measured per executor."
     )
 
 
 def test_host_and_kernel_cost_per_layer_side_by_side():
     rows = [_row("thunder", n, wall=1.8 + 0.6 * n, host=1.0 + 1.0 * n, kernel=0.14 + 0.075 * n) for n in (1, 2, 4)]
-    fits = scaling.depth_fits(rows)
-    assert scaling.host_kernel_text(fits, 6) == (
+    fits = scaling_fits.depth_fits(rows)
+    assert scaling_findings.host_kernel_text(fits, 6) == (
         "Per layer of the prefill (6 tokens), host vs kernel time: thunder 1.00 ± 0 ms host, 0.0750 ± 0 ms kernel."
     )
-    assert scaling.host_kernel_text(scaling.depth_fits([{**r, "kernel_ms": None} for r in rows]), 6) is None  # a CPU
+    assert (
+        scaling_findings.host_kernel_text(scaling_fits.depth_fits([{**r, "kernel_ms": None} for r in rows]), 6) is None
+    )  # a CPU
 
 
 def test_first_call_line_is_drawn_over_cold_compiles_only():
@@ -263,7 +269,7 @@ def test_first_call_line_is_drawn_over_cold_compiles_only():
     ]
     rows += [_row("shrinking", n, first=10.0 - n) for n in (1, 2, 4)]
     rows += [_row("few", n, first=1.0 + n) for n in (1, 2)] + [_row("eager", 1, status="failed", first=None)]
-    text = scaling.first_call_text(rows)
+    text = scaling_findings.first_call_text(rows)
     assert text.startswith(
         "First call (trace + compile + run) of the prefill (6 tokens) by layers: thunder 5.10 s at 1"
     )
@@ -276,21 +282,21 @@ def test_first_call_line_is_drawn_over_cold_compiles_only():
     assert text.endswith("; few 2.00 s at 1, 3.00 s at 2.")  # two cold depths: no line, nothing hidden
     assert "eager" not in text
     assert (
-        scaling.first_call_text([])
+        scaling_findings.first_call_text([])
         == "First call (trace + compile + run) of the prefill (? tokens) by layers: none ran."
     )
 
 
 def test_decode_numbers_and_token_agreement():
     loops = [timing_block(ms) for ms in (32.0, 30.0, 34.0, 31.0)]
-    numbers = scaling.decode_numbers(loops, tokens=16, batch_size=2)
+    numbers = scaling_decode.decode_numbers(loops, tokens=16, batch_size=2)
     row = ScalingRow("x", "x", "ok", None, None, **numbers).as_dict()  # as a 06 row holds them
     assert row["loop_ms"] == 31.5 and row["tpot_ms"] == pytest.approx(31.5 / 16)
     assert row["tpot_q1_ms"] == pytest.approx(row["loop_q1_ms"] / 16) and row["loop_q1_ms"] < 31.5
     assert numbers["tokens_per_s"] == pytest.approx(2 * 16 / 0.0315)
-    assert scaling.decode_numbers(None, 16, 1)["tpot_ms"] is None
-    assert scaling.agreement([[1, 2, 3, 4], [5, 6, 7, 8]], [[1, 2, 9, 4], [5, 6, 7, 8]]) == 2
-    assert scaling.agreement([[1, 2]], [[1, 2]]) == 2 and scaling.agreement([[3]], [[1]]) == 0
+    assert scaling_decode.decode_numbers(None, 16, 1)["tpot_ms"] is None
+    assert scaling_decode.agreement([[1, 2, 3, 4], [5, 6, 7, 8]], [[1, 2, 9, 4], [5, 6, 7, 8]]) == 2
+    assert scaling_decode.agreement([[1, 2]], [[1, 2]]) == 2 and scaling_decode.agreement([[3]], [[1]]) == 0
 
 
 def timing_block(ms: float):
@@ -302,11 +308,11 @@ def timing_block(ms: float):
 def test_not_ok_text_lists_every_reason_once_with_its_depth():
     rows = [_row("thunder", n, status="unavailable", reason="needs a CUDA device") for n in (1, 2)]
     rows += [_row("eager", 1)]
-    assert scaling.not_ok_text(rows) == (
+    assert scaling_findings.not_ok_text(rows) == (
         "2 of 3 points did not run fully: thunder at 1 layer: unavailable (needs a CUDA "
         "device); thunder at 2 layers: unavailable (needs a CUDA device)."
     )
-    assert scaling.not_ok_text(rows[2:]) is None
+    assert scaling_findings.not_ok_text(rows[2:]) is None
 
 
 # --- what a sweep's build records ---------------------------------------------------------------
@@ -382,7 +388,7 @@ def test_a_build_records_its_first_call_s_cache_hits_and_the_memory_it_holds(mon
     # the first call alone: 1 hit, though warm-up and rounds called it many times more
     assert rows[1, "counting"]["first_call_cache_hits"] == 1 and rows[1, "eager"]["first_call_cache_hits"] == 0
     assert all(r["wall_ms"] > 0 and r["status"] == "ok" for r in rows.values())
-    assert {len(t.wall_ms) for t in timed.timed.values()} == {2 * params.repeats}  # one block each per round
+    assert {len(t.wall_ms) for t in timed.entries.values()} == {2 * params.repeats}  # one block each per round
 
 
 # --- the decode step ----------------------------------------------------------------------------
@@ -421,11 +427,11 @@ def test_divergence_reads_eager_margin_in_ulps_of_the_logits_dtype():
     = 0.0625) is a near-tie; token 3 at 6.0 is 32 ulps away, not one."""
     step = torch.tensor([[0.0, 8.0, 8.0 - 0.0625, 6.0]], dtype=torch.bfloat16)
     logits = [step, step]
-    near = scaling.divergence(logits, [[1, 2]], [[1, 1]], 1)
+    near = scaling_decode.divergence(logits, [[1, 2]], [[1, 1]], 1)
     assert near["divergence_ulps"] == pytest.approx(1.0) and near["near_tie"] is True
-    far = scaling.divergence(logits, [[1, 3]], [[1, 1]], 1)
+    far = scaling_decode.divergence(logits, [[1, 3]], [[1, 1]], 1)
     assert far["divergence_ulps"] == pytest.approx(32.0) and far["near_tie"] is False
-    assert scaling.divergence(logits, [[1, 1]], [[1, 1]], 2) == {}
+    assert scaling_decode.divergence(logits, [[1, 1]], [[1, 1]], 2) == {}
 
 
 # --- run, without papermill, and the tiny run ----------------------------------------------------
@@ -474,15 +480,17 @@ def test_run_without_papermill_gives_what_the_notebook_shows_and_saves(tmp_path)
     ]
     assert [r["layers"] for r in result.depth_rows] == [1, 2]
     assert result.prompt_rows == result.points[:1] and result.decode_rows == result.points[2:]
-    assert result.fits == scaling.depth_fits(result.depth_rows, result.timed)
-    assert result.fits[0]["wall_ms"]["layers"] == [1, 2] and result.fit_rows == scaling.fit_rows(result.fits)
+    assert result.fits == scaling_fits.depth_fits(result.depth_rows, result.timed)
+    assert result.fits[0]["wall_ms"]["layers"] == [1, 2] and result.fit_rows == scaling_fits.fit_rows(result.fits)
     assert result.key_rows == scaling.key_rows(result.points)
     assert set(result.elapsed) == {"builds", "rounds", "total"}
     assert result.elapsed["builds"] + result.elapsed["rounds"] <= result.elapsed["total"]
     assert result.findings[0].startswith("At 1 layer") and result.findings[-1].startswith("Sweeps took ")
-    assert set(result.timed.timed) == {r["key"] for r in result.points}
-    assert len(scaling.depth_chart(result.depth_rows, result.fits).data) == 4  # measured and fit: wall, host (CPU)
-    assert scaling.first_call_chart(result.depth_rows) is not None and scaling.decode_chart(result.decode_rows)
+    assert set(result.timed.entries) == {r["key"] for r in result.points}
+    depth = charts.draw(scaling.depth_chart(result.depth_rows, result.fits))
+    assert len(depth.data) == 4 and depth.layout.yaxis.type == "log"  # measured and fit: wall, host (CPU)
+    assert charts.draw(scaling.first_call_chart(result.depth_rows)).data
+    assert {t.type for t in charts.draw(scaling.decode_chart(result.decode_rows)).data} == {"bar"}
     assert scaling.floor_chart(result.depth_rows) is None and scaling.prefill_chart(result.prompt_rows) is None
     path = result.save()
     assert path == results.path_for(tmp_path, results.SCALING)

@@ -1,11 +1,11 @@
 """Notebook 04, op microbenchmarks: ``run(params) -> Result`` (rows, key table: the seed's single ``add``,
-findings), then the notebook's display and ``Result.save``.
+findings), the notebook's charts (``Chart`` values, drawn by ``pages.charts``) and ``Result.save``.
 
 The seed's single ``add`` in isolation, generalised to the ops its trace shows (pointwise ops,
-linear, matmul, embedding, triu, an RMSNorm-like composite), at the seed model's shapes for its tokens
-and at multiples of them, through every executor. The op x size x executor grid is one ``Sweep``
-(``grid``): every (op, size, executor) is built, checked against eager and warmed up right after its
-first call, then all of them are timed in the same interleaved rounds with the host reference
+linear, matmul, embedding, triu, an RMSNorm-like composite; ``microbench_ops``), at the seed model's
+shapes for its tokens and at multiples of them, through every executor. The op x size x executor grid is
+one ``Sweep`` (``grid``): every (op, size, executor) is built, checked against eager and warmed up right
+after its first call, then all of them are timed in the same interleaved rounds with the host reference
 (``sweep.time_all``): wall and steady-state host time per call with quartiles, and the overhead
 against eager as a within-round difference and ratio. Every (op, size, executor) is a row, measured
 or with its reason.
@@ -16,12 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from typing import ClassVar
 
 import torch
-import torch.nn.functional as F
 
-from ..core import environment, harness, model_config, registry, results, sweep, timing
+from ..core import harness, model_config, registry, results, sweep, timing
 from ..core.harness import Rounds
 from ..core.metrics import Stat
 from ..core.model import compare_to_eager
@@ -29,165 +28,14 @@ from ..core.parameters import Params
 from ..core.progress import say
 from ..core.rows import OpRow
 from ..core.seed_numbers import SEED_SINGLE_ADD_H100
+from ..pages.charts import Chart
 from ..pages.tables import number
+from . import study
+from .microbench_ops import OPS, dims, make_inputs, shape_table, size_tokens
+from .study import Study
 
 PROFILE_STEPS = 5  # profiled calls per row: kernels per call is exact, so a few suffice
 CPU_THREADS = 1  # intra-op threads while measuring on a CPU (see ``intra_op_threads``)
-
-
-# The ops, each with keyword arguments only (``executors.prepare`` calls fn(**kwargs)).
-def add(a, b):
-    return a + b
-
-
-def mul(a, b):
-    return a * b
-
-
-def silu(x):
-    return F.silu(x)
-
-
-def linear(x, w):
-    return F.linear(x, w)
-
-
-def matmul(a, b):
-    return torch.matmul(a, b)
-
-
-def embedding(ids, w):
-    return F.embedding(ids, w)
-
-
-def triu(x):
-    return torch.triu(x, diagonal=1)
-
-
-def rms_norm(x, w, eps: float):
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
-
-
-@dataclass(frozen=True)
-class Dims:
-    """The seed model's sizes that the ops are shaped by, for ``tokens`` tokens per sequence."""
-
-    batch: int
-    tokens: int
-    hidden: int
-    intermediate: int
-    head_dim: int
-    vocab: int
-    eps: float
-    rope_theta: float
-
-
-@dataclass(frozen=True)
-class Op:
-    fn: Callable
-    where: str  # where the op sits in one Llama forward step
-    shapes: Callable[[Dims], dict]  # argument name -> shape (or a scalar)
-    float32: bool = False  # the model runs it in float32 whatever the dtype
-
-
-OPS: dict[str, Op] = {
-    "add": Op(
-        add,
-        "residual add: hidden + attention or MLP output",
-        lambda d: {"a": (d.batch, d.tokens, d.hidden), "b": (d.batch, d.tokens, d.hidden)},
-    ),
-    "mul": Op(
-        mul,
-        "SwiGLU: silu(gate) * up",
-        lambda d: {"a": (d.batch, d.tokens, d.intermediate), "b": (d.batch, d.tokens, d.intermediate)},
-    ),
-    "silu": Op(silu, "SwiGLU activation on the gate projection", lambda d: {"x": (d.batch, d.tokens, d.intermediate)}),
-    "linear": Op(
-        linear,
-        "MLP gate / up projection (hidden -> intermediate)",
-        lambda d: {"x": (d.batch, d.tokens, d.hidden), "w": (d.intermediate, d.hidden)},
-    ),
-    "matmul": Op(
-        matmul,
-        "rotary embedding: inv_freq @ position_ids (float32, as in HF Llama)",
-        lambda d: {"a": (d.batch, d.head_dim // 2, 1), "b": (d.batch, 1, d.tokens)},
-        float32=True,
-    ),
-    "embedding": Op(
-        embedding,
-        "token embedding lookup (vocab x hidden table)",
-        lambda d: {"ids": (d.batch, d.tokens), "w": (d.vocab, d.hidden)},
-    ),
-    "triu": Op(
-        triu, "causal mask: triu of a full (tokens x tokens) min-value matrix", lambda d: {"x": (d.tokens, d.tokens)}
-    ),
-    "rms_norm": Op(
-        rms_norm,
-        "RMSNorm-like: x * rsqrt(mean(x^2) + eps) * w",
-        lambda d: {"x": (d.batch, d.tokens, d.hidden), "w": (d.hidden,), "eps": d.eps},
-    ),
-}
-
-
-def size_tokens(label: str, seq_len: int) -> int:
-    """Tokens per sequence of a size label: 'seed' is ``seq_len``, '<k>x' is k times it."""
-    return seq_len if label == "seed" else int(label[:-1]) * seq_len
-
-
-def dims(cfg: dict, tokens: int, batch: int = 1) -> Dims:
-    """The op sizes from a model config (``model_config.config_dict``)."""
-    return Dims(
-        batch=batch,
-        tokens=tokens,
-        hidden=cfg["hidden_size"],
-        intermediate=cfg["intermediate_size"],
-        head_dim=cfg["head_dim"],
-        vocab=cfg["vocab_size"],
-        eps=cfg["rms_norm_eps"],
-        rope_theta=cfg["rope_theta"],
-    )
-
-
-def shape_table(cfg: dict, params: Params) -> list[dict]:
-    """One row per size label: its tokens and every selected op's argument shapes."""
-    rows = []
-    for label in params.sizes:
-        d = dims(cfg, size_tokens(label, params.seq_len), params.batch_size)
-        rows.append(
-            {"size": label, "tokens": d.tokens, **{op: describe_shapes(OPS[op].shapes(d)) for op in params.ops}}
-        )
-    return rows
-
-
-def describe_shapes(shapes: dict) -> str:
-    """'a=1x6x2048, eps=1e-05' for an op's argument shapes."""
-    return ", ".join(f"{k}={'x'.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in shapes.items())
-
-
-def make_inputs(op: str, d: Dims, dtype: str, device: str, seed: int) -> dict:
-    """Keyword arguments of ``op`` at sizes ``d``: seeded random values on ``device``, except the
-    ones the model feeds it (token ids, positions, the causal mask's fill value)."""
-    spec = OPS[op]
-    gen = torch.Generator(device=device).manual_seed(seed)
-    dt = torch.float32 if spec.float32 else getattr(torch, dtype)
-    shapes = spec.shapes(d)
-
-    def randn(shape, scale=1.0):
-        return (torch.randn(shape, generator=gen, device=device, dtype=torch.float32) * scale).to(dt)
-
-    if op == "matmul":  # rotary inverse frequencies (llama3 scaling left out: same cost) and positions
-        inv_freq = 1.0 / (d.rope_theta ** (torch.arange(0, d.head_dim, 2, device=device, dtype=dt) / d.head_dim))
-        return {
-            "a": inv_freq.expand(shapes["a"][:2]).unsqueeze(-1).contiguous(),
-            "b": torch.arange(d.tokens, device=device, dtype=dt).expand(shapes["b"]).contiguous(),
-        }
-    if op == "embedding":
-        return {"ids": torch.randint(0, d.vocab, shapes["ids"], generator=gen, device=device), "w": randn(shapes["w"])}
-    if op == "triu":
-        return {"x": torch.full(shapes["x"], torch.finfo(dt).min, device=device, dtype=dt)}
-    if op == "linear":
-        return {"x": randn(shapes["x"]), "w": randn(shapes["w"], d.hidden**-0.5)}
-    return {k: v if not isinstance(v, tuple) else randn(v) for k, v in shapes.items()}
 
 
 @contextmanager
@@ -427,125 +275,101 @@ def findings(table: list[dict], timed: Rounds, params: Params) -> list[str]:
     ]
 
 
-def overhead_grid(table: list[dict], size: str) -> tuple[list, list, list]:
-    """ops, executor labels and the ops x labels matrix of overhead against eager (µs, within rounds)
-    at ``size`` (None: no number)."""
-    at = [r for r in table if r["size"] == size]
-    ops = list(dict.fromkeys(r["op"] for r in at))
-    labels = list(dict.fromkeys(r["label"] for r in at))
-    cell = {(r["op"], r["label"]): r["overhead_vs_eager_us"] for r in at}
-    return ops, labels, [[cell.get((op, lab)) for lab in labels] for op in ops]
-
-
-def heatmap(table: list[dict], sizes: tuple[str, ...]):
+def heatmap(table: list[dict], sizes: tuple[str, ...]) -> Chart:
     """Heat maps, one per size: overhead per call against eager (µs, within rounds), ops x executors."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    fig = make_subplots(
-        rows=1, cols=len(sizes), subplot_titles=[f"size {s}" for s in sizes], shared_yaxes=True, horizontal_spacing=0.04
-    )
-    for i, size in enumerate(sizes, start=1):
-        ops, labels, grid_ = overhead_grid(table, size)
-        fig.add_trace(
-            go.Heatmap(
-                z=grid_,
-                x=labels,
-                y=ops,
-                coloraxis="coloraxis",
-                text=[[("" if v is None else f"{v:.0f}") for v in row] for row in grid_],
-                texttemplate="%{text}",
-                hovertemplate="%{y} / %{x}: %{z:.1f} µs<extra></extra>",
-            ),
-            row=1,
-            col=i,
-        )
-    fig.update_layout(
+    return Chart(
+        kind="heatmap",
+        rows=[
+            {"size": r["size"], "op": r["op"], "label": r["label"], "overhead_vs_eager_us": r["overhead_vs_eager_us"]}
+            for size in sizes
+            for r in table
+            if r["size"] == size
+        ],
+        x="label",
+        y="op",
+        color="overhead_vs_eager_us",
+        labels={"overhead_vs_eager_us": "µs"},
+        facet="size",
+        facet_title="size {value}",
         title="Overhead per call against eager (µs, within rounds; blank: no number, see the table)",
-        coloraxis={"colorscale": "RdBu_r", "cmid": 0, "colorbar": {"title": "µs"}},
         height=380 + 20 * len(OPS),
         width=max(700, 520 * len(sizes)),
     )
-    fig.update_yaxes(autorange="reversed")
-    return fig
 
 
-def size_chart(table: list[dict]):
-    """ms per call against tokens, one panel per op (drawn for two sizes or more): flat lines are
-    overhead-bound; on a GPU the dashed line is eager's device kernel time, the floor every executor
-    approaches."""
-    import plotly.express as px
+KERNEL_SERIES = "kernel time (eager)"
 
+
+def size_chart(table: list[dict]) -> Chart | None:
+    """ms per call against tokens, one panel per op: flat lines are overhead-bound; on a GPU the dashed
+    line is eager's device kernel time, the floor every executor approaches. None with fewer than two
+    sizes."""
+    if len({r["size"] for r in table}) < 2:
+        return None
     ok = [r for r in table if r["wall_ms"] is not None]
     points = [{"op": r["op"], "tokens": r["tokens"], "ms": r["wall_ms"], "series": r["label"]} for r in ok]
     points += [
-        {"op": r["op"], "tokens": r["tokens"], "ms": r["kernel_ms"], "series": "kernel time (eager)"}
+        {"op": r["op"], "tokens": r["tokens"], "ms": r["kernel_ms"], "series": KERNEL_SERIES}
         for r in ok
         if r["executor"] == "eager" and r["kernel_ms"]
     ]
-    fig = px.line(
-        points,
+    return Chart(
+        kind="line",
+        rows=points,
         x="tokens",
         y="ms",
         color="series",
-        facet_col="op",
-        facet_col_wrap=4,
-        markers=True,
+        dashed=(KERNEL_SERIES,),
+        facet="op",
+        facet_wrap=4,
+        facet_title="{value}",
         log_x=True,
         log_y=True,
         title="Time per call against tokens (log-log)",
         labels={"ms": "ms per call"},
     )
-    fig.for_each_trace(lambda t: t.update(line_dash="dash") if t.name == "kernel time (eager)" else None)
-    fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
-    return fig
 
 
-def add_chart(adds: list[dict], device_name: str):
-    """The add rows measured here (median and quartiles over the rounds), beside the seed's DGX H100
-    numbers where the key table has them."""
-    import plotly.graph_objects as go
-
-    labels = [r["label"] for r in adds]
+def add_chart(adds: list[dict], device_name: str) -> Chart | None:
+    """The add rows measured here (median, bars from q1 to q3 over the rounds), beside the seed's DGX H100
+    numbers where the key table has them; None without add rows."""
+    if not adds:
+        return None
     bars = [
-        go.Bar(
-            name=f"measured here ({device_name})",
-            x=labels,
-            y=[r["wall_ms"] for r in adds],
-            error_y={
-                "type": "data",
-                "symmetric": False,
-                "array": [r["wall_q3_ms"] - r["wall_ms"] if r["wall_ms"] is not None else 0 for r in adds],
-                "arrayminus": [r["wall_ms"] - r["wall_q1_ms"] if r["wall_ms"] is not None else 0 for r in adds],
-            },
-        )
+        {
+            "executor": r["label"],
+            "ms": r["wall_ms"],
+            "bars": f"measured here ({device_name})",
+            "above": None if r["wall_ms"] is None else r["wall_q3_ms"] - r["wall_ms"],
+            "below": None if r["wall_ms"] is None else r["wall_ms"] - r["wall_q1_ms"],
+        }
+        for r in adds
     ]
-    if any("seed_wall_ms" in r for r in adds):
-        bars.append(
-            go.Bar(
-                name=f"seed, {SEED_SINGLE_ADD_H100['gpu']} (reference, not measured here)",
-                x=labels,
-                y=[r["seed_wall_ms"] for r in adds],
-                marker_pattern_shape="/",
-            )
-        )
-    fig = go.Figure(bars)
-    fig.update_layout(
+    seeded = any("seed_wall_ms" in r for r in adds)
+    if seeded:
+        name = f"seed, {SEED_SINGLE_ADD_H100['gpu']} (reference, not measured here)"
+        bars += [{"executor": r["label"], "ms": r["seed_wall_ms"], "bars": name} for r in adds]
+    return Chart(
+        kind="bar",
+        rows=bars,
+        x="executor",
+        y="ms",
+        color="bars" if seeded else None,
+        pattern="bars" if seeded else None,
+        error_y=("above", "below"),
         barmode="group",
+        labels={"ms": "ms per call", "bars": ""},
         title="One add per call: wall time over the rounds (bars: q1-q3)",
-        yaxis_title="ms per call",
-        xaxis_title="executor",
     )
-    return fig
 
 
 @dataclass
-class Result:
+class Result(Study):
     """What notebook 04 shows and saves: the ops' places and shapes, every row, the add rows (the key
     table), the findings, and the rounds they were timed in."""
 
-    params: Params
-    env: dict
+    NOTEBOOK: ClassVar[str] = results.OP_MICROBENCHMARKS
+
     ops_in_model: list[dict]  # op, its place in one forward step
     shapes: list[dict]  # ``shape_table``
     rows: list[dict]  # ``rows``, one per (op, size, executor)
@@ -559,18 +383,12 @@ class Result:
     def device_name(self) -> str:
         return self.env["gpu"]["name"] if self.env["gpu"] else f"CPU: {self.env['cpu']}"
 
-    def save(self) -> Path:
-        """The results file of notebook 04."""
-        return results.save(
-            self.params.output_dir,
-            results.OP_MICROBENCHMARKS,
-            self.params,
-            self.env,
-            results.key_table(
-                f"One add per call (size {self.params.sizes[0]}), overhead against eager within rounds",
-                self.add_rows,
-                key_columns(self.params),
-            ),
+    def key_table(self) -> dict:
+        title = f"One add per call (size {self.params.sizes[0]}), overhead against eager within rounds"
+        return results.key_table(title, self.add_rows, key_columns(self.params))
+
+    def sections(self) -> dict:
+        return dict(
             shapes=self.shapes,
             rows=self.rows,
             findings=self.findings,
@@ -583,8 +401,7 @@ class Result:
 def run(params: Params) -> Result:
     """Notebook 04's study: the grid built, checked and timed in the same rounds (``measure``), its rows,
     the builds released, the add rows and the findings."""
-    harness.set_up(params)
-    env = environment.collect(params.device)
+    env = study.begin(params)
     cfg = model_config.config_dict(params.preset, params.layers)
     ops_in_model = [{"op": op, "in the model": OPS[op].where} for op in params.ops]
     shapes = shape_table(cfg, params)
