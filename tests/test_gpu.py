@@ -65,7 +65,7 @@ def test_steady_state_host_time_never_exceeds_the_wall_on_a_gpu(tiny):
     timed = harness.rounds(
         harness.entries(prepared, setup.kwargs), "cuda", warmup=5, iters=20, repeats=2, progress=lambda text: None
     )
-    for name, t in timed.timed.items():
+    for name, t in timed.entries.items():
         assert t.error is None and all(h <= w * 1.05 for h, w in zip(t.host_ms, t.wall_ms)), (
             name,
             t.host_ms,

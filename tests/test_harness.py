@@ -3,6 +3,7 @@
 import pytest
 
 from latency_lab.core import harness, registry, sweep, timing
+from latency_lab.core.rows import Row, plain_row
 
 
 def _prepared(name, fn, status="ok"):
@@ -21,10 +22,11 @@ def test_rounds_interleave_entries_with_the_host_reference_and_alternate_order(m
         return [x for n in names for x in ("ref", n, "ref")]
 
     assert order == block("c", "b", "a") + block("a", "b", "c") + block("c", "b", "a")
-    assert r.rounds == 2 and all(len(t.wall_ms) == 2 and len(t.host_ms) == 2 for t in r.timed.values())
+    assert r.rounds == 2 and all(len(t.wall_ms) == 2 and len(t.host_ms) == 2 for t in r.entries.values())
     assert r.reference_ms == [1.0, 1.0]
     assert all(
-        t.reference_before_ms == t.reference_after_ms == [1.0, 1.0] and t.fast == [True, True] for t in r.timed.values()
+        t.reference_before_ms == t.reference_after_ms == [1.0, 1.0] and t.fast == [True, True]
+        for t in r.entries.values()
     )
 
 
@@ -32,7 +34,7 @@ def test_probes_run_after_their_entry_in_every_round():
     seen = []
     entries = [harness.Entry("a", lambda **kw: None, {}, {"count": lambda: seen.append("probe") or len(seen)})]
     r = harness.rounds(entries, "cpu", warmup=0, iters=2, repeats=2, progress=lambda text: None)
-    assert r.timed["a"].probes["count"] == [2, 3, 4, 5]  # the warm-up round's probe is discarded
+    assert r.entries["a"].probes["count"] == [2, 3, 4, 5]  # the warm-up round's probe is discarded
 
 
 def test_within_round_ratio_cancels_a_drift_that_moves_both_sides():
@@ -57,10 +59,24 @@ def test_a_failing_entry_stops_alone_and_becomes_partial(monkeypatch):
 
     prepared = {"eager": _prepared("eager", flaky), "torch.compile": _prepared("torch.compile", lambda **kw: None)}
     r = harness.rounds(harness.entries(prepared, {}), "cpu", warmup=0, iters=1, repeats=2, progress=lambda text: None)
-    harness.apply_errors(prepared, r)
-    assert prepared["eager"].status == "partial" and "RuntimeError: boom" in prepared["eager"].reason
-    assert len(r.timed["eager"].wall_ms) == 2 and len(r.timed["torch.compile"].wall_ms) == 4
-    assert prepared["torch.compile"].status == "ok"
+    after = harness.settled(prepared, r)
+    assert after["eager"].status == "partial" and "RuntimeError: boom" in after["eager"].reason
+    assert after["eager"].fn is prepared["eager"].fn and prepared["eager"].status == "ok"  # prepared left as it was
+    assert len(r.entries["eager"].wall_ms) == 2 and len(r.entries["torch.compile"].wall_ms) == 4
+    assert after["torch.compile"] is prepared["torch.compile"]
+
+
+def test_time_prepared_times_the_ok_executors_and_settles_them():
+    prepared = {
+        "eager": _prepared("eager", lambda **kw: None),
+        "torch.compile": _prepared("torch.compile", lambda **kw: 1 / 0),
+        "thunder": _prepared("thunder", None, status="unavailable"),
+    }
+    params = type("P", (), {"device": "cpu", "warmup": 0, "iters": 1, "repeats": 1})()
+    after, r = harness.time_prepared(prepared, {}, params)
+    assert set(r.entries) == {"eager", "torch.compile"} and len(r.entries["eager"].wall_ms) == 2
+    assert [p.status for p in after.values()] == ["ok", "failed", "unavailable"]
+    assert after["torch.compile"].reason.startswith("rounds: warm-up round: ZeroDivisionError")
 
 
 def test_a_lost_cuda_context_ends_every_entry(monkeypatch):
@@ -71,7 +87,7 @@ def test_a_lost_cuda_context_ends_every_entry(monkeypatch):
     prepared = {n: _prepared(n, lambda **kw: calls.append(1)) for n in ("eager", "torch.compile")}
     r = harness.rounds(harness.entries(prepared, {}), "cpu", warmup=0, iters=1, repeats=2, progress=lambda text: None)
     harness.apply_errors(prepared, r)
-    assert all(t.error.startswith("not run: the CUDA context was lost earlier") for t in r.timed.values())
+    assert all(t.error.startswith("not run: the CUDA context was lost earlier") for t in r.entries.values())
     assert {p.status for p in prepared.values()} <= {"partial", "failed"}
 
 
@@ -90,7 +106,15 @@ def test_build_and_measure_keeps_a_failing_step_in_its_row():
 
 def test_unavailable_executors_are_rows_with_their_reason():
     p = harness.prepare(registry.REGISTRY["thunder:cudagraphs"], None, {}, "cpu")
-    assert p.status == "unavailable" and "CUDA" in p.reason and p.row()["reason"] == p.reason
+    assert p.status == "unavailable" and "CUDA" in p.reason and Row.of(p).reason == p.reason
+    assert plain_row(p, first_call_s=None) == {
+        "executor": "thunder:cudagraphs",
+        "label": registry.REGISTRY["thunder:cudagraphs"].label,
+        "status": "unavailable",
+        "reason": p.reason,
+        "notes": None,
+        "first_call_s": None,
+    }
 
 
 def test_release_drops_callables_and_reads_memory_only_on_a_gpu():
@@ -111,5 +135,5 @@ def test_sweep_builds_every_point_and_times_all_in_the_same_rounds():
     timed = sweep.time_all(built, params)
     rows = [sweep.row(b, timed).as_dict() for b in built]
     assert [r["size"] for r in rows] == [1, 2] and all(r["wall_ms"] is not None and r["status"] == "ok" for r in rows)
-    assert set(timed.timed) == {"eager @ size=1", "eager @ size=2"} and rows[0]["floor_ratio_x"] > 0
+    assert set(timed.entries) == {"eager @ size=1", "eager @ size=2"} and rows[0]["floor_ratio_x"] > 0
     assert sweep.release(built, "cpu") == {} and all(b.prepared.fn is None for b in built)

@@ -12,6 +12,7 @@ from conftest import run_runner
 
 from latency_lab.core import harness, parameters, registry
 from latency_lab.core.metrics import Stat
+from latency_lab.core.rows import HostStepRow
 from latency_lab.pages.tables import number
 from latency_lab.studies import host_overhead, thunder_breakdown
 
@@ -300,15 +301,17 @@ def _graph_rounds(with_ms, without_ms):
 
 def test_graphs_hold_only_when_the_wall_drops_enough():
     step = [
-        {
-            "executor": n,
-            "wall_ms": w,
-            "host_ms": w / 2,
-            "allocated_mib": 10.0,
-            "reserved_mib": 20.0,
-            "status": "ok",
-            "reason": None,
-        }
+        HostStepRow(
+            n,
+            n,
+            "ok",
+            None,
+            None,
+            wall_ms=Stat.of([w]),
+            host_ms=Stat.of([w / 2]),
+            allocated_mib=10.0,
+            reserved_mib=20.0,
+        )
         for n, w in (("torch.compile:reduce-overhead", 0.23), ("torch.compile", 0.95))
     ]
     cure = host_overhead.graph_rows(step, _graph_rounds(0.23, 0.95))
@@ -398,7 +401,7 @@ def test_05_runs_as_a_function_without_papermill(tmp_path):
     assert set(result.timelines) == set(result.profiled) == set(result.memory) == {"eager", "thunder:torch"}
     assert all((tmp_path / t["file"]).is_file() and t["rows"] for t in result.profiled.values())
     assert result.graphs == [] and len(result.findings) == 4 and "needs CUDA" in result.findings[-1]
-    assert set(result.timed.timed) == {"eager", "thunder:torch"} and result.first_call_s["eager"] > 0
+    assert set(result.timed.entries) == {"eager", "thunder:torch"} and result.first_call_s["eager"] > 0
     path = result.save()
     saved = json.loads(path.read_text())
     assert path.parent == tmp_path and set(saved) == RESULTS_KEYS

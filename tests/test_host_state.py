@@ -43,11 +43,11 @@ def two_state_rounds(costs: dict[str, float], rounds: int, slow_share: float, se
 
 def test_a_bimodal_series_gives_the_fast_state_and_the_slow_share():
     timed = two_state_rounds({"eager": 1.4}, rounds=60, slow_share=0.6, seed=1)
-    plain = Stat.of(timed.timed["eager"].host_ms)
-    head = timed.timed["eager"].host
+    plain = Stat.of(timed.entries["eager"].host_ms)
+    head = timed.entries["eager"].host
     assert plain.median > 1.4 * 1.3  # a median over all blocks lands in the slow state
     assert head.fast_only and head.median == pytest.approx(1.4, rel=0.02)
-    fast_blocks = [h for h, f in zip(timed.timed["eager"].host_ms, timed.timed["eager"].fast) if f]
+    fast_blocks = [h for h, f in zip(timed.entries["eager"].host_ms, timed.entries["eager"].fast) if f]
     assert (head.lo, head.hi) == host_state.bootstrap(fast_blocks)  # the median's own interval, no floor
     assert head.lo < 1.4 < head.hi and (head.hi - head.lo) / head.median < 0.05  # 1% noise: narrow
     assert 0.45 < timed.slow_share() < 0.75
@@ -59,9 +59,9 @@ def test_a_second_run_with_another_slow_share_lands_inside_the_first_interval():
     a = two_state_rounds(costs, rounds=60, slow_share=0.4, seed=2)
     b = two_state_rounds(costs, rounds=60, slow_share=0.7, seed=3)
     for n in costs:
-        ha, hb = a.timed[n].host, b.timed[n].host
+        ha, hb = a.entries[n].host, b.entries[n].host
         assert ha.lo <= hb.median <= ha.hi, n
-        assert Stat.of(b.timed[n].host_ms).median / Stat.of(a.timed[n].host_ms).median > 1.1  # all blocks: moved
+        assert Stat.of(b.entries[n].host_ms).median / Stat.of(a.entries[n].host_ms).median > 1.1  # all blocks: moved
     ra, rb = a.ratio("thunder", "torch.compile"), b.ratio("thunder", "torch.compile")
     assert ra.lo <= rb.median <= ra.hi and ra.fast_only
 
@@ -71,7 +71,7 @@ def test_a_state_flip_inside_a_round_does_not_move_the_headline():
     reference could not see) are a minority; the median over fast blocks stays put."""
     flips = {(r, "eager") for r in range(0, 60, 6)}
     timed = two_state_rounds({"eager": 1.4, "thunder": 1.55}, rounds=60, slow_share=0.5, seed=4, flips=flips)
-    assert timed.timed["eager"].host.median == pytest.approx(1.4, rel=0.03)
+    assert timed.entries["eager"].host.median == pytest.approx(1.4, rel=0.03)
     assert timed.ratio("thunder", "eager").median == pytest.approx(1.55 / 1.4, rel=0.03)
 
 
@@ -79,7 +79,7 @@ def test_too_few_fast_blocks_fall_back_to_all_and_say_so():
     """A host that flips around nearly every block (fast before it, slow after): fewer than MIN_FAST
     blocks have both references fast, so the headline is over all blocks and says so."""
     timed = two_state_rounds({"eager": 1.4}, rounds=10, slow_share=0.0, seed=5)
-    t = timed.timed["eager"]
+    t = timed.entries["eager"]
     t.reference_after_ms[3:] = [SLOW_REF] * 7
     t.mark(timed.cutoff_ms)
     head = t.host
@@ -131,9 +131,9 @@ def test_depth_fit_interval_from_the_blocks_and_a_difference_of_fits():
             "status": "ok",
             "reason": None,
             "key": f"{n} @ layers={d}",
-            "wall_ms": timed.timed[f"{n} @ layers={d}"].wall.median,
-            "host_ms": timed.timed[f"{n} @ layers={d}"].host.median,
-            "host_per_ref_x": timed.timed[f"{n} @ layers={d}"].host_per_ref.median,
+            "wall_ms": timed.entries[f"{n} @ layers={d}"].wall.median,
+            "host_ms": timed.entries[f"{n} @ layers={d}"].host.median,
+            "host_per_ref_x": timed.entries[f"{n} @ layers={d}"].host_per_ref.median,
             "kernel_ms": 0.07 * d,
         }
         for n in ("thunder", "tc")
@@ -192,7 +192,7 @@ def test_host_per_reference_reproduces_where_a_mostly_slow_run_has_no_fast_state
     a = two_state_rounds(costs, rounds=40, slow_share=0.97, seed=5)
     b = two_state_rounds(costs, rounds=40, slow_share=0.15, seed=6)
     for n, cost in costs.items():
-        ta, tb = a.timed[n], b.timed[n]
+        ta, tb = a.entries[n], b.entries[n]
         assert tb.host.median / ta.host.median < 0.75 and not ta.host.lo <= tb.host.median <= ta.host.hi  # ms
         ra, rb = ta.host_per_ref, tb.host_per_ref
         assert ra.fast_only and rb.fast_only and ra.n == sum(ta.fast) and rb.n == sum(tb.fast), n  # the fast blocks

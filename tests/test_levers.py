@@ -81,11 +81,11 @@ def test_saving_is_taken_within_rounds_and_lands_on_its_part():
         for n in ("thunder", "thunder:nv-linear", "thunder:nv-skip-cache")
     ]
     linear = rows[1]
-    assert linear["host_saved_us"] == pytest.approx(300.0) and linear["largest_change"] == "ops outside fusions 646 µs"
-    assert linear["nvfusion_regions"] == 8 and linear["other_regions"] == 0 and linear["bound_symbols"] == 53
-    assert linear["options"] == "nv_enable_linear=True, nv_enable_matmul=True" and rows[0]["host_saved_us"] is None
+    assert linear.host_saved_us.median == pytest.approx(300.0) and linear.largest_change == "ops outside fusions 646 µs"
+    assert linear.nvfusion_regions == 8 and linear.other_regions == 0 and linear.bound_symbols == 53
+    assert linear.options == "nv_enable_linear=True, nv_enable_matmul=True" and rows[0].host_saved_us is None
     # skip-cache's saving straddles zero: ranked, but not combined
-    assert [r["executor"] for r in levers.ranked(rows)] == ["thunder:nv-linear", "thunder:nv-skip-cache"]
+    assert [r.executor for r in levers.ranked(rows)] == ["thunder:nv-linear", "thunder:nv-skip-cache"]
     assert levers.best_levers(rows) == ["thunder:nv-linear"]
     text = levers.ranking_text(rows, timed)
     assert text.startswith("Host time saved per step against Thunder-nvFuser, within the rounds where both ran fast")
@@ -102,6 +102,16 @@ def test_no_baseline_no_ranking():
     rows = [levers.row(_prepared("torch.compile"), {}, timed, {}, None)]
     assert levers.ranked(rows) == [] and levers.best_levers(rows) == []
     assert levers.ranking_text(rows, timed) == "No lever ran beside the baseline here, so none is ranked."
+
+
+def test_a_lever_this_thunder_refuses_comes_back_unavailable_and_the_build_is_left_alone():
+    refused = harness.Prepared(registry.REGISTRY["thunder:cache-symbolic"], "failed", reason="first call: TypeError: x")
+    out = levers.unsupported(refused)
+    assert out.status == "unavailable" and out.reason == "this Thunder cannot run cache='symbolic values': TypeError: x"
+    assert refused.status == "failed" and refused.reason == "first call: TypeError: x"
+    broken = harness.Prepared(registry.REGISTRY["thunder:cache-symbolic"], "failed", reason="kernels: boom")
+    baseline = harness.Prepared(registry.REGISTRY["thunder"], "failed", reason="first call: TypeError: x")
+    assert levers.unsupported(broken) is broken and levers.unsupported(baseline) is baseline  # not refused, no lever
 
 
 def test_nothing_to_move_reads_the_baseline_trace():
@@ -147,11 +157,11 @@ def test_combination_rows_compare_within_rounds_at_each_depth():
     rows = [levers.combination_row(k, p, timed, depth_of, combined.name) for k, p in stage.items()]
     combo = rows[0]
     assert (
-        combo["combined"]
-        and combo["vs_baseline_x"] == pytest.approx(2.0 / 2.4)
-        and combo["vs_reference_x"] == pytest.approx(2.0 / 0.95)
+        combo.combined
+        and combo.vs_baseline_x.median == pytest.approx(2.0 / 2.4)
+        and combo.vs_reference_x.median == pytest.approx(2.0 / 0.95)
     )
-    assert rows[1]["vs_baseline_x"] is None
+    assert rows[1].vs_baseline_x is None
     [text] = levers.combination_text(rows, depth_of, {1: 0.15})
     assert "At 1 layer: thunder:nv-linear" in text and "does not reach torch.compile's wall" in text
 
@@ -212,7 +222,7 @@ def test_07_runs_as_a_function_without_papermill(tmp_path, monkeypatch):
     assert [r["executor"] for r in result.levers] == [*rows, *levers.NO_SWITCH]
     assert rows["thunder"]["status"] == "unavailable" and "CUDA" in rows["thunder"]["reason"]
     assert rows["thunder:cache-same-input"]["status"] in ("ok", "unavailable")
-    assert rows["eager"]["status"] == "ok" and rows["eager"]["wall_ms"] > 0 and set(result.timed.timed) >= {"eager"}
+    assert rows["eager"]["status"] == "ok" and rows["eager"]["wall_ms"] > 0 and set(result.timed.entries) >= {"eager"}
     assert result.parts == result.regions == result.counterfactual == result.combination == []
     assert result.findings[0] == "No lever ran beside the baseline here, so none is ranked."
     path = result.save()

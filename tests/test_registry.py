@@ -11,6 +11,7 @@ from latency_lab.core import harness
 from latency_lab.core import model as llama
 from latency_lab.core import parameters as P
 from latency_lab.core import registry as E
+from latency_lab.core.rows import plain_row
 
 SEED_LABELS = {
     "thunder": "Thunder-nvFuser",
@@ -84,7 +85,7 @@ def test_prepare_rows_for_ok_unavailable_and_failed():
         "passed"
     ]
     off = harness.prepare(E.REGISTRY["thunder"], setup.model, setup.kwargs, "cpu")
-    assert off.status == "unavailable" and off.row()["reason"] == off.reason and off.fn is None
+    assert off.status == "unavailable" and plain_row(off)["reason"] == off.reason and off.fn is None
 
     def broken(**kwargs):
         raise RuntimeError("boom")

@@ -3,6 +3,9 @@ notebook's column list checked against the row type it shows."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import fields
+
 import pytest
 
 from latency_lab.core import rows as R
@@ -56,3 +59,51 @@ def test_derived_columns_are_computed_where_the_type_is_declared():
     noted.note(None)
     noted.note("second")
     assert noted.notes == "first; second"
+
+
+WALL = Stat(2.0, 1.9, 2.1, 1.8, 2.2, 2.0, 0.1, 8, lo=1.8, hi=2.2, fast_only=True)
+HOST = Stat(1.5, 1.4, 1.6, 1.3, 1.7, 1.5, 0.1, 8)  # no interval, no fast-only flag
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        R.ExecutorRow("x", "X", "ok", None, "a note", wall_ms=WALL, host_ms=HOST, kernel_ms=0.5, kernels_per_step=4),
+        R.ExecutorRow("y", "Y", "unavailable", "needs CUDA", None),
+        R.PointRow("eager", "torch-eager", "ok", None, None, wall_ms=WALL, axes={"layers": 2, "tokens": 6}),
+        R.LeverRow("thunder:nv-linear", "L", "ok", None, None, host_saved_us=WALL, saving="same", floor_ms=0.1),
+        R.CombinationRow(
+            "c", "C", "partial", "rounds: boom", None, key="c @ layers=1", combined=True, vs_baseline_x=HOST
+        ),
+        R.ScalingRow("eager", "E", "ok", None, None, axes={"layers": 1}, sweep="depth", loop_ms=WALL, near_tie=False),
+    ],
+    ids=lambda row: type(row).__name__,
+)
+def test_a_row_reads_back_into_its_type_from_what_it_wrote(row):
+    d = row.as_dict()
+    back = type(row).from_dict(json.loads(json.dumps(d)))  # as a results file holds it
+    assert type(back) is type(row) and back.as_dict() == d
+    for f in fields(row):  # statistics come back with what a row holds of them: median, quartiles, interval, flag
+        mine, theirs = getattr(row, f.name), getattr(back, f.name)
+        if isinstance(mine, Stat):
+            assert (theirs.median, theirs.q1, theirs.q3, theirs.lo, theirs.hi, theirs.fast_only) == (
+                mine.median,
+                mine.q1,
+                mine.q3,
+                mine.lo,
+                mine.hi,
+                mine.fast_only,
+            )
+        else:
+            assert theirs == mine, f.name
+
+
+def test_a_row_reads_back_from_its_results_file_form_ignoring_columns_of_other_types():
+    row = R.ExecutorRow("x", "X", "ok", None, None, wall_ms=WALL, kernel_ms=0.5)
+    flat = row.as_dict()
+    assert flat["wall_ms"] == 2.0 and flat["wall_lo_ms"] == 1.8 and flat["wall_fast_only"] is True
+    assert flat["cpu_overhead_ms"] == pytest.approx(1.5) and "host_lo_ms" not in flat  # no interval, no lo column
+    assert (
+        R.StepRow.from_dict({**row.as_dict(), "source": "measured here"}).as_dict()
+        == R.StepRow("x", "X", "ok", None, None, wall_ms=WALL, kernel_ms=0.5).as_dict()
+    )

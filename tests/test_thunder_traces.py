@@ -3,6 +3,7 @@ nvFusion / CUDAGraph shapes) and on the tiny run's results file."""
 
 from __future__ import annotations
 
+import copy
 from types import SimpleNamespace
 
 import pytest
@@ -185,7 +186,7 @@ def test_from_run_reads_the_rows_02_took_in_the_same_run_only(tmp_path, monkeypa
     assert thunder_traces.from_run(params, names) is None
 
 
-def test_taken_rows_move_each_trace_out_of_measured():
+def test_taken_rows_take_each_trace_out_of_what_was_measured_and_leave_it_alone():
     prepared = {
         "eager": Prepared(REGISTRY["eager"], "ok"),
         "thunder:torch": Prepared(REGISTRY["thunder:torch"], "ok"),
@@ -193,14 +194,20 @@ def test_taken_rows_move_each_trace_out_of_measured():
     }
     measured = {
         "eager": {"trace": None, "wall": 1},
-        "thunder:torch": {"trace": {"executor": "thunder:torch", "status": "ok"}},
+        "thunder:torch": {"trace": {"executor": "thunder:torch", "status": "ok"}, "kernels": {}},
     }
-    rows = thunder_traces.taken_rows(prepared, measured)
-    assert (
-        rows["thunder:torch"] == {"executor": "thunder:torch", "status": "ok"}
-        and "trace" not in measured["thunder:torch"]
-    )
-    assert rows["thunder"]["status"] == "unavailable" and "eager" not in rows and measured["eager"] == {"wall": 1}
+    before = copy.deepcopy(measured)
+    rows, rest = thunder_traces.taken_rows(prepared, measured)
+    assert rows["thunder:torch"] == {"executor": "thunder:torch", "status": "ok"}
+    assert rows["thunder"] == {
+        "executor": "thunder",
+        "label": REGISTRY["thunder"].label,
+        "status": "unavailable",
+        "reason": "needs a CUDA device",
+        "notes": None,
+    }
+    assert "eager" not in rows and rest == {"eager": {"wall": 1}, "thunder:torch": {"kernels": {}}}
+    assert measured == before  # what was measured is left as it was
 
 
 def test_compile_stats_of_a_plain_function_is_notes_only():

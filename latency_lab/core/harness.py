@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import gc
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import torch
@@ -66,17 +66,6 @@ class Prepared:
     @property
     def name(self) -> str:
         return self.executor.name
-
-    def row(self, **metrics) -> dict:
-        """A results row: identity, status, reason and notes, then ``metrics``."""
-        return {
-            "executor": self.executor.name,
-            "label": self.executor.label,
-            "status": self.status,
-            "reason": self.reason,
-            "notes": "; ".join(self.notes) or None,
-            **metrics,
-        }
 
     def fail(self, error: BaseException, during: str) -> None:
         """Mark a measurement failure: the row keeps its error instead of crashing the notebook."""
@@ -329,7 +318,7 @@ class Rounds:
     """What ``rounds`` measured: per entry its ``Timed``, the host reference per round (ms), and the
     method and sizes of the blocks."""
 
-    timed: dict[str, Timed]
+    entries: dict[str, Timed]  # by executor (or key): its blocks
     reference_ms: list[float]
     method: str
     warmup: int
@@ -347,7 +336,7 @@ class Rounds:
         cut-off (the host's states are the machine's, whichever set a block ran in)."""
         first = parts[0]
         done = cls(
-            {n: t for r in parts for n, t in r.timed.items()},
+            {n: t for r in parts for n, t in r.entries.items()},
             [x for r in parts for x in r.reference_ms],
             first.method,
             first.warmup,
@@ -355,13 +344,13 @@ class Rounds:
             sum(r.rounds for r in parts),
         )
         cut = done.cutoff_ms
-        for t in done.timed.values():
+        for t in done.entries.values():
             t.mark(cut)
         return done
 
     def references(self) -> list[float]:
         """Every host reference of the rounds: the two around each block."""
-        return [x for t in self.timed.values() for x in (*t.reference_before_ms, *t.reference_after_ms)]
+        return [x for t in self.entries.values() for x in (*t.reference_before_ms, *t.reference_after_ms)]
 
     @property
     def cutoff_ms(self) -> float | None:
@@ -373,12 +362,12 @@ class Rounds:
 
     def fast_blocks(self) -> tuple[int, int]:
         """Blocks that ran in the fast state, and all blocks."""
-        return sum(sum(t.fast) for t in self.timed.values()), sum(len(t.wall_ms) for t in self.timed.values())
+        return sum(sum(t.fast) for t in self.entries.values()), sum(len(t.wall_ms) for t in self.entries.values())
 
     def per_round(self, name: str, metric: str) -> list[float]:
         """An entry's ``metric`` per round; host per reference (``host_per_ref_x``) in units of the round's
         one reference, the same for every block of the round."""
-        t = self.timed[name]
+        t = self.entries[name]
         if metric == "host_per_ref_x":
             return [h / r for h, r in zip(t.host_ms, t.round_reference_ms or self.reference_ms)]
         return getattr(t, metric)
@@ -386,9 +375,9 @@ class Rounds:
     def paired(self, a: str, b: str, metric: str, combine: Callable[[float, float], float]) -> Stat | None:
         """``combine(a, b)`` round by round (both measured in the same round) over the rounds where both
         blocks ran fast (all rounds when too few did), with its interval over those rounds."""
-        if a not in self.timed or b not in self.timed:
+        if a not in self.entries or b not in self.entries:
             return None
-        ta, tb = self.timed[a], self.timed[b]
+        ta, tb = self.entries[a], self.entries[b]
         xs, ys = self.per_round(a, metric), self.per_round(b, metric)
         ka, kb = ta.keep(), tb.keep()
         pairs = [
@@ -402,7 +391,7 @@ class Rounds:
 
     def slow_state_bias(self) -> float | None:
         """The median over entries of ``Timed.slow_state_bias``; None where no entry has one."""
-        found = sorted(b for t in self.timed.values() if (b := t.slow_state_bias()) is not None)
+        found = sorted(b for t in self.entries.values() if (b := t.slow_state_bias()) is not None)
         return found[len(found) // 2] if found else None
 
     def drift_pct(self) -> float | None:
@@ -417,7 +406,7 @@ class Rounds:
 
     def record(self, name: str) -> dict:
         """The entry's results record: wall and host statistics, passes, every block, its error."""
-        t = self.timed[name]
+        t = self.entries[name]
         first, second = t.passes()
         return {
             "method": self.method,
@@ -441,7 +430,7 @@ class Rounds:
 
     def sections(self) -> dict:
         """A results file's ``rounds`` (every entry's blocks) and ``host_reference``, as every study saves them."""
-        return {"rounds": {n: self.record(n) for n in self.timed}, "host_reference": self.reference_record()}
+        return {"rounds": {n: self.record(n) for n in self.entries}, "host_reference": self.reference_record()}
 
     def reference_record(self) -> dict:
         ref = self.reference
@@ -581,11 +570,32 @@ def entries(prepared: dict[str, Prepared], kwargs: dict, probes: dict[str, dict]
     return [Entry(n, p.fn, kwargs, (probes or {}).get(n, {})) for n, p in prepared.items() if p.ok]
 
 
+def settled(prepared: dict[str, Prepared], timed: Rounds) -> dict[str, Prepared]:
+    """The executors as the rounds left them: one whose blocks stopped part-way comes back ``partial``
+    (its blocks before the error stand), one with no block at all ``failed``, the reason saying where
+    it stopped; every other one as it is. ``prepared`` is left as it is."""
+    return {name: _after_rounds(p, timed.entries.get(name)) for name, p in prepared.items()}
+
+
+def _after_rounds(p: Prepared, t: Timed | None) -> Prepared:
+    if not (t and t.error and p.ok):
+        return p
+    return replace(
+        p, status="partial" if t.wall_ms else "failed", reason="; ".join(filter(None, (p.reason, f"rounds: {t.error}")))
+    )
+
+
 def apply_errors(prepared: dict[str, Prepared], timed: Rounds) -> None:
-    """An executor whose blocks stopped part-way is ``partial`` (its blocks before the error stand),
-    one with no block at all ``failed``; the reason says where it stopped."""
-    for name, t in timed.timed.items():
-        p = prepared[name]
-        if t.error and p.ok:
-            p.status = "partial" if t.wall_ms else "failed"
-            p.reason = "; ".join(filter(None, (p.reason, f"rounds: {t.error}")))
+    """``settled`` written into the ``Prepared``s of ``prepared`` themselves, for a caller that keeps them
+    elsewhere too (``sweep.time_all``: its builds)."""
+    for name, p in settled(prepared, timed).items():
+        prepared[name].status, prepared[name].reason = p.status, p.reason
+
+
+def time_prepared(
+    prepared: dict[str, Prepared], kwargs: dict, params, probes: dict[str, dict] | None = None
+) -> tuple[dict[str, Prepared], Rounds]:
+    """Every executor of ``prepared`` that is ok in the same rounds (``rounds`` over ``entries``, their
+    blocks as ``params`` asks), and the executors as the rounds left them (``settled``)."""
+    timed = rounds(entries(prepared, kwargs, probes), params.device, params.warmup, params.iters, params.repeats)
+    return settled(prepared, timed), timed

@@ -4,16 +4,20 @@
 ``as_dict`` is the row as results files and tables hold it: a field holding a ``Stat`` becomes its
 median and quartiles, and its interval where it has one, under the field's name (``wall_ms``,
 ``wall_q1_ms``, ..., ``Stat.flat``); a field holding a dict (a sweep point's axes, declared as data
-by each sweep) is spliced in. ``columns`` names what a row of the type can hold besides those, so the
-notebooks' column lists are checked against their row types. Columns a type derives (a floor ratio, how busy the GPU
-is) are computed in ``__post_init__``, once, where the type is declared.
+by each sweep) is spliced in. ``from_dict`` reads that form back into the type. ``columns`` names what a
+row of the type can hold besides those, so the notebooks' column lists are checked against their row
+types. Columns a type derives (a floor ratio, how busy the GPU is) are computed in ``__post_init__``,
+once, where the type is declared.
+
+A row also reads as its results-file form, column by column (``row["wall_ms"]``, ``row.get(...)``), for
+code that takes rows as the results files hold them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
-from .metrics import INTERVAL_PARTS, SPREAD_PARTS, Stat, host_bound, join, split_unit
+from .metrics import INTERVAL_PARTS, SPREAD_PARTS, Stat, fast_only_name, host_bound, join, split_unit
 
 
 @dataclass
@@ -45,6 +49,27 @@ class Row:
         return out
 
     @classmethod
+    def from_dict(cls, d: dict):
+        """The row of this type that ``as_dict`` made ``d`` from (a results file's row): its fields, each
+        statistic rebuilt from its columns (``_stat_from``), the columns no field names spliced back into
+        the type's dict field (a sweep point's axes), derived columns computed again. Columns this type
+        does not hold are left out."""
+        values: dict = {}
+        named: set[str] = set()
+        spliced = None
+        for f in fields(cls):
+            if f.type == "dict":
+                spliced = f.name
+                continue
+            named.update(_columns_of(f))
+            if not f.init or f.name not in d:
+                continue
+            values[f.name] = _stat_from(d, f.name) if _is_stat(f) else d[f.name]
+        if spliced:
+            values[spliced] = {k: v for k, v in d.items() if k not in named}
+        return cls(**values)
+
+    @classmethod
     def columns(cls) -> list[str]:
         """Every column a row of this type can have (a spliced dict's keys are the row's own)."""
         out = []
@@ -64,6 +89,32 @@ class Row:
 
 def _is_stat(f) -> bool:
     return "Stat" in str(f.type)
+
+
+def _columns_of(f) -> list[str]:
+    """The columns field ``f`` becomes in ``as_dict``: its name, and a statistic's parts and flag."""
+    if not _is_stat(f):
+        return [f.name]
+    base, unit = split_unit(f.name)
+    parts = [join(f"{base}_{part}", unit) for part in SPREAD_PARTS + INTERVAL_PARTS]
+    return [f.name, *parts, fast_only_name(f.name)]
+
+
+def _stat_from(d: dict, name: str) -> Stat | None:
+    """The statistic ``Stat.flat(name)`` wrote into ``d``: its median, quartiles, interval and fast-only
+    flag. A row holds no more of it: min, max, mean, std and n come back None. None where ``d`` has no
+    median."""
+    if d.get(name) is None:
+        return None
+    base, unit = split_unit(name)
+    q1, q3, lo, hi = (d.get(join(f"{base}_{part}", unit)) for part in SPREAD_PARTS + INTERVAL_PARTS)
+    return Stat(d[name], q1, q3, None, None, None, None, None, lo=lo, hi=hi, fast_only=d.get(fast_only_name(name)))
+
+
+def plain_row(p, **values) -> dict:
+    """A results row without a type of its own (a Thunder trace row, a build's first call): the identity
+    and outcome of ``harness.Prepared`` ``p`` (``Row.of``), then ``values``, which may replace them."""
+    return {**Row.of(p).as_dict(), **values}
 
 
 @dataclass

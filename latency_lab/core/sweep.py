@@ -143,7 +143,7 @@ def time_all(built: list[Built], params, probes: dict[str, dict] | None = None) 
         if b.prepared.ok
     ]
     timed = harness.rounds(entries, params.device, params.warmup, params.iters, params.repeats)
-    harness.apply_errors({b.key: b.prepared for b in built if b.key in timed.timed}, timed)
+    harness.apply_errors({b.key: b.prepared for b in built if b.key in timed.entries}, timed)
     return timed
 
 
@@ -170,7 +170,7 @@ def row(b: Built, timed: Rounds, kind: type[PointRow] = PointRow, **more) -> Poi
         first_call_s=b.prepared.first_call_s,
         first_call_cache_hits=(b.measured.get("compile caches") or {}).get("hits"),
         rel_err=(b.measured.get("output") or {}).get("rel_err"),
-        **PointRow.timed(timed.timed.get(b.key)),
+        **PointRow.timed(timed.entries.get(b.key)),
         kernel_ms=kernels.get("kernel_ms"),
         kernels_per_step=kernels.get("kernels_per_step"),
         floor_ms=b.case.floor_ms,

@@ -24,7 +24,7 @@ import shutil
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..core import builds, environment, harness, model, paired, registry, results, timing
@@ -34,6 +34,7 @@ from ..core.parameters import Params
 from ..core.progress import say
 from ..pages.tables import number
 from . import ab_worker
+from .study import Study, rounds_text
 
 A, TWIN, B = "A", "A'", "B"  # the workers: build A, a second worker of build A (the control), build B
 BUILD_TIMEOUT_S = 1800  # a worker's model and first calls (Thunder at 16 layers: minutes)
@@ -178,12 +179,14 @@ def planted_label(pct: float) -> str:
 
 
 @dataclass
-class Result:
+class Result(Study):
     """Notebook 08's run: the builds, the verdicts (B against A and the controls), kernels, parts,
     logits, findings, and the rounds."""
 
-    params: Params
-    env: dict
+    NOTEBOOK = results.AB_BUILDS
+    TITLE = "B against A and the controls, paired per round"
+    COLUMNS = KEY_COLUMNS
+
     builds: list[dict]  # per worker: the build, its versions and folders' git state
     differs: list[str]  # what differs between A and B (empty: the same stack, or no B)
     table: list[dict]  # the key table: per executor, comparison and metric
@@ -198,27 +201,25 @@ class Result:
     delays_us: dict = field(default_factory=dict)
     costs: list[dict] = field(default_factory=list)  # ``cost_rows``
 
-    def save(self) -> Path:
-        return results.save(
-            self.params.output_dir,
-            results.AB_BUILDS,
-            self.params,
-            self.env,
-            results.key_table("B against A and the controls, paired per round", self.table, KEY_COLUMNS),
-            findings=self.findings,
-            builds=self.builds,
-            differs=self.differs,
-            controls=self.controls,
-            kernels=self.kernels,
-            parts=self.parts,
-            logits=self.logits,
-            executors=self.executors,
-            min_effect=self.min_effect,
-            planted_delays_us=self.delays_us,
-            block_costs=self.costs,
-            method=paired.METHOD,
+    def key_table_rows(self) -> list[dict]:
+        return self.table
+
+    def sections(self) -> dict:
+        return {
+            "findings": self.findings,
+            "builds": self.builds,
+            "differs": self.differs,
+            "controls": self.controls,
+            "kernels": self.kernels,
+            "parts": self.parts,
+            "logits": self.logits,
+            "executors": self.executors,
+            "min_effect": self.min_effect,
+            "planted_delays_us": self.delays_us,
+            "block_costs": self.costs,
+            "method": paired.METHOD,
             **(self.timed.sections() if self.timed else {}),
-        )
+        }
 
 
 def workers_for(params: Params, cache_root: Path) -> list[Worker]:
@@ -300,10 +301,10 @@ def entries_for(
 
 def comparisons(name: str, timed: Rounds, params: Params) -> list[tuple[str, str]]:
     """(comparison, the entry read against A) for one executor: B, the A/A control, each planted."""
-    whos = [B] if entry_name(name, B) in timed.timed else []
+    whos = [B] if entry_name(name, B) in timed.entries else []
     whos += [TWIN, *(planted_label(p) for p in params.planted_pct)]
     label = {B: "B vs A", TWIN: "A' vs A (A/A control)"}
-    return [(label.get(w, f"{w} vs A"), entry_name(name, w)) for w in whos if entry_name(name, w) in timed.timed]
+    return [(label.get(w, f"{w} vs A"), entry_name(name, w)) for w in whos if entry_name(name, w) in timed.entries]
 
 
 def metrics_for(device: str) -> tuple[str, ...]:
@@ -315,11 +316,11 @@ def change_rows(timed: Rounds, params: Params, min_effect: dict) -> list[dict]:
     """The key table: per executor, comparison and metric, the paired change against A."""
     rows = []
     for name in params.executors:
-        base = timed.timed.get(entry_name(name, A))
+        base = timed.entries.get(entry_name(name, A))
         if base is None:
             continue
         for comparison, other in comparisons(name, timed, params):
-            t = timed.timed[other]
+            t = timed.entries[other]
             for metric in metrics_for(params.device):
                 c = paired.change(
                     metric, getattr(base, metric), getattr(t, metric), base.keep(), t.keep(), min_effect.get(metric, 0)
@@ -384,12 +385,12 @@ def parts_rows(timed: Rounds, params: Params) -> list[dict]:
     A differ by in this run); the control's own rows show what no change looks like, part by part."""
     rows = []
     for name in params.executors:
-        a = timed.timed.get(entry_name(name, A))
+        a = timed.entries.get(entry_name(name, A))
         if a is None or "parts" not in a.probes:
             continue
         control = {}
         for other in (TWIN, B):
-            b = timed.timed.get(entry_name(name, other))
+            b = timed.entries.get(entry_name(name, other))
             if b is None:
                 continue
             pa, pb = a.probes["parts"], b.probes["parts"]
@@ -647,25 +648,25 @@ class Session:
         table = change_rows(timed, p, {k: v for k, v in effects.items() if k in metrics_for(p.device)})
         table += failed_entries(p, self.built, self.by_label)
         hello = self.hello
+        both = "packages" in hello.get(B, {}) and "packages" in hello[A]
         result = Result(
-            p,
-            {},
-            build_rows(self.workers, hello),
-            builds.differences(hello[A], hello[B]) if "packages" in hello.get(B, {}) and "packages" in hello[A] else [],
-            table,
-            control_rows(table, self.delays, timed),
-            kernel_rows(self.by_label, self.built, p) if extras else [],
-            parts_rows(timed, p),
-            logits_rows(self.built, p),
-            executor_rows(self.workers, self.built, p),
-            effects,
-            [],
-            timed,
-            self.delays,
-            cost_rows(entries),
+            params=p,
+            env={},
+            builds=build_rows(self.workers, hello),
+            differs=builds.differences(hello[A], hello[B]) if both else [],
+            table=table,
+            controls=control_rows(table, self.delays, timed),
+            kernels=kernel_rows(self.by_label, self.built, p) if extras else [],
+            parts=parts_rows(timed, p),
+            logits=logits_rows(self.built, p),
+            executors=executor_rows(self.workers, self.built, p),
+            min_effect=effects,
+            findings=[],
+            timed=timed,
+            delays_us=self.delays,
+            costs=cost_rows(entries),
         )
-        result.findings = findings(result)
-        return result
+        return replace(result, findings=findings(result))
 
 
 def run(params: Params) -> Result:
@@ -674,11 +675,10 @@ def run(params: Params) -> Result:
     env = environment.collect(params.device)
     print(
         f"device {params.device} · {params.layers} layer(s) · builds A{', B' if params.build_b is not None else ''} "
-        f"(and A' of A) · warm-up {params.warmup} · {params.iters} calls per block · {2 * params.repeats} rounds"
+        f"(and A' of A) · {rounds_text(params)}"
     )
     with Session(params) as session:
-        result = session.trial(params.seed)
-    result.env = env
+        result = replace(session.trial(params.seed), env=env)
     for row in result.table:  # the verdicts in the runner's output too, not only on the page
         if row.get("verdict") and (row["comparison"] == "B vs A" or row["metric"] == "host_ms"):
             say(f"{row['executor']} {row['metric'].removesuffix('_ms')} · {row['comparison']}: {row['verdict']}")

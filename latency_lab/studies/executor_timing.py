@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-from ..core import environment, harness, model, registry, results, seed_numbers
+from ..core import harness, model, registry, results, seed_numbers
 from ..core.harness import Prepared, Rounds
 from ..core.metrics import Stat
 from ..core.parameters import Params
-from ..core.rows import ExecutorRow
+from ..core.rows import ExecutorRow, plain_row
 from ..pages.tables import number
 from . import thunder_traces
+from .study import Study, begin_with_model, build_selected, rounds_text
 
 AGREEMENT = 0.10  # two ABBA passes of one executor should agree within 10%
 TIMEIT_RUNS = 7  # %timeit -r: the seed's "mean ± std. dev. of 7 runs"
@@ -78,12 +78,12 @@ KEY_COLUMNS = [
 ]
 
 
-def row(p: Prepared, measured: dict | None, timed: Rounds, floor_ms: float | None) -> dict:
-    """One executor's row (``rows.ExecutorRow``): wall and steady-state host time with quartiles,
+def row(p: Prepared, measured: dict | None, timed: Rounds, floor_ms: float | None) -> ExecutorRow:
+    """One executor's row: wall and steady-state host time with quartiles,
     kernel time and count, the seed's derived columns, how busy the GPU is and whether the step is
     host-bound, the floor ratio, noise and provenance."""
     measured = measured or {}
-    t = timed.timed.get(p.name)
+    t = timed.entries.get(p.name)
     wall = t.wall if t else None
     kernels = measured.get("kernels") or {}
     timeit = measured.get("timeit") or {}
@@ -104,10 +104,10 @@ def row(p: Prepared, measured: dict | None, timed: Rounds, floor_ms: float | Non
         noisy=bool(wall.noisy or (ratio is not None and abs(ratio - 1) > AGREEMENT)) if wall else None,
     )
     out.note(kernels.get("reason"))
-    return out.as_dict()
+    return out
 
 
-def rows(prepared: dict[str, Prepared], measured: dict, timed: Rounds, floor_ms: float | None) -> list[dict]:
+def rows(prepared: dict[str, Prepared], measured: dict, timed: Rounds, floor_ms: float | None) -> list[ExecutorRow]:
     return [row(p, measured.get(n), timed, floor_ms) for n, p in prepared.items()]
 
 
@@ -120,7 +120,7 @@ def seed_frame_rows(table: list[dict], columns: list[str]) -> list[dict]:
 def wall_rows(timed: Rounds) -> list[dict]:
     """Per executor and the host reference: median and quartiles of its blocks, each pass's median."""
     out = []
-    for name, t in timed.timed.items():
+    for name, t in timed.entries.items():
         first, second = t.passes()
         out.append(
             {
@@ -140,7 +140,7 @@ def wall_rows(timed: Rounds) -> list[dict]:
 def drift_rows(timed: Rounds) -> list[dict]:
     """Every block in time order, relative to its executor's median, and the host reference per round:
     a drift of the machine moves all of them together; an executor's own noise moves it alone."""
-    series = {n: t.wall_ms for n, t in timed.timed.items() if t.wall_ms}
+    series = {n: t.wall_ms for n, t in timed.entries.items() if t.wall_ms}
     series["host reference"] = timed.reference_ms
     out = []
     for name, xs in series.items():
@@ -156,16 +156,16 @@ def tied(timed: Rounds, fast: str, slow: str) -> bool:
     return r is None or r.q1 <= 1.0
 
 
-def ranking_text(table: list[dict], timed: Rounds) -> str:
+def ranking_text(table: list[ExecutorRow], timed: Rounds) -> str:
     """Fastest to slowest by median wall time; two neighbours whose within-round ratio does not
     separate them are a tie ("~", explained where there is one)."""
-    ranked = sorted((r for r in table if r["wall_ms"] is not None), key=lambda r: r["wall_ms"])
+    ranked = sorted((r for r in table if r.wall is not None), key=lambda r: r.wall)
     if not ranked:
         return "No executor produced a wall time here."
-    order = f"{ranked[0]['executor']} ({number(ranked[0]['wall_ms'])} ms)"
+    order = f"{ranked[0].executor} ({number(ranked[0].wall)} ms)"
     for prev, r in zip(ranked, ranked[1:]):
-        sign = "~" if tied(timed, prev["executor"], r["executor"]) else "<"
-        order += f" {sign} {r['executor']} ({number(r['wall_ms'])} ms)"
+        sign = "~" if tied(timed, prev.executor, r.executor) else "<"
+        order += f" {sign} {r.executor} ({number(r.wall)} ms)"
     tie = (
         " '~': the within-round ratio of the two does not separate them (its quartiles include 1)."
         if " ~ " in order
@@ -174,17 +174,15 @@ def ranking_text(table: list[dict], timed: Rounds) -> str:
     return f"Fastest to slowest by median wall time: {order}.{tie}"
 
 
-def seed_order_text(table: list[dict], timed: Rounds, params) -> str | None:
+def seed_order_text(table: list[ExecutorRow], timed: Rounds, params) -> str | None:
     """Whether the seed's DGX H100 wall-time order holds here: said only on a GPU run of the seed
     preset, the only runs whose step is the seed's."""
     if not (params.is_cuda and params.preset == "seed"):
         return None
     seed = seed_numbers.SEED_NSIGHT_DGX_H100["rows"]
     here = [
-        r["executor"]
-        for r in sorted(
-            (r for r in table if r["wall_ms"] is not None and r["executor"] in seed), key=lambda r: r["wall_ms"]
-        )
+        r.executor
+        for r in sorted((r for r in table if r.wall is not None and r.executor in seed), key=lambda r: r.wall)
     ]
     if len(here) < 2:
         return "Too few of the seed's executors ran here to compare orders with the seed's DGX H100 table."
@@ -204,22 +202,22 @@ def seed_order_text(table: list[dict], timed: Rounds, params) -> str | None:
     )
 
 
-def host_bound_text(table: list[dict]) -> str | None:
+def host_bound_text(table: list[ExecutorRow]) -> str | None:
     """Which steps are host-bound (host time per step >= kernel time per step) and which the GPU
     bounds; a CUDA-graph executor that stays host-bound is named: host work survives its replay."""
-    judged = [r for r in table if r["host_bound"] is not None]
+    judged = [r for r in table if r.host_bound is not None]
     if not judged:
         return None
 
     def each(rs):
-        return ", ".join(f"{r['executor']} ({number(r['host_ms'])} vs {number(r['kernel_ms'])})" for r in rs) or "none"
+        return ", ".join(f"{r.executor} ({number(r.host)} vs {number(r.kernel_ms)})" for r in rs) or "none"
 
-    bound = [r for r in judged if r["host_bound"]]
+    bound = [r for r in judged if r.host_bound]
     text = (
         "Host-bound (host time per step at least the kernels' time per step, ms: the GPU waits for the host): "
-        f"{each(bound)}. Bound by the GPU: {each([r for r in judged if not r['host_bound']])}."
+        f"{each(bound)}. Bound by the GPU: {each([r for r in judged if not r.host_bound])}."
     )
-    graphs = [r["executor"] for r in bound if r["executor"] in {g for g, _ in registry.GRAPH_PAIRS}]
+    graphs = [r.executor for r in bound if r.executor in {g for g, _ in registry.GRAPH_PAIRS}]
     if graphs:
         one = len(graphs) == 1
         text += (
@@ -242,7 +240,7 @@ def cpu_text(params) -> str | None:
     )
 
 
-def findings(table: list[dict], timed: Rounds, params) -> list[str]:
+def findings(table: list[ExecutorRow], timed: Rounds, params) -> list[str]:
     return [
         t
         for t in (
@@ -265,64 +263,84 @@ def top_kernels(measured: dict, n: int = 5) -> list[dict]:
     ]
 
 
-def bar_rows(table: list[dict]) -> list[dict]:
+def bar_rows(table: list[ExecutorRow]) -> list[dict]:
     """Per executor with a wall time: its kernel time and CPU overhead (wall - kernel) as two parts;
     none without device kernels."""
     return [
-        {"executor": r["label"], "part": part, "ms": r[key]}
+        {"executor": r.label, "part": part, "ms": ms}
         for r in table
-        if r["wall_ms"] is not None
-        for part, key in (("kernel time", "kernel_ms"), ("CPU overhead (wall - kernel)", "cpu_overhead_ms"))
-        if r[key] is not None
+        if r.wall is not None
+        for part, ms in (("kernel time", r.kernel_ms), ("CPU overhead (wall - kernel)", r.cpu_overhead_ms))
+        if ms is not None
     ]
 
 
-def kernel_rows(table: list[dict], seed: list[dict]) -> list[dict]:
+def kernel_rows(table: list[ExecutorRow], seed: list[dict]) -> list[dict]:
     """Kernels per step of the rows here and of the seed's, each with its source."""
-    return [
-        {**r, "source": r.get("source", "measured here")} for r in table + seed if r.get("kernels_per_step") is not None
+    here = [{**r.as_dict(), "source": "measured here"} for r in table if r.kernels_per_step is not None]
+    return here + [
+        {**r, "source": r.get("source", "measured here")} for r in seed if r.get("kernels_per_step") is not None
     ]
 
 
 @dataclass
-class Result:
-    """What notebook 02 shows and saves."""
+class Result(Study):
+    """What notebook 02 shows and saves: the executors' rows as ``ExecutorRow``s, and the tables the
+    notebook shows from them (``rows``, ``table_rows``, ``noise_rows``, ``ran``: as the results file
+    holds rows)."""
 
-    params: Params
-    env: dict
+    NOTEBOOK = results.EXECUTOR_TIMING
+    TITLE = "Executor timing"
+    COLUMNS = KEY_COLUMNS
+
     floor: dict  # model.bandwidth_floor
     builds: list[dict]  # build and first call per executor
     top_kernels: list[dict]  # largest kernels per executor
-    measured: dict  # per executor, what standard_plan measured (Thunder traces moved to thunder_rows)
+    measured: dict  # per executor, what standard_plan measured but its Thunder trace (in thunder_rows)
     thunder_rows: dict  # notebook 03's rows, from these builds
     timed: Rounds
     wall_rows: list[dict]  # wall time over the rounds and each pass
     drift_rows: list[dict]  # every block relative to its executor's median
-    rows: list[dict]  # one per executor (``row``)
-    table_rows: list[dict]  # rows in TABLE_COLUMNS
-    noise_rows: list[dict]  # rows in NOISE_COLUMNS
+    executors: list[ExecutorRow]  # one per executor (``row``)
     seed_tables: list[dict]  # the seed's numbers beside these (GPU runs of the seed preset only)
     findings: list[str]
     bars: list[dict]  # kernel time and CPU overhead per executor (``bar_rows``)
-    ran: list[dict]  # rows with a wall time
     seed_rows: list[dict]  # the seed's published rows (the results file's "reference")
     kernel_rows: list[dict]  # kernels per step, here and in the seed
 
-    def save(self) -> Path:
-        return results.save(
-            self.params.output_dir,
-            results.EXECUTOR_TIMING,
-            self.params,
-            self.env,
-            results.key_table("Executor timing", self.rows, KEY_COLUMNS),
-            rows=self.rows,
-            reference=self.seed_rows,
-            floor=self.floor,
-            findings=self.findings,
-            thunder_rows=self.thunder_rows,
-            measured=self.measured,
+    @property
+    def rows(self) -> list[dict]:
+        """One per executor, as the results file holds it."""
+        return [r.as_dict() for r in self.executors]
+
+    @property
+    def table_rows(self) -> list[dict]:
+        """The rows in TABLE_COLUMNS."""
+        return seed_frame_rows(self.rows, TABLE_COLUMNS)
+
+    @property
+    def noise_rows(self) -> list[dict]:
+        """The rows in NOISE_COLUMNS."""
+        return seed_frame_rows(self.rows, NOISE_COLUMNS)
+
+    @property
+    def ran(self) -> list[dict]:
+        """The rows with a wall time."""
+        return [r.as_dict() for r in self.executors if r.wall is not None]
+
+    def key_table_rows(self) -> list[dict]:
+        return self.rows
+
+    def sections(self) -> dict:
+        return {
+            "rows": self.rows,
+            "reference": self.seed_rows,
+            "floor": self.floor,
+            "findings": self.findings,
+            "thunder_rows": self.thunder_rows,
+            "measured": self.measured,
             **self.timed.sections(),
-        )
+        }
 
 
 def seed_timeit(run_line_magic: Callable, kwargs: dict, params: Params) -> Callable:
@@ -344,15 +362,10 @@ def run(params: Params, timeit: Callable | None = None) -> Result:
     """Build and measure every selected executor one after another, then time them all in interleaved
     rounds. ``timeit``: IPython's ``run_line_magic`` (``get_ipython().run_line_magic``), for the seed's
     ``%timeit``; without it that column is not measured."""
-    harness.set_up(params)
-    setup = model.build(params)
-    env = environment.collect(params.device)
+    env, setup, eager_logits = begin_with_model(params)
     floor = model.bandwidth_floor(setup)
-    eager_logits = model.logits_of(setup.model(**setup.kwargs)).detach().clone()
     print(
-        f"device {params.device} · warm-up {params.warmup} · {params.iters} calls per block · "
-        f"{2 * params.repeats} rounds · "
-        f"cache_mode {params.cache_mode} · bandwidth floor "
+        f"device {params.device} · {rounds_text(params)} · cache_mode {params.cache_mode} · bandwidth floor "
         + (
             f"{floor['floor_ms_measured']:.3g} ms"
             if floor["floor_ms_measured"]
@@ -367,13 +380,11 @@ def run(params: Params, timeit: Callable | None = None) -> Result:
         timeit=seed_timeit(timeit, args, params) if timeit else None,
         trace=thunder_traces.trace_row,
     )
-    prepared, measured = harness.build_and_measure(
-        registry.selected(params.executors), setup.model, args, plan, params.device
-    )
-    builds = [p.row(first_call_s=p.first_call_s) for p in prepared.values()]
-    timed = harness.rounds(harness.entries(prepared, args), params.device, params.warmup, params.iters, params.repeats)
-    harness.apply_errors(prepared, timed)
+    prepared, measured = build_selected(params, setup, plan)
+    builds = [plain_row(p, first_call_s=p.first_call_s) for p in prepared.values()]
+    prepared, timed = harness.time_prepared(prepared, args, params)
     table = rows(prepared, measured, timed, floor["floor_ms_measured"])
+    thunder_rows, untraced = thunder_traces.taken_rows(prepared, measured)  # each trace saved once, in thunder_rows
     seed = seed_numbers.seed_rows()
     return Result(
         params=params,
@@ -381,18 +392,17 @@ def run(params: Params, timeit: Callable | None = None) -> Result:
         floor=floor,
         builds=builds,
         top_kernels=top_kernels(measured),
-        thunder_rows=thunder_traces.taken_rows(prepared, measured),  # moves the traces out of measured
-        measured=measured,
+        measured=untraced,
+        thunder_rows=thunder_rows,
         timed=timed,
         wall_rows=wall_rows(timed),
         drift_rows=drift_rows(timed),
-        rows=table,
-        table_rows=seed_frame_rows(table, TABLE_COLUMNS),
-        noise_rows=seed_frame_rows(table, NOISE_COLUMNS),
-        seed_tables=seed_numbers.seed_tables(table) if params.is_cuda and params.preset == "seed" else [],
+        executors=table,
+        seed_tables=seed_numbers.seed_tables([r.as_dict() for r in table])
+        if params.is_cuda and params.preset == "seed"
+        else [],
         findings=findings(table, timed, params),
         bars=bar_rows(table),
-        ran=[r for r in table if r["wall_ms"] is not None],
         seed_rows=seed,
         kernel_rows=kernel_rows(table, seed),
     )

@@ -19,13 +19,15 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core import environment, harness, metrics, model, registry, results, timing
+from ..core import harness, metrics, registry, results, timing
 from ..core.harness import Prepared, Rounds, describe
 from ..core.metrics import Stat
 from ..core.parameters import Params
 from ..core.rows import HostStepRow
+from ..core.verdicts import CHANGED, SAME, phrase
 from ..pages.tables import number
 from . import profiler_timeline, thunder_breakdown
+from .study import Study, begin_with_model, build_selected, rounds_text
 
 STEP_PROFILES = 3  # profiled steps per executor; the median one (by host time) is drawn and saved
 # The seed's hypotheses as ranges: a measured median inside holds, outside is changed (higher or lower).
@@ -128,17 +130,17 @@ def breakdowns(insitu: dict, timed: Rounds) -> dict[str, dict]:
     """Per instrumented configuration, the in-place breakdown over the rounds (``summarize``)."""
     return {
         n: thunder_breakdown.summarize(
-            ins, timed.timed[n].probes.get("insitu") or [], timed.timed[n].host_ms, timed.timed[n].keep()
+            ins, timed.entries[n].probes.get("insitu") or [], timed.entries[n].host_ms, timed.entries[n].keep()
         )
         for n, ins in insitu.items()
-        if n in timed.timed
+        if n in timed.entries
     }
 
 
-def step_row(p: Prepared, measured: dict, timed: Rounds) -> dict:
+def step_row(p: Prepared, measured: dict, timed: Rounds) -> HostStepRow:
     """One executor's steady-state step: wall and host time (same rounds), kernels and kernel time
     (the profiled step), GPU busy and host-bound, the memory it holds."""
-    t = timed.timed.get(p.name)
+    t = timed.entries.get(p.name)
     step = (measured.get("timeline") or {}).get("step") or {}
     kernel_ms = step["kernel_us"] / 1e3 if step.get("kernels") else None
     memory = measured.get("memory") or {}
@@ -153,7 +155,7 @@ def step_row(p: Prepared, measured: dict, timed: Rounds) -> dict:
     )
     if memory.get("reason") and p.ok:
         out.note(f"memory: {memory['reason']}")
-    return out.as_dict()
+    return out
 
 
 def timeline_row(name: str, measured: dict) -> dict | None:
@@ -176,22 +178,22 @@ def timeline_row(name: str, measured: dict) -> dict | None:
     }
 
 
-def phase_rows(broken: dict[str, dict]) -> list[dict]:
+def phase_rows(taken_apart: dict[str, dict]) -> list[dict]:
     """Per configuration and phase of the call: in-place µs (median and quartiles over the rounds)."""
     return [
         {"executor": n, "phase": phase, **Stat.from_dict(v).flat("us")}
-        for n, b in broken.items()
+        for n, b in taken_apart.items()
         if "phases" in b
         for phase, v in b["phases"].items()
     ]
 
 
-def parts_rows(broken: dict[str, dict]) -> list[dict]:
+def parts_rows(taken_apart: dict[str, dict]) -> list[dict]:
     """Per configuration: the in-place parts of one call (phases around the computation, and the
     computation's statements by kind), the corrected instrumented call, the plain step's host time
     of the same rounds, and the remainder (plain - instrumented, % of plain; median over rounds)."""
     rows = []
-    for n, b in broken.items():
+    for n, b in taken_apart.items():
         if "phases" not in b:
             continue
         for phase, v in b["phases"].items():
@@ -211,13 +213,13 @@ def parts_rows(broken: dict[str, dict]) -> list[dict]:
     return rows
 
 
-def region_rows(broken: dict[str, dict], measured: dict[str, dict]) -> list[dict]:
+def region_rows(taken_apart: dict[str, dict], measured: dict[str, dict]) -> list[dict]:
     """Every region and op of each configuration: in place (µs per call, quartiles over rounds), alone
     from an idle GPU (the cross-check), an nvFuser region's ``fd.execute`` alone (nvFuser without
     Thunder's wrapper), kernels it launches (profiled alone) and µs per kernel. Calls are matched to
     the statements by name, in order per name: a call missing alone leaves only its own row empty."""
     out = []
-    for n, b in broken.items():
+    for n, b in taken_apart.items():
         rows = ((measured.get(n) or {}).get("alone") or {}).get("rows") or []
         execute = {r["index"]: r for r in rows if r["kind"] == "nvFuser execute"}
         by_name: dict[str, list[dict]] = {}
@@ -253,12 +255,12 @@ def region_rows(broken: dict[str, dict], measured: dict[str, dict]) -> list[dict
     return out
 
 
-def nvfusion_per_kernel(broken: dict[str, dict], regions: list[dict], name: str) -> Stat | None:
+def nvfusion_per_kernel(taken_apart: dict[str, dict], regions: list[dict], name: str) -> Stat | None:
     """In-place host µs per kernel over all nvFusion regions of ``name``, per round (total nvFusion µs
     over total nvFusion kernels), over the rounds where the host ran fast, with its interval."""
     kernels = sum(r["kernels"] or 0 for r in regions if r["executor"] == name and r["kind"] == "nvFusion")
-    per_block = (broken.get(name) or {}).get("kinds_per_block", {}).get("nvFusion")
-    keep = (broken.get(name) or {}).get("fast")
+    per_block = (taken_apart.get(name) or {}).get("kinds_per_block", {}).get("nvFusion")
+    keep = (taken_apart.get(name) or {}).get("fast")
     return Stat.headline([us / kernels for us in per_block], keep) if kernels and per_block else None
 
 
@@ -285,8 +287,8 @@ def alone_costs(regions: list[dict], name: str) -> dict | None:
     }
 
 
-HOLDS, HIGHER, LOWER, EDGE = "same: holds", "changed: higher", "changed: lower", "same: at the edge"
-DOES_NOT_HOLD = "changed: does not hold"
+HOLDS, EDGE = phrase(SAME, "holds"), phrase(SAME, "at the edge")  # the seed's claim as A (``verdicts``)
+HIGHER, LOWER, DOES_NOT_HOLD = (phrase(CHANGED, w) for w in ("higher", "lower", "does not hold"))
 
 
 def grade(value: float | Stat, band: tuple[float, float]) -> str:
@@ -303,10 +305,10 @@ def grade(value: float | Stat, band: tuple[float, float]) -> str:
     return HOLDS if band[0] <= value.lo and value.hi <= band[1] else EDGE
 
 
-def graph_rows(step: list[dict], timed: Rounds) -> list[dict]:
+def graph_rows(step: list[HostStepRow], timed: Rounds) -> list[dict]:
     """Each CUDA-graph variant against the same executor without graphs, in the same rounds: wall and
     host time, the within-round ratio of the walls (quartiles and interval), and the memory each holds."""
-    by = {r["executor"]: r for r in step}
+    by = {r.executor: r for r in step}
     rows = []
     for graphs, plain in registry.GRAPH_PAIRS:
         if graphs not in by or plain not in by:
@@ -314,21 +316,21 @@ def graph_rows(step: list[dict], timed: Rounds) -> list[dict]:
         g, b = by[graphs], by[plain]
         ratio = timed.ratio(graphs, plain)
         host_ratio = timed.ratio(graphs, plain, "host_ms")
-        reason = "; ".join(f"{r['executor']}: {r['reason']}" for r in (g, b) if r["status"] != "ok" and r["reason"])
+        reason = "; ".join(f"{r.executor}: {r.reason}" for r in (g, b) if r.status != "ok" and r.reason)
         rows.append(
             {
                 "with_graphs": graphs,
                 "without": plain,
-                "wall_with_ms": g["wall_ms"],
-                "wall_without_ms": b["wall_ms"],
+                "wall_with_ms": g.wall,
+                "wall_without_ms": b.wall,
                 **(ratio.flat("wall_ratio_x") if ratio else {"wall_ratio_x": None}),
-                "host_with_ms": g["host_ms"],
-                "host_without_ms": b["host_ms"],
+                "host_with_ms": g.host,
+                "host_without_ms": b.host,
                 "host_removed_pct": 100 * (1 - host_ratio.median) if host_ratio else None,
-                "allocated_with_mib": g["allocated_mib"],
-                "allocated_without_mib": b["allocated_mib"],
-                "reserved_with_mib": g["reserved_mib"],
-                "reserved_without_mib": b["reserved_mib"],
+                "allocated_with_mib": g.allocated_mib,
+                "allocated_without_mib": b.allocated_mib,
+                "reserved_with_mib": g.reserved_mib,
+                "reserved_without_mib": b.reserved_mib,
                 "reason": reason or None,
             }
         )
@@ -345,10 +347,10 @@ def _spread(s: Stat | dict) -> str:
     return f"interval {_us(s.lo)}-{_us(s.hi)}" if s.lo is not None else f"IQR {_us(s.q1)}-{_us(s.q3)}"
 
 
-def parts_text(broken: dict[str, dict]) -> list[str]:
+def parts_text(taken_apart: dict[str, dict]) -> list[str]:
     """Per instrumented configuration: its largest in-place parts and whether they close on the step."""
     out = []
-    for n, b in broken.items():
+    for n, b in taken_apart.items():
         if "phases" not in b:
             out.append(f"{n}: no in-place breakdown ({b.get('reason')}).")
             continue
@@ -384,21 +386,21 @@ def closure_scope(b: dict) -> str:
     )
 
 
-def startup_of(broken: dict[str, dict]) -> str | None:
+def startup_of(taken_apart: dict[str, dict]) -> str | None:
     """The Thunder configuration whose in-place start-up is graded: thunder where it was taken apart,
     else the first that was; None without one."""
-    if "thunder" in broken and "startup_us" in broken["thunder"]:
+    if "thunder" in taken_apart and "startup_us" in taken_apart["thunder"]:
         return "thunder"
-    return next((n for n, b in broken.items() if "startup_us" in b), None)
+    return next((n for n, b in taken_apart.items() if "startup_us" in b), None)
 
 
-def startup_text(broken: dict[str, dict], timelines: dict[str, dict], device: str) -> str:
+def startup_text(taken_apart: dict[str, dict], timelines: dict[str, dict], device: str) -> str:
     """The seed's ~250 µs start-up per step, graded on Thunder's in-place time before its computation's
     first statement, with the profiled call-to-first-kernel against eager's as a cross-check."""
-    name = startup_of(broken)
+    name = startup_of(taken_apart)
     if name is None:
         return "Start-up per step (seed: ~250 µs): no Thunder configuration was taken apart in place here."
-    s = Stat.from_dict(broken[name]["startup_us"])
+    s = Stat.from_dict(taken_apart[name]["startup_us"])
     lo, hi = SEED_STARTUP_US
     text = (
         f"Start-up per step (seed: ~250 µs that Thunder spends and eager does not, read as {lo:.0f}-{hi:.0f} µs). "
@@ -416,14 +418,14 @@ def startup_text(broken: dict[str, dict], timelines: dict[str, dict], device: st
     return text
 
 
-def per_kernel_text(broken: dict[str, dict], regions: list[dict], device: str) -> str:
+def per_kernel_text(taken_apart: dict[str, dict], regions: list[dict], device: str) -> str:
     """The seed's two per-fusion costs, each graded on its own claim: nvFuser's 20-30 µs of host time
     per kernel (in place, which includes Thunder's wrapper, and ``fd.execute`` alone, which does not)
     and Thunder's FusionDefinition cache at 20+ µs per fusion (the wrapper around ``fd.execute``, alone)."""
     lo, hi = SEED_NVFUSER_US_PER_KERNEL
     parts = []
-    for n in broken:
-        s = nvfusion_per_kernel(broken, regions, n)
+    for n in taken_apart:
+        s = nvfusion_per_kernel(taken_apart, regions, n)
         if s is None:
             continue
         text = (
@@ -481,7 +483,7 @@ def cure_verdict(g: dict) -> str:
     return HOLDS if hi <= GRAPHS_CURE else DOES_NOT_HOLD if lo > GRAPHS_CURE else EDGE
 
 
-def grades(broken, timelines, regions, graphs, device: str) -> list[dict]:
+def grades(taken_apart, timelines, regions, graphs, device: str) -> list[dict]:
     """Each grade of a seed claim that the findings give, as a record (claim, executor, the value graded
     and its grade), so that ``compare`` can set two runs' grades side by side."""
 
@@ -489,8 +491,8 @@ def grades(broken, timelines, regions, graphs, device: str) -> list[dict]:
         return {"claim": claim, "executor": executor, "value": value, "grade": verdict}
 
     out = []
-    if (name := startup_of(broken)) is not None:
-        s = Stat.from_dict(broken[name]["startup_us"])
+    if (name := startup_of(taken_apart)) is not None:
+        s = Stat.from_dict(taken_apart[name]["startup_us"])
         out.append(record("start-up per step, in place (µs)", name, s.median, grade(s, SEED_STARTUP_US)))
         eager, here = ((timelines.get(n) or {}).get("call_to_first_kernel_us") for n in ("eager", name))
         if device.startswith("cuda") and eager is not None and here is not None:
@@ -499,8 +501,8 @@ def grades(broken, timelines, regions, graphs, device: str) -> list[dict]:
                     "call to first kernel beyond eager's (µs)", name, here - eager, grade(here - eager, SEED_STARTUP_US)
                 )
             )
-    for n in broken:
-        if (s := nvfusion_per_kernel(broken, regions, n)) is not None:
+    for n in taken_apart:
+        if (s := nvfusion_per_kernel(taken_apart, regions, n)) is not None:
             out.append(record("nvFuser per kernel, in place (µs)", n, s.median, grade(s, SEED_NVFUSER_US_PER_KERNEL)))
             if c := alone_costs(regions, n):
                 own = c["execute_us_per_kernel"]
@@ -521,29 +523,31 @@ def grades(broken, timelines, regions, graphs, device: str) -> list[dict]:
     return out
 
 
-def findings(broken, timelines, regions, graphs, timed: Rounds, device: str) -> list[str]:
+def findings(taken_apart, timelines, regions, graphs, timed: Rounds, device: str) -> list[str]:
     return [
-        *parts_text(broken),
-        startup_text(broken, timelines, device),
-        per_kernel_text(broken, regions, device),
+        *parts_text(taken_apart),
+        startup_text(taken_apart, timelines, device),
+        per_kernel_text(taken_apart, regions, device),
         graphs_text(graphs, timed, device),
     ]
 
 
 def parts_figure(rows: list[dict]):
-    """Stacked bars: each configuration's in-place host time per step, by part, and the remainder."""
-    import plotly.express as px
+    """Stacked bars (a ``pages.charts.Chart``): each configuration's in-place host time per step, by part,
+    and the remainder; None without parts."""
+    from ..pages.charts import Chart
 
-    fig = px.bar(
-        rows,
+    if not rows:
+        return None
+    return Chart(
+        kind="bar",
+        rows=rows,
         x="executor",
         y="us",
         color="part",
         title="Host time per step, taken apart in place",
         labels={"us": "µs per step"},
     )
-    fig.update_layout(barmode="relative")
-    return fig
 
 
 def trace_href(file: str, output_dir_given: bool, output_dir: str) -> str:
@@ -555,12 +559,15 @@ def trace_href(file: str, output_dir_given: bool, output_dir: str) -> str:
 
 
 @dataclass
-class Result:
-    """Notebook 05's run: the tables it shows and saves, its findings and the rounds they come from."""
+class Result(Study):
+    """Notebook 05's run: the tables it shows and saves, its findings and the rounds they come from;
+    the steps as ``HostStepRow``s (``step``: as the results file holds them)."""
 
-    params: Params
-    env: dict
-    step: list[dict]
+    NOTEBOOK = results.HOST_OVERHEAD
+    TITLE = "Host overhead per executor"
+    COLUMNS = STEP_COLUMNS
+
+    steps: list[HostStepRow]  # one per executor (``step_row``)
     breakdown: dict[str, dict]
     parts: list[dict]
     phases: list[dict]
@@ -574,66 +581,60 @@ class Result:
     first_call_s: dict[str, float | None]
     timed: Rounds
 
-    def save(self) -> Path:
-        """The notebook's results file."""
-        return results.save(
-            self.params.output_dir,
-            results.HOST_OVERHEAD,
-            self.params,
-            self.env,
-            results.key_table("Host overhead per executor", self.step, STEP_COLUMNS),
-            findings=self.findings,
-            step=self.step,
-            parts=self.parts,
-            breakdown=self.breakdown,
-            regions=self.regions,
-            graphs=self.graphs,
-            grades=self.grades,
-            timeline=self.timelines,
-            memory=self.memory,
-            first_call_s=self.first_call_s,
+    @property
+    def step(self) -> list[dict]:
+        """One per executor, as the results file holds it."""
+        return [r.as_dict() for r in self.steps]
+
+    def key_table_rows(self) -> list[dict]:
+        return self.step
+
+    def sections(self) -> dict:
+        return {
+            "findings": self.findings,
+            "step": self.step,
+            "parts": self.parts,
+            "breakdown": self.breakdown,
+            "regions": self.regions,
+            "graphs": self.graphs,
+            "grades": self.grades,
+            "timeline": self.timelines,
+            "memory": self.memory,
+            "first_call_s": self.first_call_s,
             **self.timed.sections(),
-        )
+        }
 
 
 def run(params: Params) -> Result:
     """Build and measure every executor one after another (``plan``), then time them all in the same
     rounds with each Thunder configuration taken apart in place; the tables and findings from both."""
-    harness.set_up(params)
-    setup = model.build(params)
-    env = environment.collect(params.device)
-    eager_logits = model.logits_of(setup.model(**setup.kwargs)).detach().clone()
+    env, setup, eager_logits = begin_with_model(params)
     print(
-        f"device {params.device} · warm-up {params.warmup} · {params.iters} calls per block · {2 * params.repeats} "
-        f"rounds · {STEP_PROFILES} profiled steps · executors {', '.join(params.executors)}"
+        f"device {params.device} · {rounds_text(params)} · {STEP_PROFILES} profiled steps · "
+        f"executors {', '.join(params.executors)}"
     )
     measurements = plan(setup.kwargs, params, eager_logits, results.HOST_OVERHEAD)
-    prepared, measured = harness.build_and_measure(
-        registry.selected(params.executors), setup.model, setup.kwargs, measurements, params.device
-    )
+    prepared, measured = build_selected(params, setup, measurements)
     probed, insitu, not_taken_apart = probes(prepared, setup.kwargs, params.iters)
-    timed = harness.rounds(
-        harness.entries(prepared, setup.kwargs, probed), params.device, params.warmup, params.iters, params.repeats
-    )
-    harness.apply_errors(prepared, timed)
-    broken = {**breakdowns(insitu, timed), **{n: {"reason": why} for n, why in not_taken_apart.items()}}
+    prepared, timed = harness.time_prepared(prepared, setup.kwargs, params, probed)
+    taken_apart = {**breakdowns(insitu, timed), **{n: {"reason": why} for n, why in not_taken_apart.items()}}
     step = [step_row(p, measured.get(n) or {}, timed) for n, p in prepared.items()]
-    regions = region_rows(broken, measured)
+    regions = region_rows(taken_apart, measured)
     timelines = {n: r for n, m in measured.items() if (r := timeline_row(n, m))}
     graphs = graph_rows(step, timed)
     return Result(
         params=params,
         env=env,
-        step=step,
-        breakdown=broken,
-        parts=parts_rows(broken),
-        phases=phase_rows(broken),
+        steps=step,
+        breakdown=taken_apart,
+        parts=parts_rows(taken_apart),
+        phases=phase_rows(taken_apart),
         regions=regions,
         timelines=timelines,
         profiled={n: m["timeline"] for n, m in measured.items() if m.get("timeline")},
         graphs=graphs,
-        grades=grades(broken, timelines, regions, graphs, params.device),
-        findings=findings(broken, timelines, regions, graphs, timed, params.device),
+        grades=grades(taken_apart, timelines, regions, graphs, params.device),
+        findings=findings(taken_apart, timelines, regions, graphs, timed, params.device),
         memory={n: m.get("memory") for n, m in measured.items()},
         first_call_s={n: p.first_call_s for n, p in prepared.items()},
         timed=timed,

@@ -14,17 +14,19 @@ beside the baseline and torch.compile at every depth asked for.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from pathlib import Path
 
-from ..core import environment, harness, host_state, registry, results, sweep
+from ..core import harness, host_state, registry, results, sweep
 from ..core.harness import Prepared, Rounds
 from ..core.metrics import Stat
 from ..core.parameters import Params
 from ..core.rows import CombinationRow, LeverRow
+from ..core.verdicts import CHANGED, SAME, phrase
 from ..pages.tables import number
 from . import host_overhead, thunder_breakdown, thunder_traces
+from .study import Study, begin, rounds_text
 
 BASELINE = "thunder"
+SAVES = phrase(CHANGED, "saves")  # a lever whose saving is beyond chance (``saving_verdict``)
 REFERENCE = "torch.compile"  # what the seed measured Thunder against (no CUDA graphs)
 COMBINE_AT_MOST = 3
 COUNTERFACTUAL_US_PER_KERNEL = (10.0, 5.0, 1.0)
@@ -59,13 +61,14 @@ def baseline_first(executors: list) -> list:
     return sorted(executors, key=lambda ex: ex.name != BASELINE)
 
 
-def unsupported(prepared: dict[str, Prepared]) -> None:
+def unsupported(p: Prepared) -> Prepared:
     """A lever whose first call this Thunder refuses (an option it rejects or cannot trace) is not a
-    broken run but a finding: its row becomes ``unavailable``, the error kept as the reason."""
-    for p in prepared.values():
-        if p.executor.lever and p.status == "failed" and (p.reason or "").startswith("first call: "):
-            p.status = "unavailable"
-            p.reason = f"this Thunder cannot run {options_text(p.executor)}: {p.reason.removeprefix('first call: ')}"
+    broken run but a finding: such a ``p`` comes back ``unavailable``, the error kept as the reason;
+    any other ``p`` comes back as it is."""
+    if not (p.executor.lever and p.status == "failed" and (p.reason or "").startswith("first call: ")):
+        return p
+    why = p.reason.removeprefix("first call: ")
+    return replace(p, status="unavailable", reason=f"this Thunder cannot run {options_text(p.executor)}: {why}")
 
 
 def options_text(ex) -> str | None:
@@ -101,22 +104,22 @@ def saved_per_reference(timed: Rounds, name: str, baseline: str = BASELINE) -> S
 
 
 def saving_verdict(timed: Rounds, name: str, baseline: str = BASELINE) -> tuple[str | None, float | None]:
-    """``changed: saves``, ``changed: costs`` or ``same`` (the words ``compare`` uses: changed when the sign
+    """``changed: saves``, ``changed: costs`` or ``same`` (``verdicts``: changed when the sign
     test over the same rounds as ``saved`` gives p < 0.05 and the interval excludes zero), and the sign
     test's p."""
     s = saved(timed, name, baseline)
     if s is None:
         return None, None
-    ta, tb = timed.timed[baseline], timed.timed[name]
+    ta, tb = timed.entries[baseline], timed.entries[name]
     both = [f and g for f, g in zip(ta.fast, tb.fast)] if s.fast_only else None
     diffs = [(b - x) * 1e3 for i, (b, x) in enumerate(zip(ta.host_ms, tb.host_ms)) if both is None or both[i]]
     p = host_state.sign_test(diffs)
     if not host_state.separated(diffs, s.lo, s.hi):
-        return "same", p
-    return ("changed: saves" if s.lo > 0 else "changed: costs"), p
+        return SAME, p
+    return (SAVES if s.lo > 0 else phrase(CHANGED, "costs")), p
 
 
-def part_deltas(broken: dict[str, dict], name: str, baseline: str = BASELINE) -> dict[str, float]:
+def part_deltas(taken_apart: dict[str, dict], name: str, baseline: str = BASELINE) -> dict[str, float]:
     """Per in-place part (phases around the computation and statement kinds), the baseline's µs less
     this configuration's, round by round (both instrumented in the same round), median over rounds."""
 
@@ -126,7 +129,7 @@ def part_deltas(broken: dict[str, dict], name: str, baseline: str = BASELINE) ->
             **{thunder_breakdown.kind_label(k): v for k, v in b.get("kinds_per_block", {}).items()},
         }
 
-    mine, base = per_block(broken.get(name) or {}), per_block(broken.get(baseline) or {})
+    mine, base = per_block(taken_apart.get(name) or {}), per_block(taken_apart.get(baseline) or {})
     if not mine or not base:
         return {}
     rounds = min(len(v) for v in [*mine.values(), *base.values()])
@@ -137,15 +140,15 @@ def part_deltas(broken: dict[str, dict], name: str, baseline: str = BASELINE) ->
     }
 
 
-def row(p: Prepared, measured: dict, timed: Rounds, broken: dict[str, dict], floor_ms: float | None) -> dict:
+def row(p: Prepared, measured: dict, timed: Rounds, taken_apart: dict[str, dict], floor_ms: float | None) -> LeverRow:
     """One configuration: options and lever, its trace's regions and symbols, kernels, wall and host
     time (same rounds as the baseline), the host time it saves per step and where the saving lands."""
-    t = timed.timed.get(p.name)
+    t = timed.entries.get(p.name)
     kernels = measured.get("kernels") or {}
     nv, other, symbols = regions_of(measured.get("trace"))
     s = saved(timed, p.name) if p.name != BASELINE else None
     verdict, p_value = saving_verdict(timed, p.name) if p.name != BASELINE else (None, None)
-    deltas = part_deltas(broken, p.name) if p.name != BASELINE else {}
+    deltas = part_deltas(taken_apart, p.name) if p.name != BASELINE else {}
     largest = max(deltas.items(), key=lambda kv: abs(kv[1])) if deltas else None
     return LeverRow.of(
         p,
@@ -164,7 +167,7 @@ def row(p: Prepared, measured: dict, timed: Rounds, broken: dict[str, dict], flo
         saving_p=p_value,
         largest_change=f"{largest[0]} {number(largest[1])} µs" if largest else None,
         floor_ms=floor_ms,
-    ).as_dict()
+    )
 
 
 def lever_rows(chosen: list) -> list[dict]:
@@ -179,33 +182,31 @@ def no_switch_rows() -> list[dict]:
     return [{"executor": name, "status": "unavailable", "reason": why} for name, why in NO_SWITCH.items()]
 
 
-def ranked(rows: list[dict]) -> list[dict]:
+def ranked(rows: list[LeverRow]) -> list[LeverRow]:
     """Levers (not the baseline, not the reference, not CUDA graphs) that saved host time, best first."""
     levers = [
         r
         for r in rows
-        if r["executor"] in registry.REGISTRY
-        and registry.REGISTRY[r["executor"]].lever
-        and r["host_saved_us"] is not None
+        if r.executor in registry.REGISTRY and registry.REGISTRY[r.executor].lever and r.host_saved_us is not None
     ]
-    return sorted(levers, key=lambda r: -r["host_saved_us"])
+    return sorted(levers, key=lambda r: -r.host_saved_us.median)
 
 
-def best_levers(rows: list[dict]) -> list[str]:
+def best_levers(rows: list[LeverRow]) -> list[str]:
     """The levers to combine: up to ``COMBINE_AT_MOST`` whose saving is separated from zero (``changed: saves``)."""
-    return [r["executor"] for r in ranked(rows) if r.get("saving") == "changed: saves"][:COMBINE_AT_MOST]
+    return [r.executor for r in ranked(rows) if r.saving == SAVES][:COMBINE_AT_MOST]
 
 
 def counterfactual(
-    broken: dict[str, dict], regions: list[dict], timed: Rounds, kernel_ms: float | None, floor_ms: float | None
+    taken_apart: dict[str, dict], regions: list[dict], timed: Rounds, kernel_ms: float | None, floor_ms: float | None
 ) -> list[dict]:
     """The baseline's step if each nvFusion region's host cost were ``c`` µs per kernel, for each
     ``COUNTERFACTUAL_US_PER_KERNEL``: host = measured host - measured nvFusion host in place + c x its
     kernels; wall = the larger of that host time and the measured kernel time (a host-bound step waits
     for its host; the GPU cannot beat its kernels). Assumptions: every other part keeps its measured
     cost, and kernels overlap the host perfectly once the host is faster."""
-    b = broken.get(BASELINE) or {}
-    t = timed.timed.get(BASELINE)
+    b = taken_apart.get(BASELINE) or {}
+    t = timed.entries.get(BASELINE)
     nv = b.get("kinds", {}).get("nvFusion")
     kernels = sum(r["kernels"] or 0 for r in regions if r["executor"] == BASELINE and r["kind"] == "nvFusion")
     if not (nv and kernels and t and t.host):
@@ -235,23 +236,21 @@ def counterfactual(
     return rows
 
 
-def _landing(row: dict) -> str:
-    return f"; largest in-place change: {row['largest_change']}" if row["largest_change"] else ""
+def _landing(row: LeverRow) -> str:
+    return f"; largest in-place change: {row.largest_change}" if row.largest_change else ""
 
 
-def ranking_text(rows: list[dict], timed: Rounds) -> str:
+def ranking_text(rows: list[LeverRow], timed: Rounds) -> str:
     order = ranked(rows)
     if not order:
         return "No lever ran beside the baseline here, so none is ranked."
     parts = [
-        f"{r['executor']} {number(r['host_saved_us'])} µs ({r['saving']}; interval {number(r['host_saved_lo_us'])} to "
-        f"{number(r['host_saved_hi_us'])}, sign test p {number(r['saving_p'])}{_landing(r)})"
+        f"{r.executor} {number(r.host_saved_us.median)} µs ({r.saving}; interval {number(r.host_saved_us.lo)} to "
+        f"{number(r.host_saved_us.hi)}, sign test p {number(r.saving_p)}{_landing(r)})"
         for r in order
     ]
-    base = next((r for r in rows if r["executor"] == BASELINE), {})
-    note = (
-        harness.host_moved_note(timed, order[0]["host_saved_us"] / 1e3 / base["host_ms"]) if base.get("host_ms") else ""
-    )
+    base = next((r for r in rows if r.executor == BASELINE), None)
+    note = harness.host_moved_note(timed, order[0].host_saved_us.median / 1e3 / base.host) if base and base.host else ""
     return (
         "Host time saved per step against Thunder-nvFuser, within the rounds where both ran fast, best first "
         "(changed only when a sign test over those rounds gives p < 0.05 and the interval excludes zero, else same): "
@@ -261,49 +260,54 @@ def ranking_text(rows: list[dict], timed: Rounds) -> str:
     )
 
 
-def failed_text(rows: list[dict]) -> str | None:
-    bad = [r for r in rows if r["status"] != "ok"]
+def failed_text(rows: list[LeverRow]) -> str | None:
+    bad = [r for r in rows if r.status != "ok"]
     if not bad:
         return None
     return (
-        "Levers this run could not measure: "
-        + "; ".join(f"{r['executor']} ({r['status']}: {r['reason']})" for r in bad)
-        + "."
+        "Levers this run could not measure: " + "; ".join(f"{r.executor} ({r.status}: {r.reason})" for r in bad) + "."
     )
 
 
-def combination_text(combo: list[dict], depth_of: dict[str, int], floor_of: dict[int, float | None]) -> list[str]:
+def _median(s: Stat | None) -> float | None:
+    return s and s.median
+
+
+def combination_text(
+    combo: list[CombinationRow], depth_of: dict[str, int], floor_of: dict[int, float | None]
+) -> list[str]:
     """Per depth: the combination against the baseline and torch.compile (within-round ratios), and its
     distance from the bandwidth floor."""
     out = []
     for depth in sorted(set(depth_of.values())):
-        here = {r["executor"]: r for r in combo if depth_of.get(r["key"]) == depth}
-        combined = next((r for n, r in here.items() if n not in (BASELINE, REFERENCE) and r.get("combined")), None)
-        if combined is None or combined["wall_ms"] is None:
+        here = {r.executor: r for r in combo if depth_of.get(r.key) == depth}
+        combined = next((r for n, r in here.items() if n not in (BASELINE, REFERENCE) and r.combined), None)
+        if combined is None or combined.wall is None:
             out.append(f"At {depth} layer{'s' if depth > 1 else ''}: no combination was measured.")
             continue
-        ref, base = here.get(REFERENCE) or {}, here.get(BASELINE) or {}
+        ref, base = here.get(REFERENCE), here.get(BASELINE)
         text = (
-            f"At {depth} layer{'s' if depth > 1 else ''}: {combined['executor']} "
-            f"{number(combined['wall_ms'])} ms wall, "
-            f"x{number(combined['vs_baseline_x'])} of Thunder-nvFuser's ({number(base.get('wall_ms'))} ms)"
+            f"At {depth} layer{'s' if depth > 1 else ''}: {combined.executor} "
+            f"{number(combined.wall)} ms wall, "
+            f"x{number(_median(combined.vs_baseline_x))} of Thunder-nvFuser's ({number(base and base.wall)} ms)"
         )
-        if ref.get("wall_ms"):
-            low = combined.get("vs_reference_lo_x", combined.get("vs_reference_q1_x"))
+        if ref and ref.wall:
+            vs = combined.vs_reference_x
+            low = None if vs is None else vs.lo if vs.lo is not None else vs.q1
             reaches = low is not None and low <= 1.0
-            text += f" and x{number(combined['vs_reference_x'])} of torch.compile's ({number(ref['wall_ms'])} ms): " + (
+            text += f" and x{number(_median(vs))} of torch.compile's ({number(ref.wall)} ms): " + (
                 "it reaches torch.compile's wall" if reaches else "it does not reach torch.compile's wall"
             )
         if floor_of.get(depth):
-            text += f"; x{number(combined['wall_ms'] / floor_of[depth])} the bandwidth floor"
+            text += f"; x{number(combined.wall / floor_of[depth])} the bandwidth floor"
         out.append(text + " (ratios within rounds).")
     return out
 
 
-def counterfactual_text(model: list[dict], rows: list[dict]) -> str | None:
+def counterfactual_text(model: list[dict], rows: list[LeverRow]) -> str | None:
     if not model:
         return None
-    ref = next((r for r in rows if r["executor"] == REFERENCE and r["wall_ms"]), None)
+    ref = next((r for r in rows if r.executor == REFERENCE and r.wall), None)
     best = next(iter(ranked(rows)), None)
     parts = [f"{m['model']}: {number(m['wall_ms'])} ms wall" for m in model[1:]]
     text = (
@@ -312,9 +316,9 @@ def counterfactual_text(model: list[dict], rows: list[dict]) -> str | None:
         f"of host time per kernel in place; at " + "; ".join(parts)
     )
     if ref:
-        text += f"; torch.compile measured {number(ref['wall_ms'])} ms"
+        text += f"; torch.compile measured {number(ref.wall)} ms"
     if best:
-        text += f"; the best lever, {best['executor']}, measured {number(best['wall_ms'])} ms"
+        text += f"; the best lever, {best.executor}, measured {number(best.wall)} ms"
     return text + "."
 
 
@@ -331,13 +335,13 @@ def findings(rows, timed, model, combo, depth_of, floor_of) -> list[str]:
     ]
 
 
-def breakdown_rows(broken: dict[str, dict]) -> list[dict]:
+def breakdown_rows(taken_apart: dict[str, dict]) -> list[dict]:
     """Per configuration and in-place part, its µs per call and the change against the baseline."""
     out = []
-    for n, b in broken.items():
+    for n, b in taken_apart.items():
         if "phases" not in b:
             continue
-        deltas = part_deltas(broken, n)
+        deltas = part_deltas(taken_apart, n)
         parts = {
             **{k: v["median"] for k, v in b["phases"].items() if k != "statements"},
             **{thunder_breakdown.kind_label(k): v["median"] for k, v in b["kinds"].items()},
@@ -381,14 +385,13 @@ def combination_stage(best: list[str], prepared: dict[str, Prepared], case: swee
         stage.update({b.key: b.prepared for b in built})
         floor_of.update({b.point["layers"]: b.case.floor_ms for b in built})
     timed = harness.rounds(entries, params.device, params.warmup, params.iters, params.repeats)
-    harness.apply_errors(stage, timed)
     depth_of = {k: int(k.rsplit("=", 1)[1]) for k in stage}
-    rows = [combination_row(k, p, timed, depth_of, combined.name) for k, p in stage.items()]
+    rows = [combination_row(k, p, timed, depth_of, combined.name) for k, p in harness.settled(stage, timed).items()]
     sweep.release(built, params.device)
     return rows, depth_of, floor_of
 
 
-def combination_row(key: str, p: Prepared, timed: Rounds, depth_of: dict[str, int], combined: str) -> dict:
+def combination_row(key: str, p: Prepared, timed: Rounds, depth_of: dict[str, int], combined: str) -> CombinationRow:
     """One entry of the combination rounds: wall and host time, and its within-round wall ratio to the
     baseline and to the reference at the same depth."""
     depth = depth_of[key]
@@ -399,13 +402,13 @@ def combination_row(key: str, p: Prepared, timed: Rounds, depth_of: dict[str, in
     return CombinationRow.of(
         p,
         first_call_s=p.first_call_s,
-        **CombinationRow.timed(timed.timed.get(key)),
+        **CombinationRow.timed(timed.entries.get(key)),
         key=key,
         layers=depth,
         combined=p.name == combined,
         vs_baseline_x=versus(BASELINE),
         vs_reference_x=versus(REFERENCE),
-    ).as_dict()
+    )
 
 
 def build(chosen: list, case: sweep.Case, plan: harness.Plan, device: str) -> tuple[dict, dict]:
@@ -425,44 +428,52 @@ def build(chosen: list, case: sweep.Case, plan: harness.Plan, device: str) -> tu
         else:
             rest.append(ex)
     more, more_measured = harness.build_and_measure(rest, case.module, case.kwargs, plan, device)
-    prepared.update(more)
-    measured.update(more_measured)
-    unsupported(prepared)
-    return prepared, measured
+    return {n: unsupported(p) for n, p in {**prepared, **more}.items()}, {**measured, **more_measured}
 
 
 @dataclass
-class Result:
-    """Notebook 07's run: the tables it shows and saves, its findings and the lever rounds."""
+class Result(Study):
+    """Notebook 07's run: the tables it shows and saves, its findings and the lever rounds; the
+    configurations' and the combination's rows as ``LeverRow``s and ``CombinationRow``s (``table`` and
+    ``combination``: as the results file holds them)."""
 
-    params: Params
-    env: dict
+    NOTEBOOK = results.LEVERS
+    TITLE = "Levers against Thunder-nvFuser (same rounds)"
+    COLUMNS = KEY_COLUMNS
+
     levers: list[dict]  # the configurations and the remedies without a switch (``lever_rows``)
-    table: list[dict]  # the key table: one ``row`` per configuration, same rounds
+    configurations: list[LeverRow]  # the key table: one ``row`` per configuration, same rounds
     breakdown: dict[str, dict]
     parts: list[dict]  # ``breakdown_rows``
     regions: list[dict]
     counterfactual: list[dict]
-    combination: list[dict]
+    combined: list[CombinationRow]  # ``combination_stage``
     findings: list[str]
     timed: Rounds
 
-    def save(self) -> Path:
-        """The notebook's results file."""
-        return results.save(
-            self.params.output_dir,
-            results.LEVERS,
-            self.params,
-            self.env,
-            results.key_table("Levers against Thunder-nvFuser (same rounds)", self.table, KEY_COLUMNS),
-            findings=self.findings,
-            rows=self.table + no_switch_rows(),
-            breakdown=self.breakdown,
-            counterfactual=self.counterfactual,
-            combination=self.combination,
-            regions=self.regions,
+    @property
+    def table(self) -> list[dict]:
+        """One row per configuration, as the results file holds it."""
+        return [r.as_dict() for r in self.configurations]
+
+    @property
+    def combination(self) -> list[dict]:
+        """The combination rounds' rows, as the results file holds them."""
+        return [r.as_dict() for r in self.combined]
+
+    def key_table_rows(self) -> list[dict]:
+        return self.table
+
+    def sections(self) -> dict:
+        return {
+            "findings": self.findings,
+            "rows": self.table + no_switch_rows(),
+            "breakdown": self.breakdown,
+            "counterfactual": self.counterfactual,
+            "combination": self.combination,
+            "regions": self.regions,
             **self.timed.sections(),
-        )
+        }
 
 
 GPU_ANSWER = f"the GPU answer is in outputs/reference-h100 ({results.LEVERS})"
@@ -493,12 +504,12 @@ def skipped(params: Params, env: dict, chosen: list, why: str) -> Result:
         params=params,
         env=env,
         levers=lever_rows(chosen),
-        table=[row(p, {}, timed, {}, None) for p in prepared],
+        configurations=[row(p, {}, timed, {}, None) for p in prepared],
         breakdown={},
         parts=[],
         regions=[],
         counterfactual=[],
-        combination=[],
+        combined=[],
         findings=[why],
         timed=timed,
     )
@@ -507,43 +518,39 @@ def skipped(params: Params, env: dict, chosen: list, why: str) -> Result:
 def run(params: Params) -> Result:
     """Build every configuration, time them in the same rounds each taken apart in place, model the
     counterfactual, and time the best levers combined at every depth (module docstring)."""
-    harness.set_up(params)
-    env = environment.collect(params.device)
+    env = begin(params)
     chosen = baseline_first(registry.selected(params.executors))
     if why := nothing_to_set_beside(chosen, params.device):
         return skipped(params, env, chosen, why)
     case = sweep.model_case(params)
     print(
-        f"device {params.device} · {params.layers} layer(s) · warm-up {params.warmup} · {params.iters} calls per "
-        f"block · {2 * params.repeats} rounds · combination at depths {', '.join(map(str, params.depths))}"
+        f"device {params.device} · {params.layers} layer(s) · {rounds_text(params)} · "
+        f"combination at depths {', '.join(map(str, params.depths))}"
     )
     plan = harness.standard_plan(case.kwargs, params, trace=thunder_traces.trace_row, check=case.check)
     prepared, measured = build(chosen, case, plan, params.device)
     probes, insitu, not_taken_apart = host_overhead.probes(prepared, case.kwargs, params.iters)
-    timed = harness.rounds(
-        harness.entries(prepared, case.kwargs, probes), params.device, params.warmup, params.iters, params.repeats
-    )
-    harness.apply_errors(prepared, timed)
-    broken = {
+    prepared, timed = harness.time_prepared(prepared, case.kwargs, params, probes)
+    taken_apart = {
         **host_overhead.breakdowns(insitu, timed),
         **{n: {"reason": why} for n, why in not_taken_apart.items()},
     }
-    table = [row(p, measured.get(n) or {}, timed, broken, case.floor_ms) for n, p in prepared.items()]
+    table = [row(p, measured.get(n) or {}, timed, taken_apart, case.floor_ms) for n, p in prepared.items()]
     regions = alone_regions(prepared, case.kwargs, params.device, params.iters)
     base_kernel_ms = ((measured.get(BASELINE) or {}).get("kernels") or {}).get("kernel_ms")
-    model_rows = counterfactual(broken, regions, timed, base_kernel_ms, case.floor_ms)
+    model_rows = counterfactual(taken_apart, regions, timed, base_kernel_ms, case.floor_ms)
     best = best_levers(table)
     combo_rows, depth_of, floor_of = combination_stage(best, prepared, case, params, plan) if best else ([], {}, {})
     return Result(
         params=params,
         env=env,
         levers=lever_rows(chosen),
-        table=table,
-        breakdown=broken,
-        parts=breakdown_rows(broken),
+        configurations=table,
+        breakdown=taken_apart,
+        parts=breakdown_rows(taken_apart),
         regions=regions,
         counterfactual=model_rows,
-        combination=combo_rows,
+        combined=combo_rows,
         findings=findings(table, timed, model_rows, combo_rows, depth_of, floor_of),
         timed=timed,
     )

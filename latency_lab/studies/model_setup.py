@@ -4,41 +4,36 @@ the executors that can run here."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
-from ..core import environment, harness, model, model_config, registry, results
+from ..core import model, model_config, registry, results
 from ..core.parameters import Params
 from ..pages import tables
+from .study import Study, begin
 
 
 @dataclass
-class Result:
+class Result(Study):
     """What notebook 01 shows and saves."""
 
-    params: Params
+    NOTEBOOK = results.MODEL_SETUP
+    TITLE = "Executors here"
+    COLUMNS = ["executor", "label", "status", "reason"]
+
     config: dict  # the config the model is built from
     changed_rows: list[dict]  # its keys that differ from the seed's: key, seed, here
     config_rows: list[dict]  # every key: key, value
     cost: dict  # parameters, weight bytes, bytes per step, bandwidths and the floor
     cost_rows: list[dict]  # the cost as quantity, value, unit
-    env: dict
     env_rows: list[dict]  # the environment as item, value
     call: dict  # the call's keyword arguments: shape and dtype, type or value
     executors: list[dict]  # executor, label, what it runs, status, reason
     findings: list[str]
 
-    def save(self) -> Path:
-        return results.save(
-            self.params.output_dir,
-            results.MODEL_SETUP,
-            self.params,
-            self.env,
-            results.key_table("Executors here", self.executors, ["executor", "label", "status", "reason"]),
-            config=self.config,
-            cost=self.cost,
-            executors=self.executors,
-            findings=self.findings,
-        )
+    def key_table_rows(self) -> list[dict]:
+        return self.executors
+
+    def sections(self) -> dict:
+        return {"config": self.config, "cost": self.cost, "executors": self.executors, "findings": self.findings}
 
 
 def cost_rows(cost: dict) -> list[dict]:
@@ -103,7 +98,7 @@ def findings(cost: dict, executors: list[dict]) -> list[str]:
 def run(params: Params) -> Result:
     """Build the seed's model, measure the bandwidth floor, collect the environment and check every
     selected executor."""
-    harness.set_up(params)
+    env = begin(params)
     cfg = model_config.config_dict(params.preset, params.layers)
     seed_cfg = model_config.LLAMA_3_2_1B_CFG
     changed = {k: (seed_cfg.get(k), v) for k, v in cfg.items() if seed_cfg.get(k) != v}
@@ -113,7 +108,6 @@ def run(params: Params) -> Result:
         "weight_bytes": model.weight_bytes(setup.model),
         **model.bandwidth_floor(setup),  # step_bytes: model.step_bytes' total
     }
-    env = environment.collect(params.device)
     executors = []
     for ex in registry.selected(params.executors):
         status, reason = ex.check(params.device) or ("ok", None)

@@ -13,13 +13,14 @@ import html
 import re
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 
-from ..core import environment, harness, model, registry, results, seed_numbers
+from ..core import model, registry, results, seed_numbers
 from ..core.harness import describe, prepare
 from ..core.parameters import Params
 from ..core.registry import Executor
+from ..core.rows import plain_row
 from ..pages.tables import number
+from .study import Study, begin
 
 SAME_MODEL = ("preset", "layers", "batch_size", "seq_len", "dtype", "device", "cache_mode", "seed")
 
@@ -233,7 +234,7 @@ def trace_row(prepared, kwargs: dict) -> dict:
     Unavailable or failing: the row has the reason. Never raises and never changes ``prepared``,
     so notebook 02 can take it between its own measurements."""
     if not prepared.ok:
-        return prepared.row()
+        return plain_row(prepared)
     try:
         fns = thunder_functions(prepared.fn)
         jm = fns[0] if len(fns) == 1 else prepared.fn  # several (thunderfx): no single set of statistics
@@ -242,8 +243,10 @@ def trace_row(prepared, kwargs: dict) -> dict:
         stats = {"first_call": first, "second_call": compile_stats(jm)}
         analysis = analyze(prepared.fn)
     except Exception as e:
-        return {**prepared.row(), "status": "failed", "reason": f"trace analysis: {describe(e)}"}
-    return prepared.row(first_call_s=prepared.first_call_s, first_call_phases=phases, **analysis, compile_stats=stats)
+        return plain_row(prepared, status="failed", reason=f"trace analysis: {describe(e)}")
+    return plain_row(
+        prepared, first_call_s=prepared.first_call_s, first_call_phases=phases, **analysis, compile_stats=stats
+    )
 
 
 def from_run(params, names: list[str]) -> list[dict] | None:
@@ -257,12 +260,16 @@ def from_run(params, names: list[str]) -> list[dict] | None:
     return [rows[n] for n in names] if all(rows.get(n) for n in names) else None
 
 
-def taken_rows(prepared: dict, measured: dict) -> dict[str, dict]:
-    """Notebook 02's Thunder rows for ``from_run``: the row its ``trace`` method took (moved out of
-    ``measured``, so the results file holds each trace once), or the executor's own row
-    (unavailable, or failed before that method ran)."""
-    taken = {n: m.pop("trace", None) for n, m in measured.items()}
-    return {n: taken.get(n) or p.row() for n, p in prepared.items() if p.executor.needs_thunder}
+def taken_rows(prepared: dict, measured: dict) -> tuple[dict[str, dict], dict[str, dict]]:
+    """Notebook 02's Thunder rows for ``from_run`` and what else it measured: per Thunder configuration
+    the row its ``trace`` step took, or the executor's own row (unavailable, or failed before that step
+    ran); and ``measured`` without the ``trace`` steps, so the results file holds each trace once.
+    ``measured`` itself is left as it is."""
+    rows = {
+        n: (measured.get(n) or {}).get("trace") or plain_row(p) for n, p in prepared.items() if p.executor.needs_thunder
+    }
+    rest = {n: {step: v for step, v in m.items() if step != "trace"} for n, m in measured.items()}
+    return rows, rest
 
 
 # --- tables and figures over rows returned by ``build_row`` ---------------------------------------
@@ -493,11 +500,13 @@ def composition_long(rows: list[dict]) -> list[dict]:
 
 
 def composition_figure(rows: list[dict]):
-    """Stacked bars: the final trace's top-level symbols per configuration, by category."""
-    import plotly.express as px
+    """Stacked bars (a ``pages.charts.Chart``): the final trace's top-level symbols per configuration, by
+    category."""
+    from ..pages.charts import Chart
 
-    return px.bar(
-        composition_long(rows),
+    return Chart(
+        kind="bar",
+        rows=composition_long(rows),
         x="configuration",
         y="count",
         color="category",
@@ -528,10 +537,13 @@ KEY_COLUMNS = [
 
 
 @dataclass
-class Result:
+class Result(Study):
     """What notebook 03 shows and saves."""
 
-    params: Params
+    NOTEBOOK = results.TRACE_COUNTERS
+    TITLE = "Final trace composition per Thunder configuration"
+    COLUMNS = KEY_COLUMNS
+
     configurations: list[dict]  # one row per Thunder configuration (``trace_row``)
     traces_from: str  # notebook 02's builds in this run, or built here
     summary_rows: list[dict]  # final trace per configuration (``summary``)
@@ -542,27 +554,24 @@ class Result:
     stats_rows: list[dict]  # thunder's compile statistics
     first_call_rows: list[dict]  # first call by phase
     traces: list[dict]  # per configuration with a trace: its summary line and the trace's text
-    env: dict
     findings: list[str]
 
-    def save(self) -> Path:
-        return results.save(
-            self.params.output_dir,
-            results.TRACE_COUNTERS,
-            self.params,
-            self.env,
-            results.key_table("Final trace composition per Thunder configuration", self.summary_rows, KEY_COLUMNS),
-            configurations=self.configurations,
-            traces_from=self.traces_from,
-            seed_counter={"label": SEED_LABEL, "counter": seed_numbers.SEED_TRACE_COUNTER},
-            findings=self.findings,
-        )
+    def key_table_rows(self) -> list[dict]:
+        return self.summary_rows
+
+    def sections(self) -> dict:
+        return {
+            "configurations": self.configurations,
+            "traces_from": self.traces_from,
+            "seed_counter": {"label": SEED_LABEL, "counter": seed_numbers.SEED_TRACE_COUNTER},
+            "findings": self.findings,
+        }
 
 
 def run(params: Params) -> Result:
     """The rows of the selected Thunder configurations: the ones notebook 02 took in this runner run
     (``from_run``), else one jit per configuration built here; then the tables over them."""
-    harness.set_up(params)
+    env = begin(params)
     configs = [ex for ex in registry.selected(params.executors) if ex.name in registry.THUNDER_NAMES]
     rows = from_run(params, [ex.name for ex in configs])
     source = "notebook 02's builds in this run" if rows is not None else "built here"
@@ -571,6 +580,7 @@ def run(params: Params) -> Result:
         rows = [build_row(ex, setup.model, setup.kwargs, params.device) for ex in configs]
     return Result(
         params=params,
+        env=env,
         configurations=rows,
         traces_from=source,
         summary_rows=summary(rows),
@@ -588,6 +598,5 @@ def run(params: Params) -> Result:
             }
             for r in ok_rows(rows)
         ],
-        env=environment.collect(params.device),
         findings=findings(rows, seed_numbers.SEED_TRACE_COUNTER),
     )
