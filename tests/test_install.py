@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize("extras", ["test", "test,gpu", "test,cluster"])
 def test_the_pins_resolve_together(tmp_path, extras):
     """pip's resolver accepts pyproject's pins together (a dry run: nothing is installed): torch,
-    Thunder and transformers as DESIGN.md pins them; with nvFuser's build where the index has it
+    Thunder and transformers as pyproject.toml pins them; with nvFuser's build where the index has it
     (its wheels are for Linux x86-64 with CUDA; the GPU path can be checked no further on a CPU)."""
     report = tmp_path / "report.json"
     proc = subprocess.run(

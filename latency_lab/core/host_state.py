@@ -1,8 +1,8 @@
 """The host's speed state, and the statistics that survive it.
 
-A contended virtual CPU (the H200 machine's host, and the 2-core CPU machine too) runs in at least
-two speed states that flip within 0.1-5 s, in proportions that change over minutes: the suite's
-pure-Python reference loop reads ~1.0 ms in the fast state and ~1.5-2.0 ms in the slow one. A median
+A contended virtual CPU runs in at least two speed states that flip within seconds, in proportions
+that change over minutes; the suite's pure-Python reference loop reads up to about twice as long in
+the slow state (FINDINGS.md has the machines where this was measured). A median
 over all blocks lands wherever the proportion puts it; the fast state's numbers reproduce.
 
 So every block is timed between two host references (``harness.rounds``); a reference is **fast**

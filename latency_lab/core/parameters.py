@@ -33,11 +33,9 @@ CACHE_MODES = ("seed", "static", "none")
 DEVICES = ("auto", "cpu", "cuda", "cuda:N")
 OPS = ("add", "mul", "silu", "linear", "matmul", "embedding", "triu", "rms_norm")
 
-# Per-device defaults for the knobs left as None: the seed's 10 warm-up + 40 timed calls on a GPU,
-# fewer on a CPU, where one step of the seed model takes tens of milliseconds. 20 rounds per pass on a
-# GPU: on the H200's shared host, host-bound blocks wander by +-30% from one block to the next; the
-# medians of two passes of 7 blocks came up to 25% apart, of 40 blocks within 4%. 4 per pass on a CPU:
-# 8 blocks, so that the fast-state headline (host_state.MIN_FAST) can be had there; with 4 it never was.
+# Per-device defaults for the knobs left as None: the seed's 10 warm-up + 40 timed calls on a GPU, fewer
+# on a CPU (a seed step takes tens of ms there); rounds per pass enough for the fast-state headline
+# (host_state.MIN_FAST). Why these counts: FINDINGS.md, 2026-12-03.
 TIMING_DEFAULTS = {
     "cuda": {"warmup": 10, "iters": 40, "repeats": 20},
     "cpu": {"warmup": 2, "iters": 5, "repeats": 4},
@@ -81,8 +79,7 @@ NOTEBOOK_DEFAULTS: dict[str, dict[str, object]] = {
         "repeats": 10,
     },
     results.SCALING: {"executors": "eager,torch.compile,torch.compile:reduce-overhead,thunder", "repeats": 10},
-    # the levers and torch.compile; thunder:torchcompile and thunder:cudagraphs are 02's, beside thunder in its
-    # rounds (building them again here took ~30 s of an H100 run and no finding of 07 reads them)
+    # the levers and torch.compile; thunder:torchcompile and thunder:cudagraphs are 02's rows, beside thunder
     results.LEVERS: {
         "executors": "thunder,thunder:nv-linear,thunder:nv-embedding,thunder:nv-skip-cache,"
         "thunder:cache-same-input,thunder:cache-symbolic,torch.compile",

@@ -102,24 +102,6 @@ def block(fn: Callable, kwargs: dict, device: str, iters: int) -> Block:
     return Block(start.elapsed_time(end) / iters, (t1 - t0) * 1e3 / iters)
 
 
-def event_timer(fn: Callable, kwargs: dict, device: str, warmup: int, iters: int, repeats: int) -> dict:
-    """The seed's ``cuda_timer`` (``warmup`` calls, then blocks of ``iters`` calls between two CUDA
-    events), ``repeats`` blocks of one callable in a row: wall and steady-state host ms per call of
-    each block, with their statistics. Comparisons between callables use ``harness.Rounds`` instead,
-    which interleaves them with the host reference."""
-    warm_up(fn, kwargs, warmup)
-    blocks = [block(fn, kwargs, device, iters) for _ in range(repeats)]
-    return {
-        "method": method_name(device),
-        "warmup": warmup,
-        "iters": iters,
-        "repeats": repeats,
-        "wall": Stat.of(b.wall_ms for b in blocks),
-        "host": Stat.of(b.host_ms for b in blocks),
-        "blocks": [(b.wall_ms, b.host_ms) for b in blocks],
-    }
-
-
 HOST_REFERENCE_LOOPS = 20_000
 
 

@@ -160,8 +160,9 @@ def kernel_name() -> str:
     return "latency-lab" if "latency-lab" in KernelSpecManager().find_kernel_specs() else "python3"
 
 
-def execute(path: Path, run_dir: Path, parameters: dict, kernel: str, timeout: int | None, progress: bool) -> Outcome:
-    """Execute one notebook into ``run_dir`` and render its HTML; a failure is kept, not raised."""
+def execute(path: Path, run_dir: Path, injected: dict, kernel: str, timeout: int | None, progress_bar: bool) -> Outcome:
+    """Execute one notebook into ``run_dir`` with the ``injected`` parameters and render its HTML; a failure
+    is kept, not raised."""
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
@@ -179,10 +180,10 @@ def execute(path: Path, run_dir: Path, parameters: dict, kernel: str, timeout: i
         papermill.execute_notebook(
             str(path),
             str(executed),
-            parameters=parameters,
+            parameters=injected,
             kernel_name=kernel,
             cwd=str(path.parent),
-            progress_bar=progress,
+            progress_bar=progress_bar,
             execution_timeout=timeout,
             store_widget_state=False,
             shutdown_kernel="immediate",

@@ -336,7 +336,7 @@ def work(job: dict) -> None:
     if job.get("cpus"):
         os.sched_setaffinity(0, job["cpus"])
     outcome = notebook_run.execute(
-        Path(job["path"]), Path(job["run_dir"]), job["parameters"], job["kernel"], job["timeout"], progress=False
+        Path(job["path"]), Path(job["run_dir"]), job["parameters"], job["kernel"], job["timeout"], progress_bar=False
     )
     tmp = Path(job["outcome"] + ".tmp")
     tmp.write_text(json.dumps(dataclasses.asdict(outcome), default=str))
