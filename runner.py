@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 import traceback
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -47,8 +48,16 @@ EXIT_FAILED, EXIT_SETUP = 1, 2  # a notebook or an executor row failed; bad inpu
 SETTABLE = [name for name in SCHEMA if name != "output_dir"]  # output_dir: the runner sets it (--output-dir)
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+EXIT_HELP = """exit status: 0 every notebook and row ok; 1 a notebook or an executor row failed, or a file could
+not be written (the run completes); 2 bad input or output folder (nothing written); 130, 143, 129
+interrupted by Ctrl-C, SIGTERM, SIGHUP. Every option, output file and error: docs/cli.md."""
+
+
+def run_parser() -> argparse.ArgumentParser:
+    """``runner.py``'s own options (a run of the notebooks)."""
+    ap = argparse.ArgumentParser(
+        description=__doc__, epilog=EXIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--preset", help="model preset: seed (default) or tiny")
     ap.add_argument("--device", help="auto (default: CUDA when present), cpu, cuda, cuda:N")
     ap.add_argument("--notebooks", help="comma list of numbers or names, e.g. 01,02 (default: all)")
@@ -96,7 +105,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--timeout", type=int, default=1800, help="seconds a single cell may run, > 0 (default: 1800)")
     ap.add_argument("--notebook-dir", default=str(notebook_run.NOTEBOOK_DIR), help=argparse.SUPPRESS)
     ap.add_argument("--list", action="store_true", help="list notebooks and their parameters, then exit")
-    return ap.parse_args(argv)
+    return ap
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    return run_parser().parse_args(argv)
 
 
 def parse_overrides(pairs: list[str]) -> dict:
@@ -263,7 +276,7 @@ def run(args: argparse.Namespace, argv, stop: interrupts.Stop) -> int:
     }
     if args.ray is not None:
         return run_fleet(fleet.Fleet(cluster["types"], notebooks, values, run_dir, args), stop, cluster, meta, t0)
-    outcomes: list[notebook_run.Outcome] = []
+    local = LocalRun(notebooks, values, params, run_dir, slots, args.timeout, meta)
     kernels = {**compile_cache.environment(cache_root), results.RUN_DIR: str(run_dir.resolve())}
     try:
         try:
@@ -273,7 +286,7 @@ def run(args: argparse.Namespace, argv, stop: interrupts.Stop) -> int:
             ).items():
                 print(f"note: -p {name} is not a parameter of {', '.join(skipped)}, which run without it", flush=True)
             with notebook_run.kernel_environment(kernels):
-                run_notebooks(notebooks, values, params, run_dir, args, meta, outcomes, slots)
+                local.run_notebooks()
         except Exception as e:  # a write that failed (a full disk), or a bug: the run is finished all the same
             meta["stopped"] = f"{type(e).__name__}: {e}"
             if not isinstance(e, OSError):
@@ -282,7 +295,7 @@ def run(args: argparse.Namespace, argv, stop: interrupts.Stop) -> int:
             stop.hold()
     except interrupts.Interrupted:
         pass  # stop.received says which signal
-    outcomes = scheduler.in_order(list(notebooks), outcomes)
+    outcomes = scheduler.in_order(list(notebooks), local.outcomes)
     meta["seconds"] = round(time.perf_counter() - t0, 1)
     return finish(stop, root, run_dir, cache_root, meta, outcomes)
 
@@ -396,39 +409,62 @@ def _say(text: str, file=None) -> None:
         pass
 
 
-def run_notebooks(notebooks, values, params, run_dir, args, meta, outcomes, slots) -> None:
-    """Each selected notebook in turn (or side by side on several GPUs: ``scheduler``), its outcome
-    appended to ``outcomes`` as soon as it starts."""
-    from latency_lab.core import harness  # torch, once a run starts
+@dataclass
+class LocalRun:
+    """The notebooks of one run on this machine, one after another or side by side on its GPUs
+    (``slots``); ``meta`` and ``outcomes`` are its record, kept whole when a signal cuts it short."""
 
-    harness.set_threads(params)  # the record names the threads the notebooks set (the runner times nothing)
-    environment.quiet_known_noise()  # and what they filter (the kernels inherit KINETO_LOG_LEVEL)
-    meta["environment"] = environment.collect(params.device)
-    results.write_atomic(run_dir / "environment.json", json.dumps(meta["environment"], indent=1))
-    meta["notebook_changes"] = notebook_changes.changes(notebooks)
-    for name, change in meta["notebook_changes"].items():
-        print(f"note: {name} is not the committed notebook: {change}", flush=True)
-    kernel = notebook_run.kernel_name()
-    where = f"GPUs {', '.join(s.gpu for s in slots)} side by side" if len(slots) > 1 else f"device {params.device}"
-    print(f"run {run_dir} · {len(notebooks)} notebooks · {where} · kernel {kernel}", flush=True)
-    injected = {
-        name: {**notebook_run.injected_parameters(name, values, path), "output_dir": str(run_dir.resolve())}
-        for name, path in notebooks.items()
-    }
-    if len(slots) > 1:
-        scheduler.run_side_by_side(notebooks, injected, slots, run_dir, kernel, args.timeout, outcomes)
-        return
-    for i, (name, path) in enumerate(notebooks.items(), 1):
-        print(f"[{i}/{len(notebooks)}] {name} ...", flush=True)
-        outcomes.append(notebook_run.Outcome(name, status="interrupted", gpu=slots[0].gpu, started=time.perf_counter()))
-        with notebook_run.kernel_environment(slots[0].env), notebook_run.forwarded_progress(sys.stdout):
-            outcomes[-1] = notebook_run.execute(
-                path, run_dir, injected[name], kernel, args.timeout, progress=sys.stderr.isatty()
+    notebooks: dict[str, Path]
+    values: dict
+    params: parameters.Params
+    run_dir: Path
+    slots: list
+    timeout: int
+    meta: dict
+    outcomes: list[notebook_run.Outcome] = field(default_factory=list)
+
+    def run_notebooks(self) -> None:
+        """Record the environment, then each notebook, its outcome added as soon as it starts."""
+        from latency_lab.core import harness  # torch, once a run starts
+
+        harness.set_threads(self.params)  # the record names the threads the notebooks set (the runner times nothing)
+        environment.quiet_known_noise()  # and what they filter (the kernels inherit KINETO_LOG_LEVEL)
+        self.meta["environment"] = environment.collect(self.params.device)
+        results.write_atomic(self.run_dir / "environment.json", json.dumps(self.meta["environment"], indent=1))
+        self.meta["notebook_changes"] = notebook_changes.changes(self.notebooks)
+        for name, change in self.meta["notebook_changes"].items():
+            print(f"note: {name} is not the committed notebook: {change}", flush=True)
+        kernel = notebook_run.kernel_name()
+        slots, count = self.slots, len(self.notebooks)
+        where = (
+            f"GPUs {', '.join(s.gpu for s in slots)} side by side" if len(slots) > 1 else f"device {self.params.device}"
+        )
+        print(f"run {self.run_dir} · {count} notebooks · {where} · kernel {kernel}", flush=True)
+        injected = {
+            name: {
+                **notebook_run.injected_parameters(name, self.values, path),
+                "output_dir": str(self.run_dir.resolve()),
+            }
+            for name, path in self.notebooks.items()
+        }
+        if len(slots) > 1:
+            scheduler.run_side_by_side(
+                self.notebooks, injected, slots, self.run_dir, kernel, self.timeout, self.outcomes
             )
-        outcomes[-1].gpu = slots[0].gpu
-        o = outcomes[-1]
-        detail = "" if o.status == "ok" else f": {notebook_run.error_line(o.error)}"
-        print(f"[{i}/{len(notebooks)}] {name} {o.status} in {o.seconds:.1f} s{detail}", flush=True)
+            return
+        for i, (name, path) in enumerate(self.notebooks.items(), 1):
+            print(f"[{i}/{count}] {name} ...", flush=True)
+            self.outcomes.append(
+                notebook_run.Outcome(name, status="interrupted", gpu=slots[0].gpu, started=time.perf_counter())
+            )
+            with notebook_run.kernel_environment(slots[0].env), notebook_run.forwarded_progress(sys.stdout):
+                o = notebook_run.execute(
+                    path, self.run_dir, injected[name], kernel, self.timeout, progress_bar=sys.stderr.isatty()
+                )
+            o.gpu = slots[0].gpu
+            self.outcomes[-1] = o
+            detail = "" if o.status == "ok" else f": {notebook_run.error_line(o.error)}"
+            print(f"[{i}/{count}] {name} {o.status} in {o.seconds:.1f} s{detail}", flush=True)
 
 
 AB_HELP = """Notebook 08 on two builds of the stack, timed in the same rounds by one worker process each.
@@ -443,12 +479,12 @@ to both builds alike (--preset, --device, -p executors=..., -p layers=..., -p pl
 """
 
 
-def ab(argv: list[str]) -> int:
-    """``runner.py ab``: the builds from their flags (``builds.parse``: a missing interpreter or folder,
-    a bad variable is exit 2 before any work), then ``main`` on notebook 08 with them as parameters."""
+def ab_parser() -> argparse.ArgumentParser:
+    """``runner.py ab``'s own options (the builds); the rest are ``run_parser``'s."""
     ap = argparse.ArgumentParser(
         prog="runner.py ab",
         description=AB_HELP,
+        epilog=EXIT_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
@@ -468,7 +504,13 @@ def ab(argv: list[str]) -> int:
             metavar="NAME=VALUE",
             help="a variable of its process (repeatable)",
         )
-    args, rest = ap.parse_known_args(argv)
+    return ap
+
+
+def ab(argv: list[str]) -> int:
+    """``runner.py ab``: the builds from their flags (``builds.parse``: a missing interpreter or folder,
+    a bad variable is exit 2 before any work), then ``main`` on notebook 08 with them as parameters."""
+    args, rest = ab_parser().parse_known_args(argv)
     try:
         if args.b is None and not args.b_path and not args.b_env:
             raise SetupError("give build B: --b PYTHON, --b-path FOLDER or --b-env NAME=VALUE (runner.py ab --help)")
@@ -496,10 +538,13 @@ def ab_build(args: argparse.Namespace, side: str) -> dict:
     return builds.parse(f"build_{side}", spec).to_dict()
 
 
-def publish(argv: list[str]) -> int:
-    """``runner.py publish RUN [RUN ...] DEST``: a small copy of a run, or of runs that together hold
-    the suite (results, summary, environment, index)."""
-    ap = argparse.ArgumentParser(prog="runner.py publish", description=report.publish.__doc__)
+def publish_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="runner.py publish",
+        description=report.publish.__doc__,
+        epilog="exit status: 0 published; 2 a run that cannot be published or a DEST that exists (nothing written). "
+        "Example: python runner.py publish outputs/latest outputs/reference-h100",
+    )
     ap.add_argument("run", nargs="+", help="a run folder (or outputs/latest); several: one suite run in parts")
     ap.add_argument("dest", help="a new folder, e.g. outputs/reference-h100")
     ap.add_argument(
@@ -507,7 +552,13 @@ def publish(argv: list[str]) -> int:
         action="store_true",
         help="publish a run that was interrupted or has notebooks or rows that are not ok",
     )
-    args = ap.parse_args(argv)
+    return ap
+
+
+def publish(argv: list[str]) -> int:
+    """``runner.py publish RUN [RUN ...] DEST``: a small copy of a run, or of runs that together hold
+    the suite (results, summary, environment, index)."""
+    args = publish_parser().parse_args(argv)
     try:
         summary, files = report.publish([Path(r) for r in args.run], Path(args.dest), allow_incomplete=args.incomplete)
     except (ValueError, OSError) as e:
