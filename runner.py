@@ -1,18 +1,7 @@
 #!/usr/bin/env python
-"""Run the latency-lab notebooks headlessly (papermill, real kernel) into ``outputs/<run-id>/``.
-
-    python runner.py                          # every notebook, seed preset, automatic device
-    python runner.py --preset tiny            # small model of the same architecture (CPU tests)
-    python runner.py --notebooks 01,02 -p cache_mode=static -p executors=eager,thunder
-    python runner.py --list                   # notebooks and their parameters
-    python runner.py ab --b-path ~/src/lightning-thunder   # two builds in the same rounds (notebook 08)
-    python runner.py compare RUN_A RUN_B      # two runs side by side (ids, paths or latest)
-    python runner.py publish RUN DEST         # a small copy of a run to commit or send
-    python runner.py --ray [ADDRESS]          # on a Ray cluster: one run folder per GPU type, one fleet page
-
-Each run writes executed notebooks, HTML, one results JSON per notebook, environment.json,
-summary.json and index.html; ``outputs/latest`` points at the last usable run. Invalid parameters are
-rejected before any notebook starts; a failing notebook is marked in the index and the others run.
+"""Run the latency-lab notebooks headlessly (papermill, real kernel) into ``outputs/<run-id>/``, and its
+subcommands ``ab``, ``compare`` and ``publish``. Its options and help: ``latency_lab/run/cli.py``
+(``python runner.py --help``); every option, output file and error: docs/cli.md.
 """
 
 from __future__ import annotations
@@ -41,75 +30,15 @@ if __name__ == "__main__":  # a Python without the suite's packages hands over t
 
 from latency_lab.core import compile_cache, environment, parameters, planted, results
 from latency_lab.core.parameters import MAX_VALUE_CHARS, SCHEMA, ParameterError, clip, parse_value, short, validate
-from latency_lab.run import fleet, interrupts, notebook_changes, notebook_run, report, run_folder, scheduler
+from latency_lab.run import cli, fleet, interrupts, notebook_changes, notebook_run, report, run_folder, scheduler
 from latency_lab.run.run_folder import SetupError
 
 EXIT_FAILED, EXIT_SETUP = 1, 2  # a notebook or an executor row failed; bad input or output folder
 SETTABLE = [name for name in SCHEMA if name != "output_dir"]  # output_dir: the runner sets it (--output-dir)
 
 
-EXIT_HELP = """exit status: 0 every notebook and row ok; 1 a notebook or an executor row failed, or a file could
-not be written (the run completes); 2 bad input or output folder (nothing written); 130, 143, 129
-interrupted by Ctrl-C, SIGTERM, SIGHUP. Every option, output file and error: docs/cli.md."""
-
-
-def run_parser() -> argparse.ArgumentParser:
-    """``runner.py``'s own options (a run of the notebooks)."""
-    ap = argparse.ArgumentParser(
-        description=__doc__, epilog=EXIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--preset", help="model preset: seed (default) or tiny")
-    ap.add_argument("--device", help="auto (default: CUDA when present), cpu, cuda, cuda:N")
-    ap.add_argument("--notebooks", help="comma list of numbers or names, e.g. 01,02 (default: all)")
-    ap.add_argument(
-        "-p",
-        "--param",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="set a notebook parameter; VALUE is a Python literal or a plain string (repeatable)",
-    )
-    ap.add_argument("--output-dir", default="outputs", help="folder that holds the runs (default: outputs)")
-    ap.add_argument("--run-id", help="name of the run folder, a plain name (default: timestamp-preset-device)")
-    ap.add_argument(
-        "--compile-cache",
-        choices=("run", "default"),
-        default="run",
-        help="run (default): Inductor's cache and nvFuser's kernel DB fresh per run, shared by its "
-        "notebooks; default: the tools' own (Inductor's machine-wide cache, no kernel DB)",
-    )
-    ap.add_argument(
-        "--gpus",
-        metavar="0,1,2,3|all",
-        help="run the notebooks side by side, one GPU each: each kernel sees only its GPU and is pinned "
-        "to its share of the CPU cores; a notebook that reads another's results starts after it. "
-        "One GPU chosen: one after another on it. On a CPU (--device cpu, or no GPU) or a machine "
-        "with one GPU it changes nothing (default: one after another on --device)",
-    )
-    ap.add_argument(
-        "--ray",
-        nargs="?",
-        const="",
-        metavar="ADDRESS",
-        help="run on a Ray cluster: each notebook one task per GPU type, one GPU each; ADDRESS: HOST:PORT, "
-        "ray://HOST:PORT or auto (none: RAY_ADDRESS, else a cluster running here, else Ray started here). "
-        "One run folder per type and a fleet page side by side (needs latency-lab[cluster])",
-    )
-    ap.add_argument(
-        "--accelerators",
-        metavar="H100,H200,L40S",
-        help="with --ray: the GPU types to run on, as Ray names them (accelerator_type:<T>; default: every "
-        "type the cluster has)",
-    )
-    ap.add_argument("--runtime-env", metavar="FILE", help="with --ray: a JSON file, Ray's runtime_env for the tasks")
-    ap.add_argument("--timeout", type=int, default=1800, help="seconds a single cell may run, > 0 (default: 1800)")
-    ap.add_argument("--notebook-dir", default=str(notebook_run.NOTEBOOK_DIR), help=argparse.SUPPRESS)
-    ap.add_argument("--list", action="store_true", help="list notebooks and their parameters, then exit")
-    return ap
-
-
 def parse_args(argv=None) -> argparse.Namespace:
-    return run_parser().parse_args(argv)
+    return cli.run_parser().parse_args(argv)
 
 
 def parse_overrides(pairs: list[str]) -> dict:
@@ -467,50 +396,10 @@ class LocalRun:
             print(f"[{i}/{count}] {name} {o.status} in {o.seconds:.1f} s{detail}", flush=True)
 
 
-AB_HELP = """Notebook 08 on two builds of the stack, timed in the same rounds by one worker process each.
-
-Build A is this environment unless --a, --a-path or --a-env say otherwise; build B is what --b,
---b-path and --b-env give (at least one of them). Every other argument is runner.py's own and applies
-to both builds alike (--preset, --device, -p executors=..., -p layers=..., -p planted_pct=[1,5],
---run-id, --output-dir). Example:
-
-    python runner.py ab --b-path ~/src/lightning-thunder -p executors=thunder
-    python runner.py ab --b ~/venvs/nightly/bin/python --b-env NVFUSER_DISABLE=kernel_reuse
-"""
-
-
-def ab_parser() -> argparse.ArgumentParser:
-    """``runner.py ab``'s own options (the builds); the rest are ``run_parser``'s."""
-    ap = argparse.ArgumentParser(
-        prog="runner.py ab",
-        description=AB_HELP,
-        epilog=EXIT_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False,
-    )
-    for side in ("a", "b"):
-        ap.add_argument(f"--{side}", metavar="PYTHON", help=f"build {side.upper()}'s interpreter (a venv's bin/python)")
-        ap.add_argument(
-            f"--{side}-path",
-            action="append",
-            default=[],
-            metavar="FOLDER",
-            help="first on its module path (repeatable)",
-        )
-        ap.add_argument(
-            f"--{side}-env",
-            action="append",
-            default=[],
-            metavar="NAME=VALUE",
-            help="a variable of its process (repeatable)",
-        )
-    return ap
-
-
 def ab(argv: list[str]) -> int:
     """``runner.py ab``: the builds from their flags (``builds.parse``: a missing interpreter or folder,
     a bad variable is exit 2 before any work), then ``main`` on notebook 08 with them as parameters."""
-    args, rest = ab_parser().parse_known_args(argv)
+    args, rest = cli.ab_parser().parse_known_args(argv)
     try:
         if args.b is None and not args.b_path and not args.b_env:
             raise SetupError("give build B: --b PYTHON, --b-path FOLDER or --b-env NAME=VALUE (runner.py ab --help)")
@@ -538,27 +427,10 @@ def ab_build(args: argparse.Namespace, side: str) -> dict:
     return builds.parse(f"build_{side}", spec).to_dict()
 
 
-def publish_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="runner.py publish",
-        description=report.publish.__doc__,
-        epilog="exit status: 0 published; 2 a run that cannot be published or a DEST that exists (nothing written). "
-        "Example: python runner.py publish outputs/latest outputs/reference-h100",
-    )
-    ap.add_argument("run", nargs="+", help="a run folder (or outputs/latest); several: one suite run in parts")
-    ap.add_argument("dest", help="a new folder, e.g. outputs/reference-h100")
-    ap.add_argument(
-        "--incomplete",
-        action="store_true",
-        help="publish a run that was interrupted or has notebooks or rows that are not ok",
-    )
-    return ap
-
-
 def publish(argv: list[str]) -> int:
     """``runner.py publish RUN [RUN ...] DEST``: a small copy of a run, or of runs that together hold
     the suite (results, summary, environment, index)."""
-    args = publish_parser().parse_args(argv)
+    args = cli.publish_parser().parse_args(argv)
     try:
         summary, files = report.publish([Path(r) for r in args.run], Path(args.dest), allow_incomplete=args.incomplete)
     except (ValueError, OSError) as e:

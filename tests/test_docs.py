@@ -11,7 +11,7 @@ import pytest
 
 import runner
 from latency_lab.core import parameters
-from latency_lab.run import compare, notebook_run
+from latency_lab.run import cli, compare, notebook_run
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -47,9 +47,9 @@ def check_command(line: str) -> None:
     if argv[:1] == ["compare"]:
         compare.parser().parse_args(argv[1:])
     elif argv[:1] == ["publish"]:
-        runner.publish_parser().parse_args(argv[1:])
+        cli.publish_parser().parse_args(argv[1:])
     elif argv[:1] == ["ab"]:
-        _, rest_argv = runner.ab_parser().parse_known_args(argv[1:])
+        _, rest_argv = cli.ab_parser().parse_known_args(argv[1:])
         check_run_options(rest_argv)
     else:
         check_run_options(argv)

@@ -1,0 +1,140 @@
+"""``runner.py``'s command line: the parsers of a run, of ``ab`` and of ``publish`` (``compare.parser`` is
+compare's own), with their help and exit statuses. Every option, output file and error: docs/cli.md."""
+
+from __future__ import annotations
+
+import argparse
+
+from . import notebook_run, report
+
+RUN_HELP = """Run the latency-lab notebooks headlessly (papermill, real kernel) into ``outputs/<run-id>/``.
+
+    python runner.py                          # every notebook, seed preset, automatic device
+    python runner.py --preset tiny            # small model of the same architecture (CPU tests)
+    python runner.py --notebooks 01,02 -p cache_mode=static -p executors=eager,thunder
+    python runner.py --list                   # notebooks and their parameters
+    python runner.py ab --b-path ~/src/lightning-thunder   # two builds in the same rounds (notebook 08)
+    python runner.py compare RUN_A RUN_B      # two runs side by side (ids, paths or latest)
+    python runner.py publish RUN DEST         # a small copy of a run to commit or send
+    python runner.py --ray [ADDRESS]          # on a Ray cluster: one run folder per GPU type, one fleet page
+
+Each run writes executed notebooks, HTML, one results JSON per notebook, environment.json,
+summary.json and index.html; ``outputs/latest`` points at the last usable run. Invalid parameters are
+rejected before any notebook starts; a failing notebook is marked in the index and the others run.
+"""
+
+EXIT_HELP = """exit status: 0 every notebook and row ok; 1 a notebook or an executor row failed, or a file could
+not be written (the run completes); 2 bad input or output folder (nothing written); 130, 143, 129
+interrupted by Ctrl-C, SIGTERM, SIGHUP. Every option, output file and error: docs/cli.md."""
+
+
+def run_parser() -> argparse.ArgumentParser:
+    """``runner.py``'s own options (a run of the notebooks)."""
+    ap = argparse.ArgumentParser(
+        description=RUN_HELP, epilog=EXIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--preset", help="model preset: seed (default) or tiny")
+    ap.add_argument("--device", help="auto (default: CUDA when present), cpu, cuda, cuda:N")
+    ap.add_argument("--notebooks", help="comma list of numbers or names, e.g. 01,02 (default: all)")
+    ap.add_argument(
+        "-p",
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set a notebook parameter; VALUE is a Python literal or a plain string (repeatable)",
+    )
+    ap.add_argument("--output-dir", default="outputs", help="folder that holds the runs (default: outputs)")
+    ap.add_argument("--run-id", help="name of the run folder, a plain name (default: timestamp-preset-device)")
+    ap.add_argument(
+        "--compile-cache",
+        choices=("run", "default"),
+        default="run",
+        help="run (default): Inductor's cache and nvFuser's kernel DB fresh per run, shared by its "
+        "notebooks; default: the tools' own (Inductor's machine-wide cache, no kernel DB)",
+    )
+    ap.add_argument(
+        "--gpus",
+        metavar="0,1,2,3|all",
+        help="run the notebooks side by side, one GPU each: each kernel sees only its GPU and is pinned "
+        "to its share of the CPU cores; a notebook that reads another's results starts after it. "
+        "One GPU chosen: one after another on it. On a CPU (--device cpu, or no GPU) or a machine "
+        "with one GPU it changes nothing (default: one after another on --device)",
+    )
+    ap.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="run on a Ray cluster: each notebook one task per GPU type, one GPU each; ADDRESS: HOST:PORT, "
+        "ray://HOST:PORT or auto (none: RAY_ADDRESS, else a cluster running here, else Ray started here). "
+        "One run folder per type and a fleet page side by side (needs latency-lab[cluster])",
+    )
+    ap.add_argument(
+        "--accelerators",
+        metavar="H100,H200,L40S",
+        help="with --ray: the GPU types to run on, as Ray names them (accelerator_type:<T>; default: every "
+        "type the cluster has)",
+    )
+    ap.add_argument("--runtime-env", metavar="FILE", help="with --ray: a JSON file, Ray's runtime_env for the tasks")
+    ap.add_argument("--timeout", type=int, default=1800, help="seconds a single cell may run, > 0 (default: 1800)")
+    ap.add_argument("--notebook-dir", default=str(notebook_run.NOTEBOOK_DIR), help=argparse.SUPPRESS)
+    ap.add_argument("--list", action="store_true", help="list notebooks and their parameters, then exit")
+    return ap
+
+
+AB_HELP = """Notebook 08 on two builds of the stack, timed in the same rounds by one worker process each.
+
+Build A is this environment unless --a, --a-path or --a-env say otherwise; build B is what --b,
+--b-path and --b-env give (at least one of them). Every other argument is runner.py's own and applies
+to both builds alike (--preset, --device, -p executors=..., -p layers=..., -p planted_pct=[1,5],
+--run-id, --output-dir). Example:
+
+    python runner.py ab --b-path ~/src/lightning-thunder -p executors=thunder
+    python runner.py ab --b ~/venvs/nightly/bin/python --b-env NVFUSER_DISABLE=kernel_reuse
+"""
+
+
+def ab_parser() -> argparse.ArgumentParser:
+    """``runner.py ab``'s own options (the builds); the rest are ``run_parser``'s."""
+    ap = argparse.ArgumentParser(
+        prog="runner.py ab",
+        description=AB_HELP,
+        epilog=EXIT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    for side in ("a", "b"):
+        ap.add_argument(f"--{side}", metavar="PYTHON", help=f"build {side.upper()}'s interpreter (a venv's bin/python)")
+        ap.add_argument(
+            f"--{side}-path",
+            action="append",
+            default=[],
+            metavar="FOLDER",
+            help="first on its module path (repeatable)",
+        )
+        ap.add_argument(
+            f"--{side}-env",
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help="a variable of its process (repeatable)",
+        )
+    return ap
+
+
+def publish_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="runner.py publish",
+        description=report.publish.__doc__,
+        epilog="exit status: 0 published; 2 a run that cannot be published or a DEST that exists (nothing written). "
+        "Example: python runner.py publish outputs/latest outputs/reference-h100",
+    )
+    ap.add_argument("run", nargs="+", help="a run folder (or outputs/latest); several: one suite run in parts")
+    ap.add_argument("dest", help="a new folder, e.g. outputs/reference-h100")
+    ap.add_argument(
+        "--incomplete",
+        action="store_true",
+        help="publish a run that was interrupted or has notebooks or rows that are not ok",
+    )
+    return ap
