@@ -19,14 +19,14 @@ from conftest import ROOT, run_runner
 
 from latency_lab.core import builds, paired, parameters
 from latency_lab.core.parameters import ParameterError
-from latency_lab.studies import ab_builds
+from latency_lab.studies import ab_builds, ab_remote
 
 # The real runs here plant 100% (the step twice as long): on the 2-core machine, beside the other tests (CI runs
 # two at once and each run here starts five processes), 20 rounds resolve anything from 2% to 50%. How finely 08
 # resolves is tools/ab_benchmark.py's to measure (benchmarks/); these tests check that it tells a large change
 # from none.
 PLANTED = 100
-B_VS_A, AA, PLANTED_ROW = "B vs A", "A' vs A (A/A control)", f"{ab_builds.planted_label(PLANTED)} vs A"
+B_VS_A, AA, PLANTED_ROW = "B vs A", "A' vs A (A/A control)", f"{ab_remote.planted_label(PLANTED)} vs A"
 # runner.py ab's arguments of every real run here: tiny, CPU, 2 x 10 rounds, the planted delay (and one executor)
 AB_ARGS = ("--preset", "tiny", "--device", "cpu", "-p", "repeats=10", "-p", f"planted_pct=[{PLANTED}]")
 
@@ -338,7 +338,7 @@ def test_runner_ab_reads_b_and_the_controls_against_a(wrapper_run):
     for row in (aa, _row(rows, B_VS_A)):
         assert abs(row["change_pct"]) < control["found_pct"] / 3, row
     by_worker = {b["worker"]: b for b in data["builds"]}
-    assert set(by_worker) == {"A", "A'", ab_builds.planted_label(PLANTED), "B"}
+    assert set(by_worker) == {"A", "A'", ab_remote.planted_label(PLANTED), "B"}
     assert by_worker["B"]["build"] == f"python {wrapper}" and by_worker["A"]["build"] == "this Python"
     # the wrapper ran for the checks' probes (python -c PROBE) and for B's worker (execnet's python -u -c ...)
     assert "-u" in (Path(wrapper).parent / "started").read_text().split()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from latency_lab.core import harness, timing
+from latency_lab.core import failures, harness, timing
 from latency_lab.core import model as llama
 from latency_lab.core import parameters as P
 from latency_lab.core import registry as E
@@ -117,7 +117,7 @@ def test_cuda_graph_executor_replays_match_eager(tiny, name):
     for _ in range(3):
         check = llama.compare_to_eager(logits(prepared.fn, setup.kwargs), reference, setup.params.dtype)
         assert check["passed"], check
-    assert harness.cuda_context_error("cuda") is None
+    assert failures.cuda_context_error("cuda") is None
 
 
 def test_thunder_and_torch_compile_cuda_graphs_in_one_process(tiny):
@@ -137,4 +137,4 @@ def test_thunder_and_torch_compile_cuda_graphs_in_one_process(tiny):
             check = llama.compare_to_eager(logits(fn, setup.kwargs), reference, setup.params.dtype)
             assert check["passed"], (name, check)
     torch.cuda.synchronize()
-    assert harness.cuda_context_error("cuda") is None
+    assert failures.cuda_context_error("cuda") is None

@@ -2,7 +2,8 @@
 
 import pytest
 
-from latency_lab.core import harness, registry, sweep, timing
+from latency_lab.core import failures, harness, registry, sweep, timing
+from latency_lab.core.rounds import host_moved_note
 from latency_lab.core.rows import Row, plain_row
 
 
@@ -45,8 +46,8 @@ def test_within_round_ratio_cancels_a_drift_that_moves_both_sides():
     ratio = timed.ratio("b", "a")
     assert ratio.median == pytest.approx(2.0) and ratio.iqr == pytest.approx(0.0)  # the host moved 3x, the ratio not
     assert timed.drift_pct() == pytest.approx(100 * 2.0 / 1.75)
-    assert "moved by 114%" in harness.host_moved_note(timed, 0.1)
-    assert harness.host_moved_note(timed, 2.0) == ""
+    assert "moved by 114%" in host_moved_note(timed, 0.1)
+    assert host_moved_note(timed, 2.0) == ""
 
 
 def test_a_failing_entry_stops_alone_and_becomes_partial(monkeypatch):
@@ -82,13 +83,13 @@ def test_time_prepared_times_the_ok_executors_and_settles_them():
 def test_a_lost_cuda_context_ends_every_entry(monkeypatch):
     calls = []
     monkeypatch.setattr(
-        harness, "cuda_context_error", lambda device: "illegal memory access" if len(calls) > 3 else None
+        failures, "cuda_context_error", lambda device: "illegal memory access" if len(calls) > 3 else None
     )
     prepared = {n: _prepared(n, lambda **kw: calls.append(1)) for n in ("eager", "torch.compile")}
     r = harness.rounds(harness.entries(prepared, {}), "cpu", warmup=0, iters=1, repeats=2, progress=lambda text: None)
-    harness.apply_errors(prepared, r)
+    after = harness.settled(prepared, r)
     assert all(t.error.startswith("not run: the CUDA context was lost earlier") for t in r.entries.values())
-    assert {p.status for p in prepared.values()} <= {"partial", "failed"}
+    assert {p.status for p in after.values()} <= {"partial", "failed"}
 
 
 def test_build_and_measure_keeps_a_failing_step_in_its_row():
@@ -137,3 +138,38 @@ def test_sweep_builds_every_point_and_times_all_in_the_same_rounds():
     assert [r["size"] for r in rows] == [1, 2] and all(r["wall_ms"] is not None and r["status"] == "ok" for r in rows)
     assert set(timed.entries) == {"eager @ size=1", "eager @ size=2"} and rows[0]["floor_ratio_x"] > 0
     assert sweep.release(built, "cpu") == {} and all(b.prepared.fn is None for b in built)
+
+
+def test_a_sweep_row_reads_a_build_whose_blocks_stopped_early_as_partial():
+    armed = {"calls": None}  # counts calls once the build is done
+
+    def flaky(**kw):
+        if armed["calls"] is not None:
+            armed["calls"] += 1
+            if armed["calls"] > 3:  # the warm-up round and two rounds pass, the third raises
+                raise RuntimeError("boom")
+
+    s = sweep.Sweep(
+        "size", {"size": (1,)}, [registry.REGISTRY["eager"]], lambda point: sweep.Case(flaky, {}, lambda p: {})
+    )
+    params = type("P", (), {"device": "cpu", "warmup": 0, "iters": 1, "repeats": 2})()
+    built = sweep.build(s, params, profile_steps=1, progress=lambda text: None)
+    armed["calls"] = 0
+    timed = sweep.time_all(built, params)
+    row = sweep.row(built[0], timed).as_dict()
+    assert row["status"] == "partial" and "rounds: round 3: RuntimeError: boom" in row["reason"]
+    assert built[0].prepared.status == "ok" and built[0].prepared.reason is None  # the build is left as it was
+
+
+def test_merged_rounds_mark_blocks_against_their_common_cutoff_and_leave_the_parts_alone():
+    def part(name, refs):
+        t = harness.Timed(name, [1.0] * len(refs), [1.0] * len(refs))
+        t.reference_before_ms, t.reference_after_ms = list(refs), list(refs)
+        r = harness.Rounds({name: t}, list(refs), "perf_counter", 0, 1, len(refs))
+        t.mark(r.cutoff_ms)
+        return r
+
+    fast, slow = part("a", [1.0] * 8), part("b", [3.0] * 8)  # alone, each set reads all of its blocks fast
+    done = harness.Rounds.merged([fast, slow])
+    assert done.rounds == 16 and done.entries["a"].fast == [True] * 8 and done.entries["b"].fast == [False] * 8
+    assert slow.entries["b"].fast == [True] * 8 and done.entries["b"] is not slow.entries["b"]

@@ -14,7 +14,7 @@ from latency_lab.core import harness, parameters, registry
 from latency_lab.core.metrics import Stat
 from latency_lab.core.rows import HostStepRow
 from latency_lab.pages.tables import number
-from latency_lab.studies import host_overhead, thunder_breakdown
+from latency_lab.studies import host_overhead, host_overhead_findings, thunder_breakdown
 
 # The top-level keys of 05's results file: the notebook's run and ``run(params).save()`` write the same.
 RESULTS_KEYS = {
@@ -124,7 +124,7 @@ def test_summary_closes_on_the_plain_step_of_the_same_rounds():
     assert s["remainder_pct"]["median"] == pytest.approx((100 * 50 / 1050 + 0.0) / 2)
     assert s["remainder_us"]["median"] == pytest.approx(25.0)  # the same per-round differences, in µs
     assert s["correction_pct"]["median"] == pytest.approx((100 * 0.15 / 1050 + 100 * 0.15 / 1100) / 2)
-    text = host_overhead.parts_text({"thunder": s})[0]
+    text = host_overhead_findings.parts_text({"thunder": s})[0]
     assert "it cannot see time moved from one part to another" in text and "correction is 0.0140% of the step" in text
     assert s["kinds"]["nvFusion"]["median"] == pytest.approx(625.0) and s["kinds_per_block"]["op"] == [300.0, 320.0]
     assert s["startup_us"]["median"] == pytest.approx(6.0)  # six phases of 1 µs before the first statement
@@ -177,7 +177,7 @@ def test_real_thunder_call_is_taken_apart_in_place():
     ],
 )
 def test_grades_are_two_sided(value, verdict):
-    assert host_overhead.grade(value, host_overhead.SEED_STARTUP_US) == verdict
+    assert host_overhead_findings.grade(value, host_overhead_findings.SEED_STARTUP_US) == verdict
 
 
 def test_memory_held_never_prints_a_negative_number():
@@ -241,12 +241,12 @@ def test_region_rows_pair_in_place_with_alone_and_count_kernels():
         ("nvFusion1", 250.0, 20.0),
     ]
     assert [r["execute_alone_us_per_kernel"] for r in rows] == [15.0, 10.0]
-    s = host_overhead.nvfusion_per_kernel(_broken(), rows, "thunder")
+    s = host_overhead_findings.nvfusion_per_kernel(_broken(), rows, "thunder")
     assert s.median == pytest.approx(1125.0 / 6)
-    c = host_overhead.alone_costs(rows, "thunder")  # totals over regions, the in-place statistic
+    c = host_overhead_findings.alone_costs(rows, "thunder")  # totals over regions, the in-place statistic
     assert c["alone_us_per_kernel"] == pytest.approx(120 / 6) and c["execute_us_per_kernel"] == pytest.approx(80 / 6)
     assert c["wrapper_us_per_fusion"] == pytest.approx(20.0) and c["regions"] == 2
-    text = host_overhead.per_kernel_text(_broken(), rows, "cuda")
+    text = host_overhead_findings.per_kernel_text(_broken(), rows, "cuda")
     assert "20.0 µs per kernel through the wrapper, 13.3 µs in fd.execute alone (nvFuser's own: changed: lower)" in text
     assert "the wrapper adds 20.0 µs per fusion" in text and "FusionDefinition cache: same: holds)" in text
 
@@ -261,36 +261,38 @@ def test_a_call_missing_alone_leaves_only_its_own_row_empty():
 
 def test_hypotheses_read_their_numbers_and_grade_both_ways():
     rows = [{"executor": "thunder", "kind": "nvFusion", "kernels": 40, "alone_us": 1000.0, "execute_alone_us": None}]
-    high = host_overhead.per_kernel_text(_broken(nv_per_block=(1500.0, 1600.0)), rows, "cuda")
+    high = host_overhead_findings.per_kernel_text(_broken(nv_per_block=(1500.0, 1600.0)), rows, "cuda")
     assert "thunder: in place, Thunder's wrapper included, 38.8 µs per kernel (interval " in high
     assert "over rounds; total nvFusion µs over its kernels): changed: higher" in high and "fd.execute" not in high
     assert high.endswith("changed: higher.")
-    assert "changed: lower" in host_overhead.per_kernel_text(_broken(nv_per_block=(400.0, 420.0)), rows, "cuda")
-    assert "same: holds" in host_overhead.per_kernel_text(_broken(nv_per_block=(1000.0, 1000.0)), rows, "cuda")
-    assert "needs CUDA" in host_overhead.per_kernel_text({}, [], "cpu")
-    text = host_overhead.startup_text(_broken(startup=380.0), {}, "cuda")
+    assert "changed: lower" in host_overhead_findings.per_kernel_text(
+        _broken(nv_per_block=(400.0, 420.0)), rows, "cuda"
+    )
+    assert "same: holds" in host_overhead_findings.per_kernel_text(_broken(nv_per_block=(1000.0, 1000.0)), rows, "cuda")
+    assert "needs CUDA" in host_overhead_findings.per_kernel_text({}, [], "cpu")
+    text = host_overhead_findings.startup_text(_broken(startup=380.0), {}, "cuda")
     assert text.startswith("Start-up per step (seed: ~250 µs that Thunder spends and eager does not, read as 200-300")
     assert "in place: 380 µs for thunder" in text and text.endswith(": changed: higher.")
-    assert host_overhead.startup_text(_broken(startup=250.0), {}, "cuda").endswith(": same: holds.")
-    assert host_overhead.startup_text(_broken(startup=90.0), {}, "cuda").endswith(": changed: lower.")
+    assert host_overhead_findings.startup_text(_broken(startup=250.0), {}, "cuda").endswith(": same: holds.")
+    assert host_overhead_findings.startup_text(_broken(startup=90.0), {}, "cuda").endswith(": changed: lower.")
     timelines = {"eager": {"call_to_first_kernel_us": 185.0}, "thunder": {"call_to_first_kernel_us": 368.0}}
-    both = host_overhead.startup_text(_broken(startup=318.0), timelines, "cuda")
+    both = host_overhead_findings.startup_text(_broken(startup=318.0), timelines, "cuda")
     assert (
         "Call to first kernel beyond eager's" in both
         and "183 µs (thunder 368 µs, eager 185 µs): changed: lower." in both
     )
-    assert "no Thunder configuration" in host_overhead.startup_text({}, {}, "cuda")
-    assert "The in-place parts close" in host_overhead.parts_text(_broken(remainder=3.0))[0]
-    assert "do not close" in host_overhead.parts_text(_broken(remainder=25.0))[0]
+    assert "no Thunder configuration" in host_overhead_findings.startup_text({}, {}, "cuda")
+    assert "The in-place parts close" in host_overhead_findings.parts_text(_broken(remainder=3.0))[0]
+    assert "do not close" in host_overhead_findings.parts_text(_broken(remainder=25.0))[0]
 
 
 def test_grades_by_the_interval():
-    band = host_overhead.SEED_STARTUP_US
+    band = host_overhead_findings.SEED_STARTUP_US
     inside = Stat(250, 249, 251, 240, 260, 250, 1, 9, lo=240.0, hi=260.0)
-    assert host_overhead.grade(inside, band) == "same: holds"
-    assert host_overhead.grade(replace(inside, median=305, lo=290.0, hi=320.0), band) == "same: at the edge"
-    assert host_overhead.grade(replace(inside, median=330, lo=310.0, hi=350.0), band) == "changed: higher"
-    assert host_overhead.grade(replace(inside, median=150, lo=140.0, hi=160.0), band) == "changed: lower"
+    assert host_overhead_findings.grade(inside, band) == "same: holds"
+    assert host_overhead_findings.grade(replace(inside, median=305, lo=290.0, hi=320.0), band) == "same: at the edge"
+    assert host_overhead_findings.grade(replace(inside, median=330, lo=310.0, hi=350.0), band) == "changed: higher"
+    assert host_overhead_findings.grade(replace(inside, median=150, lo=140.0, hi=160.0), band) == "changed: lower"
 
 
 def _graph_rounds(with_ms, without_ms):
@@ -316,19 +318,20 @@ def test_graphs_hold_only_when_the_wall_drops_enough():
     ]
     cure = host_overhead.graph_rows(step, _graph_rounds(0.23, 0.95))
     assert cure[0]["wall_ratio_x"] == pytest.approx(0.23 / 0.95)
-    assert ": same: holds" in host_overhead.graphs_text(cure, _graph_rounds(0.23, 0.95), "cuda")
+    assert ": same: holds" in host_overhead_findings.graphs_text(cure, _graph_rounds(0.23, 0.95), "cuda")
     lo, hi = cure[0]["wall_ratio_lo_x"], cure[0]["wall_ratio_hi_x"]  # the within-round ratio's interval
-    assert lo <= 0.23 / 0.95 <= hi and f"interval x{number(lo)}-x{number(hi)}" in host_overhead.graphs_text(
+    assert lo <= 0.23 / 0.95 <= hi and f"interval x{number(lo)}-x{number(hi)}" in host_overhead_findings.graphs_text(
         cure, _graph_rounds(0.23, 0.95), "cuda"
     )
     edge = {**cure[0], "wall_ratio_x": 0.78, "wall_ratio_lo_x": 0.70, "wall_ratio_hi_x": 0.86}
-    assert host_overhead.cure_verdict(edge) == "same: at the edge"
+    assert host_overhead_findings.cure_verdict(edge) == "same: at the edge"
     assert (
-        host_overhead.cure_verdict({**edge, "wall_ratio_lo_x": 0.81, "wall_ratio_x": 0.85}) == "changed: does not hold"
+        host_overhead_findings.cure_verdict({**edge, "wall_ratio_lo_x": 0.81, "wall_ratio_x": 0.85})
+        == "changed: does not hold"
     )
     weak = host_overhead.graph_rows(step, _graph_rounds(0.9, 0.95))
-    assert "changed: does not hold" in host_overhead.graphs_text(weak, _graph_rounds(0.9, 0.95), "cuda")
-    assert host_overhead.graphs_text([], _graph_rounds(1, 1), "cpu") == "CUDA graphs as the cure: needs CUDA."
+    assert "changed: does not hold" in host_overhead_findings.graphs_text(weak, _graph_rounds(0.9, 0.95), "cuda")
+    assert host_overhead_findings.graphs_text([], _graph_rounds(1, 1), "cpu") == "CUDA graphs as the cure: needs CUDA."
 
 
 # --- the notebook on CPU -------------------------------------------------------------------------------

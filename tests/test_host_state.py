@@ -10,6 +10,7 @@ from test_compare import EFFECTS, timing_notebook
 
 from latency_lab.core import harness, host_state, run_to_run
 from latency_lab.core.metrics import Stat
+from latency_lab.core.rounds import state_text
 from latency_lab.core.rows import StepRow
 from latency_lab.run import compare as C
 from latency_lab.studies import levers, scaling
@@ -51,7 +52,7 @@ def test_a_bimodal_series_gives_the_fast_state_and_the_slow_share():
     assert (head.lo, head.hi) == host_state.bootstrap(fast_blocks)  # the median's own interval, no floor
     assert head.lo < 1.4 < head.hi and (head.hi - head.lo) / head.median < 0.05  # 1% noise: narrow
     assert 0.45 < timed.slow_share() < 0.75
-    assert "read slow" in harness.state_text(timed) and "of 60 blocks ran fast" in harness.state_text(timed)
+    assert "read slow" in state_text(timed) and "of 60 blocks ran fast" in state_text(timed)
 
 
 def test_a_second_run_with_another_slow_share_lands_inside_the_first_interval():

@@ -17,6 +17,7 @@ from test_compare import EFFECTS, op_notebook
 from test_host_state import walls_with_interval
 
 from latency_lab.core import environment, harness, host_state, planted, registry, run_to_run
+from latency_lab.core.rounds import state_text
 from latency_lab.run import compare as C
 from latency_lab.run.compare_pair import flatten
 
@@ -303,7 +304,7 @@ def test_the_rounds_bias_is_the_median_over_entries_and_is_recorded_and_printed(
     assert bias == entries["b"].slow_state_bias() and bias == pytest.approx(0.8, rel=0.02)
     assert done.record("a")["host_per_ref_slow_bias"] == entries["a"].slow_state_bias()
     assert done.reference_record()["host_per_ref_slow_bias"] == bias
-    assert f"Host per reference read ×{bias:.3g} in the slow state against the fast one" in harness.state_text(done)
+    assert f"Host per reference read ×{bias:.3g} in the slow state against the fast one" in state_text(done)
 
 
 # --- planted: a slowdown of known size -------------------------------------------------------------------

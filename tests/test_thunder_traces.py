@@ -1,5 +1,6 @@
-"""latency_lab.studies.thunder_traces on small thunder-jitted modules (CPU), on synthetic nested regions (the GPU-only
-nvFusion / CUDAGraph shapes) and on the tiny run's results file."""
+"""latency_lab.studies.thunder_traces and its parts (trace_analysis, first_call_phases, trace_tables) on small
+thunder-jitted modules (CPU), on synthetic nested regions (the GPU-only nvFusion / CUDAGraph shapes) and on the
+tiny run's results file."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from latency_lab.core import parameters as P
 from latency_lab.core import results
 from latency_lab.core.harness import Prepared
 from latency_lab.core.registry import REGISTRY, THUNDER_NAMES
-from latency_lab.studies import thunder_traces
+from latency_lab.studies import first_call_phases, thunder_traces, trace_analysis, trace_tables
 
 pytest.importorskip("thunder")
 
@@ -78,7 +79,7 @@ def test_torch_config_has_no_regions_and_leaves_seed_ops_unfused(torch_row):
     assert "python_del" not in torch_row["unfused"] and "unpack_trivial" not in torch_row["unfused"]
     assert torch_row["prologue_bound_symbols"] > 0 and torch_row["prologue_lines"] > 0
     check_consistent(torch_row)
-    table = {line["op"]: line["thunder:torch"] for line in thunder_traces.placement([torch_row])}
+    table = {line["op"]: line["thunder:torch"] for line in trace_tables.placement([torch_row])}
     assert table["linear"] == "0 in fusions; 1 outside"
     assert table["triu"] == "not found by name (decomposed into prims)"  # thunder decomposes this triu into prims
     assert "triu" not in torch_row["counter"] and "where" in torch_row["unfused"]
@@ -96,11 +97,11 @@ def test_torchcompile_config_fuses_seed_ops_into_one_region(torchcompile_row):
     assert "linear" not in row["unfused"] and row["composition"]["TorchCompile regions"] == 1
     assert row["counter"]["TorchCompile0"] == 1
     check_consistent(row)
-    assert thunder_traces.placement([row])[0] == {
+    assert trace_tables.placement([row])[0] == {
         "op": "linear",
         "thunder:torchcompile": "1 in TorchCompile; 0 outside",
     }
-    assert thunder_traces.region_table([row])[0]["ops"].startswith(next(iter(ops)))
+    assert trace_tables.region_table([row])[0]["ops"].startswith(next(iter(ops)))
 
 
 def test_compile_stats_count_the_miss_and_the_hit(torch_row):
@@ -109,7 +110,7 @@ def test_compile_stats_count_the_miss_and_the_hit(torch_row):
     assert (second["calls"], second["cache_misses"], second["cache_hits"]) == (2, 1, 1)
     assert first["trace_construction_ms"] > 0
     for stats in (first, second):  # every statistic is a value or a note, never an exception
-        for method in thunder_traces.STAT_METHODS:
+        for method in trace_analysis.STAT_METHODS:
             key = method.removeprefix("last_").removesuffix("_time") + "_ms"
             assert (key in stats) != any(n.startswith(method) for n in stats["notes"]), (method, stats)
 
@@ -118,10 +119,10 @@ def test_first_call_phases_split_the_measured_first_call(torch_row):
     phases = torch_row["first_call_phases"]
     assert set(phases) == {"interpret_s", "transform_s", "first_run_s"} and all(v > 0 for v in phases.values())
     assert sum(phases.values()) <= torch_row["first_call_s"]
-    [line] = thunder_traces.first_call_table([torch_row])
+    [line] = first_call_phases.first_call_table([torch_row])
     assert line["other_s"] == pytest.approx(torch_row["first_call_s"] - sum(phases.values()))
     assert line["interpret_pct"] == pytest.approx(100 * phases["interpret_s"] / torch_row["first_call_s"])
-    finding = thunder_traces.first_call_finding([torch_row])
+    finding = first_call_phases.first_call_finding([torch_row])
     assert finding.startswith("First call by thunder's own timestamps: thunder:torch ") and " s, other " in finding
     assert finding.endswith("% of a thunder.jit configuration's first call.")
 
@@ -142,16 +143,16 @@ def test_first_call_finding_adds_up_and_leaves_out_what_it_cannot_split():
         row("thunder:torchcompile", 3.0, 1.0, None, None),
         row("thunder", None, None, None, None, "unavailable"),
     ]
-    table = {t["executor"]: t for t in thunder_traces.first_call_table(rows)}
+    table = {t["executor"]: t for t in first_call_phases.first_call_table(rows)}
     assert table["thunder"]["status"] == "unavailable" and table["thunder"]["reason"] == "no GPU"  # a row, not left out
     assert table["thunder:torchcompile"]["other_s"] is None and table["thunder:torchcompile"]["interpret_pct"] is None
-    assert thunder_traces.first_call_finding(rows) == (
+    assert first_call_phases.first_call_finding(rows) == (
         "First call by thunder's own timestamps: thunder:torch 2.00 s (interpreting 1.00 s, transforms 0.200 s, "
         "first run 0.500 s, other 0.300 s); thunderfx 6.00 s (interpreting 3.00 s, transforms 0.500 s, "
         "first run 0.100 s, other 2.40 s). Interpreting the model's Python is 50.0% of a thunder.jit "
         "configuration's first call."
     )
-    assert thunder_traces.first_call_finding(rows[2:]) is None
+    assert first_call_phases.first_call_finding(rows[2:]) is None
 
 
 def test_trace_row_of_a_failing_analysis_is_a_failed_row_and_leaves_the_executor_alone():
@@ -211,7 +212,7 @@ def test_taken_rows_take_each_trace_out_of_what_was_measured_and_leave_it_alone(
 
 
 def test_compile_stats_of_a_plain_function_is_notes_only():
-    stats = thunder_traces.compile_stats(lambda x: x)
+    stats = trace_analysis.compile_stats(lambda x: x)
     assert "calls" not in stats and stats["notes"]
 
 
@@ -220,7 +221,7 @@ def test_counter_of_a_jitted_function_is_the_seed_expression():
 
     jf = thunder.jit(lambda a, b: (a + b) * a, executors=[])
     jf(torch.ones(3), torch.ones(3))
-    counter = thunder_traces.counter(thunder.last_traces(jf)[-1])
+    counter = trace_analysis.counter(thunder.last_traces(jf)[-1])
     assert counter["add"] == 1 and counter["mul"] == 1 and counter["python_return"] == 1
     assert counter["unpack_trivial"] == 2
 
@@ -231,8 +232,8 @@ def test_unavailable_and_failing_configs_are_rows_with_reasons(torch_row):
     assert unavailable["status"] == "unavailable" and "CUDA" in unavailable["reason"]
     assert failed["status"] == "failed" and "boom in forward" in failed["reason"]
     rows = [torch_row, unavailable, failed]
-    assert [r["reason"] is None for r in thunder_traces.summary(rows)] == [True, False, False]
-    table = thunder_traces.counter_table(rows, {"linear": 8}, "seed")
+    assert [r["reason"] is None for r in trace_tables.summary(rows)] == [True, False, False]
+    table = trace_tables.counter_table(rows, {"linear": 8}, "seed")
     assert {line["thunder:cudagraphs"] for line in table} == {"unavailable"}
     assert next(line for line in table if line["symbol"] == "linear")["seed"] == 8
     labels = {line["configuration"] for line in thunder_traces.composition_long(rows)}
@@ -253,19 +254,19 @@ def test_nested_regions_are_classified_by_executor():
     trace = SimpleNamespace(
         bound_symbols=[_bsym("unpack_trivial"), graph, odd, _bsym("embedding", torch_ex), _bsym("python_return")]
     )
-    found = {g["region"]: g for g in thunder_traces.regions(trace.bound_symbols)}
+    found = {g["region"]: g for g in trace_analysis.regions(trace.bound_symbols)}
     assert found["CUDAGraph1"]["kind"] == "CUDAGraph" and found["CUDAGraph1"]["executor"] == "CUDAGraphTransform"
     assert found["CUDAGraph1"]["ops"] == {"linear": 1} and found["CUDAGraph1"]["contains"] == ["nvFusion0"]
     assert found["nvFusion0"]["inside"] == "CUDAGraph1" and found["nvFusion0"]["kind"] == "nvFusion"
     assert found["nvFusion0"]["ops"] == {"mul": 2, "convert_element_type": 1}
     assert found["Region7"]["kind"] == "TorchCompile"
-    assert thunder_traces.composition(trace) == {
+    assert trace_analysis.composition(trace) == {
         "bookkeeping": 2,
         "CUDAGraph regions": 1,
         "TorchCompile regions": 1,
         "unfused ops": 1,
     }
-    assert thunder_traces.unfused(trace) == {"embedding": {"count": 1, "executors": ["torch"]}}
+    assert trace_analysis.unfused(trace) == {"embedding": {"count": 1, "executors": ["torch"]}}
 
 
 def test_details_html_escapes_the_trace():

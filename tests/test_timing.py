@@ -6,6 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from latency_lab.core import harness, metrics, registry, seed_numbers, timing
+from latency_lab.core.rounds import state_text
 from latency_lab.studies import executor_timing
 
 
@@ -246,11 +247,11 @@ def test_seed_order_is_said_only_on_gpu_seed_runs():
 def test_state_text_reports_the_slow_share_and_fast_blocks():
     timed = _rounds({"eager": [1.0] * 4}, reference_ms=[1.6, 1.7, 1.0, 1.05])
     assert timed.drift_pct() == pytest.approx(100 * 0.7 / 1.325)
-    assert harness.state_text(timed) == "No host reference was timed."
+    assert state_text(timed) == "No host reference was timed."
     t = timed.entries["eager"]
     t.reference_before_ms, t.reference_after_ms = [1.0, 1.7, 1.0, 1.0], [1.0, 1.7, 1.0, 1.6]
     t.mark(timed.cutoff_ms)
-    text = harness.state_text(timed)
+    text = state_text(timed)
     assert "in 37.5% of 8 references; 2 of 4 blocks ran fast" in text
 
 

@@ -46,10 +46,11 @@ def test_said_and_word_of_refuse_other_words():
 
 
 def test_the_studies_grade_in_the_same_words():
-    from latency_lab.studies import host_overhead, levers
+    from latency_lab.studies import host_overhead_findings as graded
+    from latency_lab.studies import levers
 
-    grades = (host_overhead.HOLDS, host_overhead.EDGE, host_overhead.HIGHER, host_overhead.LOWER)
-    assert [verdicts.read_word(g) for g in (*grades, host_overhead.DOES_NOT_HOLD, levers.SAVES)] == [
+    grades = (graded.HOLDS, graded.EDGE, graded.HIGHER, graded.LOWER)
+    assert [verdicts.read_word(g) for g in (*grades, graded.DOES_NOT_HOLD, levers.SAVES)] == [
         "same",
         "same",
         "changed",

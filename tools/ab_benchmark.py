@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from latency_lab.core import environment, paired, parameters, results  # noqa: E402
 from latency_lab.core.results import write_atomic  # noqa: E402
-from latency_lab.studies import ab_builds  # noqa: E402
+from latency_lab.studies import ab_builds, ab_tables  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -158,7 +158,7 @@ def main(argv=None) -> int:
             given["repeats"] = args.repeats
         params = parameters.for_notebook(results.AB_BUILDS, {**given, "output_dir": str(Path(args.out).parent)})
         env = environment.collect(params.device)
-    metrics = ab_builds.metrics_for(params.device)
+    metrics = ab_tables.metrics_for(params.device)
     trials = earlier["trials"] if earlier else []
     starts = earlier["summary"].get("session_start_s", []) if earlier else []
     for s in range(len(starts), len(starts) + args.sessions):

@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .parameters import ParameterError, short
+from .input_errors import ParameterError, short
 
 KEYS = ("python", "path", "env")
 ALLOWED = (

@@ -10,11 +10,13 @@ from __future__ import annotations
 import ast
 import functools
 import os
-import reprlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import results
+from . import builds, results
+from .input_errors import ParameterError as ParameterError
+from .input_errors import clip as clip
+from .input_errors import short as short
 from .model_config import memory_needed
 from .registry import REGISTRY
 
@@ -96,33 +98,6 @@ CPU_DEFAULTS: dict[str, dict[str, object]] = {
 }
 # Parameters every notebook applies in its setup (``from_namespace``), whether its cell declares them or not.
 EVERY_NOTEBOOK = ("threads",)
-
-
-class ParameterError(ValueError):
-    """A parameter value the suite cannot use; the message names it and the allowed values."""
-
-    def __init__(self, name: str, value, allowed: str):
-        self.name, self.value, self.allowed = name, value, allowed
-        super().__init__(f"invalid parameter {clip(str(name), 60)}={short(value)}: allowed {allowed}")
-
-
-def clip(text: str, limit: int = 80, length: int | None = None) -> str:
-    """``text``, or for a longer one its start and end around an ellipsis, with its length (``length``:
-    of the value ``text`` shows, where that is not ``text`` itself)."""
-    if len(text) <= limit:
-        return text
-    return f"{text[: limit - 20]}…{text[-8:]} ({len(text) if length is None else length:,} characters)"
-
-
-_REPR = reprlib.Repr()
-_REPR.maxlevel, _REPR.maxlist, _REPR.maxtuple, _REPR.maxstring, _REPR.maxlong = 4, 12, 12, 10**6, 10**6
-
-
-def short(value, limit: int = 80) -> str:
-    """``repr(value)`` for an error message, shortened: nesting and long lists cut by ``reprlib``
-    (so no value, however deep, can break the message), long text by ``clip``, which counts a
-    string's own characters (not its quotes)."""
-    return clip(_REPR.repr(value), limit, len(value) if isinstance(value, str) else None)
 
 
 @dataclass(frozen=True)
@@ -300,8 +275,6 @@ def validate(raw: dict | None = None, **kwargs) -> Params:
     values = {**(raw or {}), **kwargs}
     p = resolved(values, device=resolve_device(values.get("device", SCHEMA["device"][0])))
     check_fits(p, values)
-    from . import builds  # (it imports this module)
-
     for name in ("build_a", "build_b"):
         if getattr(p, name) is not None and not builds.parse(name, getattr(p, name)).here:
             builds.check(name, builds.parse(name, getattr(p, name)))
@@ -347,8 +320,6 @@ def resolved(raw: dict | None = None, **kwargs) -> Params:
         sweeps["decode_tokens"] if v["decode_tokens"] is None else _int("decode_tokens", v["decode_tokens"], 1)
     )
     chosen["threads"] = _threads(v["threads"], device)
-    from . import builds  # (it imports this module)
-
     chosen["build_a"] = builds.parse("build_a", v["build_a"]).to_dict()
     chosen["build_b"] = None if v["build_b"] is None else builds.parse("build_b", v["build_b"]).to_dict()
     chosen["planted_pct"] = _planted(v["planted_pct"])

@@ -136,15 +136,14 @@ def _build_one(ex, point: dict, case: Case, params, profile_steps: int, progress
 
 def time_all(built: list[Built], params, probes: dict[str, dict] | None = None) -> Rounds:
     """All ok (point, executor) pairs in the same interleaved rounds (``harness.rounds``), keyed by
-    ``Built.key``; a pair whose blocks stop early becomes partial (or failed)."""
+    ``Built.key``. ``built`` is left as it is: ``row`` reads a pair whose blocks stopped early as partial
+    (or failed)."""
     entries = [
         harness.Entry(b.key, b.prepared.fn, b.case.kwargs, (probes or {}).get(b.key, {}))
         for b in built
         if b.prepared.ok
     ]
-    timed = harness.rounds(entries, params.device, params.warmup, params.iters, params.repeats)
-    harness.apply_errors({b.key: b.prepared for b in built if b.key in timed.entries}, timed)
-    return timed
+    return harness.rounds(entries, params.device, params.warmup, params.iters, params.repeats)
 
 
 def run(
@@ -161,16 +160,19 @@ def row(b: Built, timed: Rounds, kind: type[PointRow] = PointRow, **more) -> Poi
     """A (point, executor) row (``rows.PointRow``, or its ``kind`` with ``more`` fields): identity, axis
     values, first call and the compile-cache hits during it, output check, wall and host time with
     their quartiles (from the rounds), kernels per step and kernel time, floor and its ratio, and the
-    GPU memory the build holds (MiB; on a GPU)."""
+    GPU memory the build holds (MiB; on a GPU). Its status is the build's as the rounds left it
+    (``harness.settle``: partial or failed where its blocks stopped early)."""
     kernels = b.measured.get("kernels") or {}
     memory = b.measured.get("memory") or {}
+    t = timed.entries.get(b.key)
+    p = harness.settle(b.prepared, t)
     out = kind.of(
-        b.prepared,
+        p,
         axes=dict(b.point),
-        first_call_s=b.prepared.first_call_s,
+        first_call_s=p.first_call_s,
         first_call_cache_hits=(b.measured.get("compile caches") or {}).get("hits"),
         rel_err=(b.measured.get("output") or {}).get("rel_err"),
-        **PointRow.timed(timed.entries.get(b.key)),
+        **PointRow.timed(t),
         kernel_ms=kernels.get("kernel_ms"),
         kernels_per_step=kernels.get("kernels_per_step"),
         floor_ms=b.case.floor_ms,

@@ -31,7 +31,7 @@ from ..core.rows import ExplorerRow
 from ..core.verdicts import NOT_COMPARABLE, phrase
 from ..pages import tables
 from ..run import compare
-from ..studies import host_overhead, thunder_traces
+from ..studies import host_overhead, thunder_traces, trace_analysis
 
 STEPS = ("prefill", "decode")
 # The widgets set all of these; ``seed`` comes from the notebook's parameters.
@@ -189,7 +189,7 @@ def first_call_phase(fn, executor: registry.Executor) -> str:
         return "running" if executor.name == "eager" else "Dynamo tracing, Inductor compiling"
     import thunder
 
-    fns = thunder_traces.thunder_functions(fn)  # thunderfx: none until Dynamo hands a graph to thunder
+    fns = trace_analysis.thunder_functions(fn)  # thunderfx: none until Dynamo hands a graph to thunder
     cs = thunder.compile_stats(fns[-1]) if fns else None
     if cs is None:
         return "Dynamo tracing"

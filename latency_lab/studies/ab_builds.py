@@ -15,34 +15,37 @@ against A), and A' with a planted pure-Python delay of ``planted_pct`` % of A's 
 gives its sensitivity (the delay is known; the estimate must find it). B against A, A' against A and
 each planted entry against A are read alike (``paired.change``): the median per-round ratio, its
 bootstrap interval, a signed-rank test, and a call only beyond the measured minimum effect.
+
+The workers and the rounds' entries are ``ab_remote``; the tables read from the rounds and the workers'
+records are ``ab_tables``; this module holds the run (``Session``, ``run``), its ``Result`` and findings.
 """
 
 from __future__ import annotations
 
-import shlex
 import shutil
-import statistics
 import tempfile
-import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..core import builds, environment, harness, model, paired, registry, results, timing
-from ..core.builds import Build
-from ..core.harness import Measured, Rounds, describe
+from ..core import builds, environment, harness, paired, results
+from ..core.harness import Rounds
 from ..core.parameters import Params
 from ..core.progress import say
 from ..pages.tables import number
-from . import ab_worker
+from .ab_remote import TWIN, A, B, calibrate, cost_rows, entries_for, start_and_build, usable, workers_for
+from .ab_tables import (
+    build_rows,
+    change_rows,
+    control_rows,
+    executor_rows,
+    failed_entries,
+    kernel_rows,
+    logits_rows,
+    metrics_for,
+    parts_rows,
+)
 from .study import Study, rounds_text
 
-A, TWIN, B = "A", "A'", "B"  # the workers: build A, a second worker of build A (the control), build B
-BUILD_TIMEOUT_S = 1800  # a worker's model and first calls (Thunder at 16 layers: minutes)
-CALL_TIMEOUT_S = 600  # any other request
-# Every worker hashes strings alike, so dicts and sets iterate alike in all of them: with Python's random
-# seed per process, two workers of one build differed by up to 2% on the CPU machine (tools/ab_benchmark.py)
-HASH_SEED = "0"
-CALIBRATION_BLOCKS = 5  # blocks of A that size the planted delays (the fastest: the fast state's host time)
 KEY_COLUMNS = [
     "executor",
     "comparison",
@@ -63,119 +66,6 @@ KEY_COLUMNS = [
 
 # What the page shows of the key table: the verdict carries the change and its interval in words
 PAGE_COLUMNS = ["executor", "comparison", "metric", "a_ms", "ratio_x", "p", "verdict", "status", "reason"]
-
-
-class WorkerError(RuntimeError):
-    """A request a worker could not answer: its error, or the worker is gone."""
-
-
-@dataclass
-class Worker:
-    """One build's worker process (``ab_worker``) and the channel to it."""
-
-    label: str
-    build: Build
-    cache: Path
-    group: object = None
-    gateway: object = None
-    channel: object = None
-    error: str | None = None  # set once the worker is gone: every later request fails with it
-
-    def start(self) -> None:
-        """Start the build's interpreter (execnet's popen gateway) with its variables from the first
-        instruction on (``env``), its own compile caches (Inductor's and nvFuser's kernel DB under
-        ``cache``) and ``HASH_SEED``, then put the build's folders first on its module path."""
-        import execnet
-
-        (self.cache / "tmp").mkdir(parents=True, exist_ok=True)
-        env = {
-            "PYTHONHASHSEED": HASH_SEED,
-            "TORCHINDUCTOR_CACHE_DIR": str(self.cache / "inductor"),
-            "TMPDIR": str(self.cache / "tmp"),
-            **dict(self.build.env),
-        }
-        spec = execnet.XSpec("popen")
-        spec.python = shlex.join(
-            [shutil.which("env") or "/usr/bin/env", *(f"{k}={v}" for k, v in env.items()), self.build.interpreter]
-        )
-        self.group = execnet.Group()  # its own, so that ``stop`` ends and reaps this worker's process
-        self.gateway = self.group.makegateway(spec)
-        self.channel = self.gateway.remote_exec(ab_worker.BOOTSTRAP)
-        self.channel.send({"paths": [*self.build.path, str(builds.REPO_ROOT)]})
-
-    def send(self, op: str, **fields) -> None:
-        if self.error:
-            raise WorkerError(self.error)
-        try:
-            self.channel.send({"op": op, **fields})
-        except Exception as e:  # the channel closed: the worker is gone
-            self.error = f"worker {self.label} is gone: {describe(e)}"
-            raise WorkerError(self.error) from None
-
-    def receive(self, timeout: float = CALL_TIMEOUT_S):
-        if self.error:
-            raise WorkerError(self.error)
-        try:
-            answer = self.channel.receive(timeout)
-        except Exception as e:  # EOFError, RemoteError, TimeoutError: the worker died or hangs
-            self.error = f"worker {self.label} is gone: {describe(e)}"
-            raise WorkerError(self.error) from None
-        if not answer["ok"]:
-            raise WorkerError(answer["error"])
-        return answer["value"]
-
-    def call(self, op: str, timeout: float = CALL_TIMEOUT_S, **fields):
-        self.send(op, **fields)
-        return self.receive(timeout)
-
-    def stop(self) -> None:
-        """Ask the worker to end, then end its gateway's process and wait for it (no zombie left)."""
-        try:
-            if not self.error and self.channel is not None:
-                self.call("stop", timeout=30)
-        except WorkerError:
-            pass
-        if self.group is not None:
-            self.group.terminate(timeout=10)
-
-
-class RemoteEntry(harness.Entry):
-    """An entry of the rounds whose step runs in a worker: its block is timed there (``ab_worker``)."""
-
-    in_process = False
-
-    def __init__(self, name: str, worker: Worker, executor: str, delay_us: float = 0.0, parts: bool = False):
-        super().__init__(name, None, {})
-        self.worker, self.executor, self.delay_us, self.parts = worker, executor, delay_us, parts
-        self.costs: list[tuple[float, float]] = []  # per block: ms the request took here, and in the worker
-
-    def measure(self, device: str, warmup: int, iters: int) -> Measured:
-        t0 = time.perf_counter()
-        b = self.worker.call(
-            "block", executor=self.executor, warmup=warmup, iters=iters, delay_us=self.delay_us, parts=self.parts
-        )
-        self.costs.append(((time.perf_counter() - t0) * 1e3, b["worker_ms"]))
-        return Measured(b["before_ms"], timing.Block(b["wall_ms"], b["host_ms"]), b["after_ms"], b["probed"])
-
-
-def cost_rows(entries: list[RemoteEntry]) -> list[dict]:
-    """Per entry, what one block cost the run (median ms): the request as the coordinator saw it, the
-    same inside the worker (references, warm-up, timed calls, parts), and the channel's share."""
-    rows = []
-    for e in entries:
-        if e.costs:
-            total, worker = (statistics.median(c[i] for c in e.costs) for i in (0, 1))
-            rows.append({"entry": e.name, "request_ms": total, "in_worker_ms": worker, "channel_ms": total - worker})
-    return rows
-
-
-def entry_name(executor: str, who: str) -> str:
-    return f"{executor} · {who}"
-
-
-def planted_label(pct: float) -> str:
-    """The worker of build A whose step runs behind a planted delay of ``pct`` % of A's host time."""
-    return f"A + {pct:g}% planted"
 
 
 @dataclass
@@ -220,301 +110,6 @@ class Result(Study):
             "method": paired.METHOD,
             **(self.timed.sections() if self.timed else {}),
         }
-
-
-def workers_for(params: Params, cache_root: Path) -> list[Worker]:
-    """A, its twin A' (the control), one worker of build A per planted delay, and B when one is given,
-    each with its own cache folder. One entry per worker: a worker that ran the block before is warmer
-    than one that did not (on the CPU machine, a worker serving three entries read 3% faster than one
-    serving one), so every block follows another process's."""
-    a = builds.parse("build_a", params.build_a)
-    out = [Worker(A, a, cache_root / "A"), Worker(TWIN, a, cache_root / "A-twin")]
-    out += [Worker(planted_label(p), a, cache_root / f"A-planted-{i}") for i, p in enumerate(params.planted_pct)]
-    if params.build_b is not None:
-        out.append(Worker(B, builds.parse("build_b", params.build_b), cache_root / "B"))
-    return out
-
-
-def start_and_build(workers: list[Worker], params: Params) -> tuple[dict, dict]:
-    """Every worker started and built side by side; per worker its versions and its executors'
-    records (``ab_worker.Worker.build``), or the error that stopped it."""
-    hello, built = {}, {}
-    for w in workers:
-        try:
-            w.start()
-            w.send("hello")
-        except Exception as e:  # an interpreter that does not start
-            w.error = w.error or f"worker {w.label} did not start: {describe(e)}"
-    for w in workers:
-        try:
-            hello[w.label] = w.receive()
-            w.send("build", params=params.to_dict(), executors=list(params.executors))
-        except WorkerError as e:
-            hello.setdefault(w.label, {"error": str(e)})
-    for w in workers:
-        try:
-            built[w.label] = w.receive(BUILD_TIMEOUT_S)
-        except WorkerError as e:
-            built[w.label] = {"error": str(e)}
-    return hello, built
-
-
-def usable(built: dict, label: str, executor: str) -> bool:
-    return (built.get(label) or {}).get(executor, {}).get("status") == "ok"
-
-
-def calibrate(worker: Worker, executor: str, params: Params) -> float | None:
-    """A's host ms per step of ``executor``, the fastest of ``CALIBRATION_BLOCKS`` blocks (the headlines
-    are fast-state ones): what the planted delays are a share of."""
-    try:
-        hosts = [
-            worker.call("block", executor=executor, warmup=params.warmup, iters=params.iters)["host_ms"]
-            for _ in range(CALIBRATION_BLOCKS)
-        ]
-    except WorkerError:
-        return None
-    return min(hosts)
-
-
-def entries_for(
-    workers: dict[str, Worker], built: dict, params: Params, delays: dict, parts: bool = True
-) -> list[RemoteEntry]:
-    """Per executor that A and A' built: A, A', each planted worker behind its delay, and B, where each
-    built it. With ``parts``, the in-place parts are taken for A, A' and B of every Thunder configuration."""
-    out = []
-    for name in params.executors:
-        if not (usable(built, A, name) and usable(built, TWIN, name)):
-            continue
-        parts = parts and registry.REGISTRY[name].needs_thunder
-        out += [
-            RemoteEntry(entry_name(name, A), workers[A], name, parts=parts),
-            RemoteEntry(entry_name(name, TWIN), workers[TWIN], name, parts=parts),
-        ]
-        for pct, us in delays.get(name, {}).items():
-            who = planted_label(pct)
-            if usable(built, who, name):
-                out.append(RemoteEntry(entry_name(name, who), workers[who], name, delay_us=us))
-        if B in workers and usable(built, B, name):
-            out.append(RemoteEntry(entry_name(name, B), workers[B], name, parts=parts))
-    return out
-
-
-def comparisons(name: str, timed: Rounds, params: Params) -> list[tuple[str, str]]:
-    """(comparison, the entry read against A) for one executor: B, the A/A control, each planted."""
-    whos = [B] if entry_name(name, B) in timed.entries else []
-    whos += [TWIN, *(planted_label(p) for p in params.planted_pct)]
-    label = {B: "B vs A", TWIN: "A' vs A (A/A control)"}
-    return [(label.get(w, f"{w} vs A"), entry_name(name, w)) for w in whos if entry_name(name, w) in timed.entries]
-
-
-def metrics_for(device: str) -> tuple[str, ...]:
-    """The numbers read against A: host and wall time per step (on a CPU the wall is the host time)."""
-    return ("host_ms", "wall_ms") if device.startswith("cuda") else ("host_ms",)
-
-
-def change_rows(timed: Rounds, params: Params, min_effect: dict) -> list[dict]:
-    """The key table: per executor, comparison and metric, the paired change against A."""
-    rows = []
-    for name in params.executors:
-        base = timed.entries.get(entry_name(name, A))
-        if base is None:
-            continue
-        for comparison, other in comparisons(name, timed, params):
-            t = timed.entries[other]
-            for metric in metrics_for(params.device):
-                c = paired.change(
-                    metric, getattr(base, metric), getattr(t, metric), base.keep(), t.keep(), min_effect.get(metric, 0)
-                )
-                error = "; ".join(filter(None, (base.error, t.error)))
-                rows.append(change_row(name, comparison, metric, c, error))
-    return rows
-
-
-def change_row(name: str, comparison: str, metric: str, c: paired.Change | None, error: str) -> dict:
-    status = "ok" if c and not error else "partial" if c else "failed"
-    row = {"executor": name, "comparison": comparison, "metric": metric, "status": status, "reason": error or None}
-    if c is None:
-        return {**row, "reason": error or "no round with both blocks"}
-    return {
-        **row,
-        "a_ms": c.a,
-        "b_ms": c.b,
-        "ratio_x": c.ratio,
-        "ratio_lo_x": c.lo,
-        "ratio_hi_x": c.hi,
-        "change_pct": c.change_pct,
-        "resolution_pct": 100 * c.resolution,
-        "p": c.p,
-        "verdict": c.text("B" if comparison == "B vs A" else comparison.split(" vs ")[0]),
-        "called": c.called,
-        "rounds": c.rounds,
-        "fast_only": c.fast_only,
-    }
-
-
-def control_rows(table: list[dict], delays: dict, timed: Rounds) -> list[dict]:
-    """Each planted delay's host-time row: the delay planted (µs and % of A's host time in these
-    rounds), the change found, the estimate's error in percentage points, and whether it was called."""
-    out = []
-    for r in table:
-        if r["metric"] != "host_ms" or "planted" not in r["comparison"] or r.get("ratio_x") is None:
-            continue
-        pct = float(r["comparison"].split("+ ")[1].split("%")[0])
-        us = delays[r["executor"]][pct]
-        planted = 100 * us / (r["a_ms"] * 1e3)
-        out.append(
-            {
-                "executor": r["executor"],
-                "comparison": r["comparison"],
-                "planted_pct_asked": pct,
-                "planted_us": us,
-                "planted_pct": planted,
-                "found_pct": r["change_pct"],
-                "error_pp": r["change_pct"] - planted,
-                "detected": r["called"] and r["change_pct"] > 0,
-                "verdict": r["verdict"],
-            }
-        )
-    return out
-
-
-def parts_rows(timed: Rounds, params: Params) -> list[dict]:
-    """Per Thunder configuration and in-place part: A' against A (the A/A control), and B against A,
-    each paired per round (``paired.difference``). A part of B **moved** when its test calls it and
-    its whole interval lies beyond the control's interval for the same part (what two workers of build
-    A differ by in this run); the control's own rows show what no change looks like, part by part."""
-    rows = []
-    for name in params.executors:
-        a = timed.entries.get(entry_name(name, A))
-        if a is None or "parts" not in a.probes:
-            continue
-        control = {}
-        for other in (TWIN, B):
-            b = timed.entries.get(entry_name(name, other))
-            if b is None:
-                continue
-            pa, pb = a.probes["parts"], b.probes["parts"]
-            reason = next((x.get("reason") for x in pa + pb if "reason" in x), None)
-            if reason:
-                rows.append({"executor": name, "against": other, "part": None, "reason": reason})
-                continue
-            n = min(len(pa), len(pb))
-            for part in dict.fromkeys([*pa[0]["us"], *pb[0]["us"]] if n else []):
-                d = paired.difference(*([x["us"].get(part, 0.0) for x in side[:n]] for side in (pa, pb)))
-                if d is None:
-                    continue
-                if other == TWIN:
-                    control[part] = (d["diff_lo_us"], d["diff_hi_us"])
-                else:
-                    lo, hi = control.get(part, (0.0, 0.0))
-                    d["control_lo_us"], d["control_hi_us"] = lo, hi
-                    d["moved"] = d["moved"] and (d["diff_lo_us"] > hi or d["diff_hi_us"] < lo)
-                rows.append({"executor": name, "against": other, "part": part, **d})
-    return rows
-
-
-def logits_rows(built: dict, params: Params) -> list[dict]:
-    """Per executor, A' and B's first-call logits against A's (``model.compare_to_eager``'s tolerance)."""
-    import torch
-
-    def logits(label, name):
-        r = built[label][name]
-        return torch.frombuffer(bytearray(r["logits"]), dtype=torch.float32).reshape(r["shape"])
-
-    rows = []
-    for name in params.executors:
-        for who in (TWIN, B):
-            if not (usable(built, A, name) and usable(built, who, name)):
-                continue
-            check = model.compare_to_eager(logits(who, name), logits(A, name), "float32", params.layers)
-            check = {**check, "tolerance": model.tolerance(params.dtype, params.layers)}
-            check["passed"] = check["rel_err"] is not None and check["rel_err"] <= check["tolerance"]
-            rows.append({"executor": name, "against": f"{who} vs A", **check})
-    return rows
-
-
-def kernel_rows(workers: dict[str, Worker], built: dict, params: Params) -> list[dict]:
-    """Kernels per step and kernel ms per step of each executor in A and B (the profiler), and B - A."""
-    rows = []
-    who = [w for w in (A, B) if w in workers]
-    for name in params.executors:
-        row = {"executor": name}
-        for w in who:
-            if not usable(built, w, name):
-                continue
-            try:
-                k = workers[w].call("kernels", executor=name, steps=max(3, min(params.iters, 10)))
-            except WorkerError as e:
-                row[f"{w}_reason"] = str(e)
-                continue
-            if "reason" in k:
-                row["reason"] = k["reason"]
-                continue
-            row[f"{w.lower()}_kernels_per_step"] = k["kernels_per_step"]
-            row[f"{w.lower()}_kernel_ms"] = k["kernel_ms"]
-        if "b_kernel_ms" in row and "a_kernel_ms" in row:
-            row["diff_kernels_per_step"] = row["b_kernels_per_step"] - row["a_kernels_per_step"]
-            row["diff_kernel_us"] = 1e3 * (row["b_kernel_ms"] - row["a_kernel_ms"])
-        rows.append(row)
-    return rows
-
-
-def build_rows(workers: list[Worker], hello: dict) -> list[dict]:
-    """Per worker: what the build is, python and package versions, and each folder's git state."""
-    rows = []
-    for w in workers:
-        h = hello.get(w.label) or {}
-        row = {"worker": w.label, "build": w.build.text(), "python": h.get("python"), "error": h.get("error")}
-        for dist, info in (h.get("packages") or {}).items():
-            row[dist] = info.get("version") or f"missing ({info.get('error')})"
-        row["folders"] = [{"folder": f, "git": builds.git_state(f)} for f in w.build.path]
-        row["git"] = "; ".join(git_text(f["folder"], f["git"]) for f in row["folders"] if f["git"]) or None
-        rows.append(row)
-    return rows
-
-
-def git_text(folder: str, git: dict) -> str:
-    """A folder's git state in a few words: ``lightning-thunder at 1a2b3c4d5e (my-branch, with changes)``."""
-    changes = ", with changes" if git["dirty"] else ""
-    return f"{Path(folder).name} at {git['commit'][:10]} ({git['branch']}{changes})"
-
-
-def executor_rows(workers: list[Worker], built: dict, params: Params) -> list[dict]:
-    """Per executor and worker: its status and reason (a worker that did not build: its error)."""
-    rows = []
-    for name in params.executors:
-        for w in workers:
-            r = built.get(w.label) or {}
-            record = r.get(name) or {"status": "failed", "reason": r.get("error") or w.error or "not built"}
-            rows.append(
-                {
-                    "executor": name,
-                    "worker": w.label,
-                    "status": record["status"],
-                    "reason": record.get("reason"),
-                    "first_call_s": record.get("first_call_s"),
-                }
-            )
-    return rows
-
-
-def failed_entries(params: Params, built: dict, workers: dict) -> list[dict]:
-    """Key-table rows for what could not be compared: an executor A could not run (one row), else
-    each other worker that could not run it, with the reason."""
-    rows = []
-    for name in params.executors:
-        for who in workers:
-            if usable(built, who, name):
-                continue
-            r = (built.get(who) or {}).get(name) or {}
-            status = r.get("status") or "failed"
-            reason = r.get("reason") or (built.get(who) or {}).get("error") or "not built"
-            rows.append(
-                {"executor": name, "comparison": f"{who} build", "metric": None, "status": status, "reason": reason}
-            )
-            if who == A:
-                break
-    return rows
 
 
 def differs_text(r: Result) -> str:

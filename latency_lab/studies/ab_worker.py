@@ -4,7 +4,7 @@ needs none of it; ``BOOTSTRAP`` puts the build's folders, then this suite, on it
 
 The worker builds the model and every executor once, then answers requests one at a time, blocking
 on the channel in between (an idle worker does not spin): a block between two host references
-(``harness.measure_block``, which synchronizes before it returns, so two workers never overlap on
+(``rounds.measure_block``, which synchronizes before it returns, so two workers never overlap on
 the GPU), optionally behind a planted pure-Python delay and followed by an in-place breakdown of a
 Thunder step (``thunder_breakdown.InSitu``); kernels from the profiler; its versions.
 """
@@ -66,15 +66,16 @@ class Worker:
         return out
 
     def block(self, executor: str, warmup: int, iters: int, delay_us: float = 0.0, parts: bool = False) -> dict:
-        """One block of ``executor`` between two host references (``harness.measure_block``), behind
+        """One block of ``executor`` between two host references (``rounds.measure_block``), behind
         ``delay_us`` of planted delay; with ``parts``, an in-place breakdown of the same step right
         after it (a Thunder configuration that can be instrumented), else the reason it has none."""
-        from ..core import harness, planted
+        from ..core import planted
+        from ..core.rounds import measure_block
 
         t0 = time.perf_counter()
         fn = self.prepared[executor].fn
         probes = {"parts": lambda: self.parts(executor, iters)} if parts else {}
-        m = harness.measure_block(
+        m = measure_block(
             planted.delayed(fn, delay_us) if delay_us else fn, self.setup.kwargs, self.device, warmup, iters, probes
         )
         return {

@@ -17,6 +17,7 @@ from ..core import harness, model, registry, results, seed_numbers
 from ..core.harness import Prepared, Rounds
 from ..core.metrics import Stat
 from ..core.parameters import Params
+from ..core.rounds import state_text
 from ..core.rows import ExecutorRow, plain_row
 from ..pages.tables import number
 from . import thunder_traces
@@ -247,7 +248,7 @@ def findings(table: list[ExecutorRow], timed: Rounds, params) -> list[str]:
             ranking_text(table, timed),
             host_bound_text(table),
             seed_order_text(table, timed, params),
-            harness.state_text(timed),
+            state_text(timed),
             cpu_text(params),
         )
         if t

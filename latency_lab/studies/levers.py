@@ -19,6 +19,7 @@ from ..core import harness, host_state, registry, results, sweep
 from ..core.harness import Prepared, Rounds
 from ..core.metrics import Stat
 from ..core.parameters import Params
+from ..core.rounds import host_moved_note
 from ..core.rows import CombinationRow, LeverRow
 from ..core.verdicts import CHANGED, SAME, phrase
 from ..pages.tables import number
@@ -250,7 +251,7 @@ def ranking_text(rows: list[LeverRow], timed: Rounds) -> str:
         for r in order
     ]
     base = next((r for r in rows if r.executor == BASELINE), None)
-    note = harness.host_moved_note(timed, order[0].host_saved_us.median / 1e3 / base.host) if base and base.host else ""
+    note = host_moved_note(timed, order[0].host_saved_us.median / 1e3 / base.host) if base and base.host else ""
     return (
         "Host time saved per step against Thunder-nvFuser, within the rounds where both ran fast, best first "
         "(changed only when a sign test over those rounds gives p < 0.05 and the interval excludes zero, else same): "

@@ -26,6 +26,7 @@ from ..core.metrics import Stat
 from ..core.model import compare_to_eager
 from ..core.parameters import Params
 from ..core.progress import say
+from ..core.rounds import host_moved_note, state_text
 from ..core.rows import OpRow
 from ..core.seed_numbers import SEED_SINGLE_ADD_H100
 from ..pages.charts import Chart
@@ -215,7 +216,7 @@ def overhead_text(adds: list[dict], timed: Rounds) -> str | None:
         f"(x{number(r['vs_eager_x'])})"
         for r in others
     ]
-    note = harness.host_moved_note(timed, min(abs(r["vs_eager_x"] - 1) for r in others))
+    note = host_moved_note(timed, min(abs(r["vs_eager_x"] - 1) for r in others))
     return (
         f"Against eager's add ({_us(eager['wall_ms'])}), per call, within rounds: {', '.join(parts)}. "
         f"One add does almost no work, so this is each executor's fixed cost per call.{note}"
@@ -267,7 +268,7 @@ def findings(table: list[dict], timed: Rounds, params: Params) -> list[str]:
             fastest_text(adds, params.is_cuda),
             overhead_text(adds, timed),
             kernels_text(adds),
-            harness.state_text(timed),
+            state_text(timed),
             cpu_text(params),
             not_ok_text(table),
         )

@@ -4,9 +4,9 @@ host against kernel, Thunder against torch.compile), with ratios taken within ro
 
 from __future__ import annotations
 
-from ..core import harness
 from ..core.harness import Rounds
 from ..core.metrics import Stat
+from ..core.rounds import host_moved_note, state_text
 from ..pages.tables import number
 from .scaling_fits import fit_line, negative_flag, plus_minus, slope_difference
 
@@ -127,8 +127,8 @@ def _ratio(timed: Rounds, a: dict, b: dict) -> tuple[str, Stat] | None:
 
 
 def _moved(timed: Rounds, ratios: list[Stat]) -> str:
-    """``harness.host_moved_note`` for the smallest difference a sentence reports (said once)."""
-    return harness.host_moved_note(timed, min(abs(r.median - 1) for r in ratios)) if ratios else ""
+    """``rounds.host_moved_note`` for the smallest difference a sentence reports (said once)."""
+    return host_moved_note(timed, min(abs(r.median - 1) for r in ratios)) if ratios else ""
 
 
 def _point_part(r: dict) -> str:
@@ -287,7 +287,7 @@ def findings(table: list[dict], fits: list[dict], timed: Rounds, params) -> list
         prefill_text(rows_of_sweep(table, "prompt"), timed),
         decode_text(rows_of_sweep(table, "decode"), timed),
         first_call_text(depth_rows),
-        harness.state_text(timed),
+        state_text(timed),
         not_ok_text(table),
     ]
     return [t for t in texts if t]

@@ -34,7 +34,7 @@ from typing import Callable
 from ..core import timing
 from ..core.harness import describe
 from ..core.metrics import Stat
-from . import profiler_timeline, thunder_traces
+from . import profiler_timeline, trace_analysis
 
 PROFILE_REPEATS = 2  # profiled runs of each recorded call (kernels and device time are their mean)
 CALIBRATION_STAMPS = 200  # empty statements timed per block to price one timestamp
@@ -128,7 +128,7 @@ def classify(node: ast.stmt, index: int, regions: dict[str, str]) -> Statement:
         return Statement(index, name, regions[name])
     short = name.rsplit(".", 1)[-1]
     return Statement(
-        index, name, "bookkeeping" if short in thunder_traces.BOOKKEEPING or short.startswith("unpack_") else "op"
+        index, name, "bookkeeping" if short in trace_analysis.BOOKKEEPING or short.startswith("unpack_") else "op"
     )
 
 
@@ -218,7 +218,7 @@ class InSitu:
         # the exact source thunder compiled it from (thunder registers it in linecache), decorators included
         tree, body = stamped(inspect.getsource(original), name)
         regions = {
-            b.sym.name: thunder_traces.fusion_kind(b) for b in trace.bound_symbols if thunder_traces.is_fusion(b)
+            b.sym.name: trace_analysis.fusion_kind(b) for b in trace.bound_symbols if trace_analysis.is_fusion(b)
         }
         self.statements = [classify(node, i, regions) for i, node in enumerate(body)]
         self.stamps: list[int] = []
@@ -292,6 +292,12 @@ def insitu_probe(p, kwargs: dict, calls: int) -> tuple[InSitu | None, str | None
         return None, f"cannot instrument the computation: {describe(e)}"
 
 
+def phase_stats(phases_per_block: dict[str, list[float]], keep: list[bool] | None) -> dict[str, Stat]:
+    """Per phase of the call, its statistic over the blocks (``Stat.headline`` over the rounds ``keep``
+    picks): what ``summarize`` records as ``phases``, from the samples it records as ``phases_per_block``."""
+    return {k: Stat.headline(xs, keep) for k, xs in phases_per_block.items()}
+
+
 def summarize(insitu: InSitu, blocks: list[dict], host_ms: list[float], fast: list[bool] | None = None) -> dict:
     """The in-place breakdown over the rounds: per phase and per statement a statistic over the
     blocks, per kind (regions, ops, bookkeeping, glue) the sum, and how the parts close on the step: the plain step's
@@ -305,7 +311,7 @@ def summarize(insitu: InSitu, blocks: list[dict], host_ms: list[float], fast: li
     def stat(xs) -> Stat:
         return Stat.headline(list(xs), keep)
 
-    phases = {k: stat(b["phases_us"][k] for b in blocks) for k in PHASES}
+    phases_per_block = {k: [b["phases_us"][k] for b in blocks] for k in PHASES}
     statements = [stat(b["statements_us"][s.index] for b in blocks) for s in insitu.statements]
     kinds: dict[str, list[float]] = {}
     for b in blocks:
@@ -320,14 +326,14 @@ def summarize(insitu: InSitu, blocks: list[dict], host_ms: list[float], fast: li
     remainder_us = [h - b["call_us"] for h, b in zip(plain, blocks)]
     correction = [100 * b["correction_us"] / h for h, b in zip(plain, blocks) if h and "correction_us" in b]
     return {
-        "phases": {k: s.to_dict() for k, s in phases.items()},
+        "phases": {k: s.to_dict() for k, s in phase_stats(phases_per_block, keep).items()},
         "statements": [
             {"index": s.index, "name": s.name, "kind": s.kind, **st.to_dict()}
             for s, st in zip(insitu.statements, statements)
         ],
         "kinds": {k: stat(v).to_dict() for k, v in kinds.items()},
         "kinds_per_block": kinds,
-        "phases_per_block": {k: [b["phases_us"][k] for b in blocks] for k in PHASES},
+        "phases_per_block": phases_per_block,
         "startup_us": stat(startup).to_dict(),
         "call_us": stat(b["call_us"] for b in blocks).to_dict(),
         "plain_host_us": stat(plain).to_dict() if plain else None,
@@ -393,7 +399,7 @@ def _kind(name: str, regions: dict[str, str]) -> str:
     if name in regions:
         return regions[name]
     short = name.rsplit(".", 1)[-1]
-    return "bookkeeping" if short in thunder_traces.BOOKKEEPING or short.startswith("unpack_") else "op"
+    return "bookkeeping" if short in trace_analysis.BOOKKEEPING or short.startswith("unpack_") else "op"
 
 
 def record_calls(fn, kwargs: dict) -> list[Call]:
@@ -406,7 +412,7 @@ def record_calls(fn, kwargs: dict) -> list[Call]:
     entry, _, inps, _ = cached_call(fn, kwargs)
     comp = inspect.unwrap(entry.computation_fn)
     trace = thunder.last_traces(fn)[-1]
-    regions = {b.sym.name: thunder_traces.fusion_kind(b) for b in trace.bound_symbols if thunder_traces.is_fusion(b)}
+    regions = {b.sym.name: trace_analysis.fusion_kind(b) for b in trace.bound_symbols if trace_analysis.is_fusion(b)}
     calls: list = []
     instrumented = {k: v if k.startswith("__") else _instrument(v, k, calls) for k, v in comp.__globals__.items()}
     wrappers = {k: v for k, v in comp.__globals__.items() if k in regions and hasattr(v, "store_inputs")}
