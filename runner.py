@@ -406,11 +406,26 @@ def ab(argv: list[str]) -> int:
         if "--notebooks" in rest or any(r.startswith("--notebooks=") for r in rest):
             raise SetupError("runner.py ab runs notebook 08 only: leave out --notebooks")
         specs = {side: ab_build(args, side) for side in ("a", "b")}
+        given = ["-p", f"build_a={specs['a']!r}", "-p", f"build_b={specs['b']!r}"]
+        for flag, name, unit in (("resolve", "resolve_pct", "%"), ("budget", "budget_s", "s"), ("workers", "workers", "")):
+            value = getattr(args, flag)
+            if value is not None:
+                given += ["-p", f"{name}={ab_number(flag, value, unit)!r}"]
     except ValueError as e:
         print(f"runner.py ab: error: {e}", file=sys.stderr)
         return EXIT_SETUP
-    given = ["-p", f"build_a={specs['a']!r}", "-p", f"build_b={specs['b']!r}"]
     return main(["--notebooks", results.AB_BUILDS, *rest, *given])
+
+
+def ab_number(flag: str, text: str, unit: str) -> float | int:
+    """``--resolve 1%``, ``--budget 180s``, ``--workers 6`` as numbers (the unit optional); the range is
+    the parameter's to check."""
+    body = text.strip().removesuffix(unit) if unit else text.strip()
+    try:
+        return int(body) if flag == "workers" else float(body)
+    except ValueError:
+        example = {"resolve": "1%", "budget": "180s", "workers": "6"}[flag]
+        raise ParameterError(f"--{flag}", text, f"a number{' of ' + unit if unit else ''}, e.g. {example}") from None
 
 
 def ab_build(args: argparse.Namespace, side: str) -> dict:

@@ -1,163 +1,250 @@
-"""B against A, paired per round: the ratio two builds' blocks make in the same round, its interval,
-a test over the rounds, and one verdict vocabulary.
+"""Arm X against arm A, each arm k worker processes timed in the same rounds: the estimate, its
+interval and the call from one procedure (docs/method.md, "Two builds in the same rounds").
 
-Two workers timed in the same interleaved rounds (notebook 08) see the same host state in each round,
-so their per-round ratio cancels what moves both. The estimate is the **median per-round ratio**
-B / A over the rounds where both blocks ran fast (all rounds when fewer than ``host_state.MIN_FAST``
-did); its interval is the bootstrap's 95% interval of that median (``host_state.bootstrap``: the
-statistic's own, for this run, nothing added); the test is the Wilcoxon signed-rank test of the
-per-round log ratios over the same rounds (``signed_rank_test``). A
-change is **called** when the test gives p < ``host_state.SEPARATED_P``, the interval excludes no
-change, and the move is at least the **minimum effect**: how far two workers of the same build land
-outside their own interval, which no statistic of one run sees (measured by ``tools/ab_benchmark.py``
-over A/A trials of fresh worker pairs, kept in ``min_effect.json``). A run's **resolution** is the
-smallest change it would have called: the larger of the minimum effect and its interval's half-width.
+The process is the level that varies: two workers of one build keep offsets of 1-2% for their whole
+life. So each worker is one replicate. Per round, the centre is the mean log time of every block in
+it (what moves every worker in a round cancels); a worker's **level** is the median of its log time
+less the centre over its fast blocks; the change is the difference of the two arms' mean levels, and
+its 95% interval is Welch's t interval over the workers. **Changed** exactly when that interval
+excludes no change; **same** otherwise, with the half-width as the resolution. ``difference`` reads
+one in-place part of the step paired per round between two workers.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from . import host_state
-from .verdicts import CHANGED, SAME, phrase
+from .verdicts import CHANGED, NOT_JUDGED, SAME, phrase
 
-MIN_EFFECT_FILE = Path(__file__).with_name("min_effect.json")
+CONFIDENCE = 0.95
+# The rounds add nothing more when the workers' levels spread this many times more (in variance) than
+# the rounds' own noise explains: only more workers narrow the interval then.
+PROCESS_BOUND = 4.0
 METHOD = (
-    "median per-round ratio B / A over rounds where both blocks ran fast; interval: bootstrap 95% of that "
-    "median (this run's own); test: Wilcoxon signed-rank of the per-round log ratios (p < 0.05); a change is "
-    "called beyond the minimum effect (how far A/A trials land outside their interval, min_effect.json)"
+    "per worker, the median over its fast blocks of log time less the round's mean log time; the change is the "
+    "difference of the two arms' mean levels (ratio exp(d)), its 95% interval Welch's t interval over the "
+    "workers; changed exactly when that interval excludes no change (docs/method.md)"
 )
 
 
-def min_effects(device: str, file: Path = MIN_EFFECT_FILE) -> dict:
-    """The minimum effect per metric (a fraction: 0.004 = 0.4%) for ``device``'s kind (cuda, cpu), with
-    where it was measured; ``{}`` when none was measured for that kind."""
-    kind = "cuda" if device.startswith("cuda") else "cpu"
-    data = json.loads(file.read_text()) if file.is_file() else {}
-    return data.get(kind) or {}
+def t_quantile(q: float, df: float) -> float:
+    """Student's t quantile (``q`` in (0.5, 1)) with ``df`` > 0 degrees of freedom, by bisection on its
+    distribution function."""
+    lo, hi = 0.0, 1e3
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if t_cdf(mid, df) < q else (lo, mid)
+    return (lo + hi) / 2
+
+
+def t_cdf(t: float, df: float) -> float:
+    """Student's t distribution function at ``t`` (the regularized incomplete beta function)."""
+    x = df / (df + t * t)
+    tail = 0.5 * _betainc(df / 2, 0.5, x)
+    return 1 - tail if t >= 0 else tail
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b) (Lentz's continued fraction)."""
+    if x <= 0 or x >= 1:
+        return 0.0 if x <= 0 else 1.0
+    if x > (a + 1) / (a + b + 2):
+        return 1 - _betainc(b, a, 1 - x)
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)) / a
+    f, c, d = 1.0, 1.0, 0.0
+    for i in range(400):
+        m = i // 2
+        if i == 0:
+            num = 1.0
+        elif i % 2 == 0:
+            num = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
+        else:
+            num = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
+        d = 1 + num * d
+        d = 1 / (d if abs(d) > 1e-300 else 1e-300)
+        c = 1 + num / (c if abs(c) > 1e-300 else 1e-300)
+        f *= c * d
+        if abs(1 - c * d) < 1e-14:
+            break
+    return front * (f - 1)
+
+
+@dataclass(frozen=True)
+class Series:
+    """One worker's blocks of one entry: the number per round (None where it had none) and whether each
+    block ran fast."""
+
+    values: list
+    fast: list | None = None
+
+
+def centres(workers: list[Series]) -> list[float | None]:
+    """Per round, the mean log time of every block measured in it (all workers of every arm)."""
+    n = max((len(s.values) for s in workers), default=0)
+    out = []
+    for r in range(n):
+        logs = [math.log(s.values[r]) for s in workers if r < len(s.values) and s.values[r] and s.values[r] > 0]
+        out.append(statistics.fmean(logs) if logs else None)
+    return out
+
+
+@dataclass(frozen=True)
+class Level:
+    """One worker's level (``level``) and what its rounds say of its own precision."""
+
+    value: float  # median over the kept rounds of log time less the round's centre
+    rounds: int
+    fast_only: bool
+    within_se: float  # the rounds' own standard error of that median (independent rounds assumed)
+
+
+def level(series: Series, centre: list[float | None]) -> Level | None:
+    """A worker's level against the rounds' centres over its fast blocks (all of its blocks when fewer than
+    ``host_state.MIN_FAST`` were fast); None without a round."""
+    rows = [
+        (math.log(v) - c, bool(series.fast and r < len(series.fast) and series.fast[r]))
+        for r, (v, c) in enumerate(zip(series.values, centre))
+        if v and v > 0 and c is not None
+    ]
+    if not rows:
+        return None
+    chosen, fast_only = host_state.select([d for d, _ in rows], [k for _, k in rows])
+    sd = statistics.stdev(chosen) if len(chosen) > 1 else 0.0
+    return Level(statistics.median(chosen), len(chosen), fast_only, 1.2533 * sd / math.sqrt(len(chosen)))
 
 
 @dataclass(frozen=True)
 class Change:
-    """One number of B against A, paired per round (module docstring). ``ratio`` is B / A."""
+    """Arm X against arm A for one number (module docstring). ``ratio`` is X / A, ``lo`` and ``hi`` its
+    interval; ``p`` Welch's two-sided p; None where an arm has fewer than 2 workers."""
 
     metric: str
-    a: float  # A's median over the rounds used
-    b: float  # B's
+    a: float  # A's median time over its workers' blocks (ms)
+    b: float  # X's
     ratio: float
-    lo: float
-    hi: float
+    lo: float | None
+    hi: float | None
     p: float | None
-    rounds: int
+    workers_a: int
+    workers_b: int
+    rounds: int  # the fewest rounds a worker's level was read over
     fast_only: bool
-    min_effect: float
+    between_sd: float | None  # the pooled spread of the workers' levels within an arm (log units ~ fraction)
+    within_se: float  # the median worker's own standard error from its rounds
+    df: float | None
 
     @property
-    def half_width(self) -> float:
-        """The interval's half-width, relative to no change."""
-        return (self.hi - self.lo) / 2
+    def judged(self) -> bool:
+        return self.p is not None
 
     @property
-    def resolution(self) -> float:
-        """The smallest change this run would have called."""
-        return max(self.min_effect, self.half_width)
+    def half_width(self) -> float | None:
+        """The interval's half-width, relative to no change (a fraction)."""
+        return None if self.lo is None else (self.hi - self.lo) / 2
+
+    @property
+    def resolution(self) -> float | None:
+        """What this run resolves: the half-width."""
+        return self.half_width
 
     @property
     def called(self) -> bool:
-        return (
-            self.p is not None
-            and self.p < host_state.SEPARATED_P
-            and (self.lo > 1 or self.hi < 1)
-            and abs(self.ratio - 1) >= self.min_effect
-        )
+        return self.judged and (self.lo > 1 or self.hi < 1)
 
     @property
     def verdict(self) -> str:
-        """``changed`` or ``same`` (``verdicts``)."""
-        return CHANGED if self.called else SAME
+        return NOT_JUDGED if not self.judged else CHANGED if self.called else SAME
 
     @property
     def change_pct(self) -> float:
-        """B's move against A in % (positive: B takes longer)."""
         return 100 * (self.ratio - 1)
 
+    def covers(self, ratio: float) -> bool:
+        return self.judged and self.lo <= ratio <= self.hi
+
+    def rounds_can_help(self) -> bool:
+        """Whether more rounds would still narrow the interval: the workers' levels spread less than
+        ``PROCESS_BOUND`` times (in variance) what their rounds' noise explains."""
+        if self.between_sd is None:
+            return True
+        return self.between_sd**2 < PROCESS_BOUND * self.within_se**2
+
+    def workers_for(self, target: float) -> int | None:
+        """Workers per arm that would bring the half-width to ``target`` (a fraction), at this spread."""
+        if not self.between_sd or target <= 0:
+            return None
+        k = 2
+        while k < 1000 and t_quantile(0.975, 2 * (k - 1)) * self.between_sd * math.sqrt(2 / k) > target:
+            k += 1
+        return k
+
     def text(self, who: str = "B") -> str:
-        """The verdict in one line: "changed: B faster by 3.1% (2.4-3.8%)" or "same: this run resolves
-        ±0.6%" (with the estimate)."""
+        """One line: ``changed: B slower by 3.1% (2.4-3.8%)``, ``same: this run resolves ±0.6% (...)``, or
+        ``not judged: ...``."""
+        if not self.judged:
+            return phrase(NOT_JUDGED, f"fewer than 2 workers of an arm measured ({self.workers_a} and {self.workers_b})")
+        interval = f"{100 * (self.lo - 1):+.2g} to {100 * (self.hi - 1):+.2g}%"
         if self.called:
             lo, hi = sorted(abs(100 * (x - 1)) for x in (self.lo, self.hi))
             way = "slower" if self.ratio > 1 else "faster"
             return phrase(CHANGED, f"{who} {way} by {abs(self.change_pct):.2g}% ({lo:.2g}-{hi:.2g}%)")
-        found = f"{who} {self.change_pct:+.2g}%, {100 * (self.lo - 1):+.2g} to {100 * (self.hi - 1):+.2g}%"
-        if (self.lo > 1 or self.hi < 1) and abs(self.ratio - 1) >= self.min_effect:
-            p = "too few rounds" if self.p is None else f"p = {self.p:.2g}"
-            return phrase(SAME, f"the test over {self.rounds} rounds does not call it ({found}; {p})")
-        return phrase(SAME, f"this run resolves ±{100 * self.resolution:.2g}% ({found})")
+        return phrase(SAME, f"this run resolves ±{100 * self.half_width:.2g}% ({who} {self.change_pct:+.2g}%, {interval})")
 
     def to_dict(self) -> dict:
         return {
             **asdict(self),
             "change_pct": self.change_pct,
-            "resolution_pct": 100 * self.resolution,
+            "resolution_pct": None if self.resolution is None else 100 * self.resolution,
             "verdict": self.verdict,
             "text": self.text(),
         }
 
 
-def signed_rank_test(differences) -> float | None:
-    """Two-sided Wilcoxon signed-rank test that the differences are centred on zero (zeros dropped,
-    tied ranks averaged, the normal approximation with its tie correction): more power than a sign
-    test where the differences are about symmetric, as per-round log ratios are. None below 6
-    differences (too few for the approximation)."""
-    ds = [d for d in differences if d != 0]
-    n = len(ds)
-    if n < 6:
+def change(metric: str, a: list[Series], b: list[Series], every: list[Series]) -> Change | None:
+    """``Change`` of arm ``b`` against arm ``a`` (each a list of workers' ``Series`` of ``metric``);
+    ``every``: all workers of the same rounds, whose blocks make the rounds' centres. None when an arm
+    has no worker with a round."""
+    centre = centres(every)
+    la = [x for s in a if (x := level(s, centre))]
+    lb = [x for s in b if (x := level(s, centre))]
+    if not la or not lb:
         return None
-    order = sorted(range(n), key=lambda i: abs(ds[i]))
-    ranks, i = [0.0] * n, 0
-    ties = 0.0
-    while i < n:
-        j = i
-        while j + 1 < n and abs(ds[order[j + 1]]) == abs(ds[order[i]]):
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2 + 1
-        ties += (j - i + 1) ** 3 - (j - i + 1)
-        i = j + 1
-    w = sum(r for r, d in zip(ranks, ds) if d > 0)
-    mean = n * (n + 1) / 4
-    sd = math.sqrt(n * (n + 1) * (2 * n + 1) / 24 - ties / 48)
-    return math.erfc(abs(w - mean) / sd / math.sqrt(2)) if sd else 1.0
+    ya, yb = [x.value for x in la], [x.value for x in lb]
+    d = statistics.fmean(yb) - statistics.fmean(ya)
+    lo = hi = p = df = between = None
+    if len(ya) >= 2 and len(yb) >= 2:
+        va, vb = statistics.variance(ya) / len(ya), statistics.variance(yb) / len(yb)
+        se = math.sqrt(va + vb)
+        df = (va + vb) ** 2 / (va**2 / (len(ya) - 1) + vb**2 / (len(yb) - 1)) if se > 0 else len(ya) + len(yb) - 2
+        half = t_quantile(1 - (1 - CONFIDENCE) / 2, df) * se
+        lo, hi = math.exp(d - half), math.exp(d + half)
+        p = 2 * (1 - t_cdf(abs(d) / se, df)) if se > 0 else (0.0 if d else 1.0)
+        pooled = ((len(ya) - 1) * statistics.variance(ya) + (len(yb) - 1) * statistics.variance(yb)) / (
+            len(ya) + len(yb) - 2
+        )
+        between = math.sqrt(pooled)
 
+    def ms(arm):
+        return statistics.median(v for s in arm for v in s.values if v)
 
-def change(metric: str, a: list[float], b: list[float], keep_a, keep_b, min_effect: float) -> Change | None:
-    """``Change`` of ``b`` against ``a`` (per-round samples in the same order, ``keep_*`` each block's
-    fast flag or None); None without a round where both were measured."""
-    n = min(len(a), len(b))
-    if n == 0:
-        return None
-    both = [bool(x and y) for x, y in zip(keep_a or [False] * n, keep_b or [False] * n)][:n]
-    rows, fast_only = host_state.select(list(zip(a[:n], b[:n])), both)
-    rows = [(x, y) for x, y in rows if x > 0 and y > 0]
-    if not rows:
-        return None
-    ratios = [y / x for x, y in rows]
-    lo, hi = host_state.bootstrap(ratios)
     return Change(
         metric,
-        statistics.median(x for x, _ in rows),
-        statistics.median(y for _, y in rows),
-        statistics.median(ratios),
+        ms(a),
+        ms(b),
+        math.exp(d),
         lo,
         hi,
-        signed_rank_test([math.log(r) for r in ratios]),
-        len(ratios),
-        fast_only,
-        min_effect,
+        p,
+        len(la),
+        len(lb),
+        min(x.rounds for x in la + lb),
+        all(x.fast_only for x in la + lb),
+        between,
+        statistics.median(x.within_se for x in la + lb),
+        df,
     )
 
 

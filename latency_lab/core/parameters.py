@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import math
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -90,12 +91,18 @@ NOTEBOOK_DEFAULTS: dict[str, dict[str, object]] = {
     },
     # the seed's Thunder-nvFuser and Thunder's own host costs without nvFuser (the Thunder a CPU runs). Many short
     # blocks: the host's state flips within 0.1-5 s, and two blocks 20-30 ms apart mostly share it (08's module)
-    results.AB_BUILDS: {"executors": "thunder,thunder:torch", "warmup": 2, "iters": 10, "repeats": 60},
+    # rounds are added 2 x repeats at a time until resolved (docs/method.md); 6 workers per arm (FINDINGS, 08's pilot)
+    results.AB_BUILDS: {"executors": "thunder", "warmup": 2, "iters": 10, "repeats": 10},
 }
 # Where a notebook's defaults differ on a CPU, which runs no nvFuser: Thunder without nvFuser in its place.
 CPU_DEFAULTS: dict[str, dict[str, object]] = {
     results.SCALING: {"executors": "eager,torch.compile,thunder:torch"},
+    results.AB_BUILDS: {"executors": "thunder:torch"},
 }
+# 08's per-device defaults: workers per arm, the half-width it stops at (%), the seconds it may take in all
+AB_DEFAULTS = {"cuda": {"workers": 6, "resolve_pct": 1.0}, "cpu": {"workers": 4, "resolve_pct": 5.0}}
+PLANTED_MIN = 0.1  # % of a step: below it a busy wait is under a µs of a fast step
+AB_BUILD_S = 60  # a budget under this cannot hold the builds (k workers of 3-4 arms, in parallel: 30-60 s measured)
 # Parameters every notebook applies in its setup (``from_namespace``), whether its cell declares them or not.
 EVERY_NOTEBOOK = ("threads",)
 
@@ -127,6 +134,9 @@ class Params:
     build_a: dict
     build_b: dict | None
     planted_pct: tuple[float, ...]
+    workers: int
+    resolve_pct: float
+    budget_s: float
 
     @property
     def is_cuda(self) -> bool:
@@ -166,7 +176,18 @@ SCHEMA: dict[str, tuple[object, str]] = {
     ),
     "build_a": ({}, "build A of 08: {} (this environment) or {'python': PATH, 'path': [FOLDER], 'env': {NAME: VALUE}}"),
     "build_b": (None, "build B of 08, as build_a; None: no B, only the controls (A against A, A with a planted delay)"),
-    "planted_pct": ([1.0], "08's planted delays, each a % of A's host time per step, a list of numbers in (0, 100]"),
+    "planted_pct": (
+        None,
+        "08's planted delays, each a % of A's host time per step, a list of numbers in [0.1, 100] (None: twice "
+        "resolve_pct, the smallest change a resolved run detects nearly always)",
+    ),
+    "workers": (
+        None,
+        "08's worker processes per arm, an integer >= 2, at most the cores this process may use or a multiple of "
+        "them (None: 6 on a GPU, 4 on a CPU)",
+    ),
+    "resolve_pct": (None, "08 stops once B's interval is this narrow on each side, a % in (0, 50) (None: per device)"),
+    "budget_s": (120, f"08's seconds in all, builds included, a number >= {AB_BUILD_S}: it stops adding rounds there"),
 }
 
 
@@ -322,7 +343,11 @@ def resolved(raw: dict | None = None, **kwargs) -> Params:
     chosen["threads"] = _threads(v["threads"], device)
     chosen["build_a"] = builds.parse("build_a", v["build_a"]).to_dict()
     chosen["build_b"] = None if v["build_b"] is None else builds.parse("build_b", v["build_b"]).to_dict()
-    chosen["planted_pct"] = _planted(v["planted_pct"])
+    ab = AB_DEFAULTS["cuda" if device.startswith("cuda") else "cpu"]
+    chosen["workers"] = _workers(ab["workers"] if v["workers"] is None else v["workers"], usable_cores())
+    chosen["resolve_pct"] = _resolve(ab["resolve_pct"] if v["resolve_pct"] is None else v["resolve_pct"])
+    chosen["planted_pct"] = _planted(2 * chosen["resolve_pct"] if v["planted_pct"] is None else v["planted_pct"])
+    chosen["budget_s"] = _budget(v["budget_s"])
 
     return Params(
         preset=v["preset"],
@@ -395,7 +420,7 @@ def models_held(notebook: str | None, p: Params) -> tuple[int, ...]:
     if notebook == results.LEVERS:
         return tuple(p.depths)
     if notebook == results.AB_BUILDS:
-        return (p.layers,) * (1 + len(p.planted_pct) + (p.build_b is not None))
+        return (p.layers,) * (p.workers * (2 + len(p.planted_pct) + (p.build_b is not None)) - 1)
     return ()
 
 
@@ -458,19 +483,53 @@ def torch_default_threads() -> int:
     return torch.get_num_threads()
 
 
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _planted(value) -> tuple[float, ...]:
-    """08's planted delays: a non-empty list of percentages in (0, 100], each once, sorted."""
-    items = [value] if isinstance(value, (int, float)) and not isinstance(value, bool) else value
-    if (
-        not isinstance(items, (list, tuple))
-        or not items
-        or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x <= 100 for x in items)
-    ):
-        raise ParameterError("planted_pct", value, "a number or a non-empty list of numbers in (0, 100], e.g. [1, 5]")
+    """08's planted delays: a non-empty list of percentages in [``PLANTED_MIN``, 100], each once, sorted.
+    Below 0.1% a busy wait is under a µs of a fast step (``time.perf_counter``'s loop cannot make it)."""
+    items = [value] if _number(value) else value
+    allowed = f"a number or a non-empty list of numbers in [{PLANTED_MIN:g}, 100], e.g. [1, 5]"
+    if not isinstance(items, (list, tuple)) or not items or not all(_number(x) for x in items):
+        raise ParameterError("planted_pct", value, allowed)
+    if not all(PLANTED_MIN <= x <= 100 for x in items):
+        raise ParameterError("planted_pct", value, allowed)
     chosen = sorted({float(x) for x in items})
-    if len({f"{x:g}" for x in chosen}) < len(chosen):  # each names a worker of its own: "A + 1% planted"
-        raise ParameterError("planted_pct", value, "numbers in (0, 100] that differ in their first 6 digits")
+    if len({f"{x:g}" for x in chosen}) < len(chosen):  # each names an arm of its own: "A + 1% planted"
+        raise ParameterError("planted_pct", value, "numbers in [0.1, 100] that differ in their first 6 digits")
     return tuple(chosen)
+
+
+def _workers(value, cores: int) -> int:
+    """08's workers per arm: at least 2 (an interval over workers needs two), and at most the cores or a
+    multiple of them, so that pinning worker i of every arm to core i mod cores meets every core equally."""
+    allowed = f"an integer >= 2, at most {cores} (the cores here) or a multiple of {cores}"
+    if isinstance(value, bool) or not isinstance(value, int) or value < 2 or (value > cores and value % cores):
+        raise ParameterError("workers", value, allowed)
+    if value > 8 * cores:
+        raise ParameterError("workers", value, f"{allowed}, up to {8 * cores}")
+    return value
+
+
+def _resolve(value) -> float:
+    if not _number(value) or not 0 < value < 50:
+        raise ParameterError("resolve_pct", value, "a % in (0, 50), the half-width 08 stops at, e.g. 1")
+    return float(value)
+
+
+def _budget(value) -> float:
+    if not _number(value) or value < AB_BUILD_S:
+        raise ParameterError(
+            "budget_s", value, f"seconds >= {AB_BUILD_S} (the builds alone take 30-60 s), e.g. 180"
+        )
+    return float(value)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (08 pins worker i of every arm to core slot i)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _threads(value, device: str) -> int:

@@ -125,6 +125,13 @@ class Timed:
             host_state.slow_state_bias(xs, self.reference_before_ms, self.reference_after_ms, self.fast) if xs else None
         )
 
+    def followed_by(self, later: Timed) -> Timed:
+        """This entry's blocks, then ``later``'s (the same entry in a later set of rounds)."""
+        lists = ("wall_ms", "host_ms", "reference_before_ms", "reference_after_ms", "fast", "round_reference_ms")
+        probes = {k: self.probes.get(k, []) + later.probes.get(k, []) for k in {**self.probes, **later.probes}}
+        joined = {f: getattr(self, f) + getattr(later, f) for f in lists}
+        return replace(self, **joined, probes=probes, error=later.error or self.error)
+
     def mark(self, cut: float | None) -> None:
         """Flag each block fast or not against the rounds' ``cut``."""
         self.fast = [host_state.fast(b, a, cut) for b, a in zip(self.reference_before_ms, self.reference_after_ms)]
@@ -159,12 +166,17 @@ class Rounds:
     @classmethod
     def merged(cls, parts: list[Rounds]) -> Rounds:
         """Sets of rounds run one after another (of the same method and block sizes) as one: every
-        entry's blocks, the host references of all, and the blocks marked fast against their common
-        cut-off (the host's states are the machine's, whichever set a block ran in). ``parts`` are left
-        as they are: the merged rounds hold copies of their entries."""
+        entry's blocks (an entry in several sets: its blocks in their order, its last error), the host
+        references of all, and the blocks marked fast against their common cut-off (the host's states
+        are the machine's, whichever set a block ran in). ``parts`` are left as they are: the merged
+        rounds hold copies of their entries."""
         first = parts[0]
+        entries: dict[str, Timed] = {}
+        for r in parts:
+            for n, t in r.entries.items():
+                entries[n] = replace(t) if n not in entries else entries[n].followed_by(t)
         done = cls(
-            {n: replace(t) for r in parts for n, t in r.entries.items()},
+            entries,
             [x for r in parts for x in r.reference_ms],
             first.method,
             first.warmup,

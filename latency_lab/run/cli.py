@@ -92,6 +92,12 @@ to both builds alike (--preset, --device, -p executors=..., -p layers=..., -p pl
 
     python runner.py ab --b-path ~/src/lightning-thunder -p executors=thunder
     python runner.py ab --b ~/venvs/nightly/bin/python --b-env NVFUSER_DISABLE=kernel_reuse
+    python runner.py ab --b-path ~/src/lightning-thunder --resolve 1% --budget 180s --workers 8
+
+Each build runs in K worker processes (an arm), beside the controls: A' (K more workers of A, the A/A
+control) and A behind a planted delay of twice the target. Rounds are added until B's interval is as
+narrow as --resolve, the budget ends, or only more workers could help. B's verdict is "not judged"
+when the controls fail. The method: docs/method.md.
 """
 
 
@@ -103,6 +109,18 @@ def ab_parser() -> argparse.ArgumentParser:
         epilog=EXIT_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
+    )
+    ap.add_argument(
+        "--resolve",
+        metavar="PCT%",
+        help="stop adding rounds once B's interval is this narrow on each side, e.g. 1%% (default: 1%% on a GPU, "
+        "5%% on a CPU; -p resolve_pct)",
+    )
+    ap.add_argument(
+        "--budget", metavar="SECONDS[s]", help="seconds in all, builds included, e.g. 120s (default 120; -p budget_s)"
+    )
+    ap.add_argument(
+        "--workers", metavar="K", help="worker processes per arm (default: 6 on a GPU, 4 on a CPU; -p workers)"
     )
     for side in ("a", "b"):
         ap.add_argument(f"--{side}", metavar="PYTHON", help=f"build {side.upper()}'s interpreter (a venv's bin/python)")

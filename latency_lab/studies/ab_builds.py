@@ -1,30 +1,29 @@
 """Notebook 08, two builds in the same rounds: did a change of the stack (another Thunder, nvFuser or
 transformers, a branch, a variable) move the step? ``run(params) -> Result``, written by ``Result.save``.
 
-One worker process per build (``ab_worker``, in the build's own interpreter, driven over an execnet
-channel), each built once, with its own compile caches. One coordinator (this process, which times
-nothing itself) gives every worker's entries of one executor a block in turn in the same interleaved
-rounds (``harness.rounds``: forward then reverse, the order permuted per pair of rounds; one set of
-rounds per executor, so that the blocks compared are neighbours in time), each block between host
-references in the worker's own process, which synchronizes before it answers. The host's speed state
-flips within 0.1-5 s, so 08 times many short blocks (``NOTEBOOK_DEFAULTS``: 2 warm-up and 10 timed
-calls, 120 rounds) rather than a few long ones: two blocks a few tens of ms apart mostly share a state.
+Each arm is ``workers`` worker processes (``ab_worker``, in the build's own interpreter, driven over
+execnet channels), each built once with its own compile caches, then pinned: worker i of every arm on
+the same core. The arms: A; A' (more workers of build A: the A/A control); one arm of build A per
+planted delay of ``planted_pct`` % of A's host time (the sensitivity, against a change it knows); and B.
+One coordinator (this process, which times nothing itself) gives every worker's entry of one executor a
+block in turn in the same rounds (``harness.rounds``: forward then reverse, the order permuted per pair
+of rounds), each block between host references in the worker's own process, which synchronizes before
+it answers. Rounds are added until B's interval is ``resolve_pct`` narrow, or ``budget_s`` ends, or
+only more workers could help (``Session.timed_until_resolved``).
 
-Controls in every run: a second worker of build A (A') gives the run's own false-alarm check (A'
-against A), and A' with a planted pure-Python delay of ``planted_pct`` % of A's host time per step
-gives its sensitivity (the delay is known; the estimate must find it). B against A, A' against A and
-each planted entry against A are read alike (``paired.change``): the median per-round ratio, its
-bootstrap interval, a signed-rank test, and a call only beyond the measured minimum effect.
-
-The workers and the rounds' entries are ``ab_remote``; the tables read from the rounds and the workers'
-records are ``ab_tables``; this module holds the run (``Session``, ``run``), its ``Result`` and findings.
+Every arm is read against A alike (``paired.change``: the process is the replicate, Welch's interval
+over the workers' levels gives the estimate, the interval and the call), and B's verdict stands only
+when the same executor's controls pass (``ab_tables.gate``). The workers and the rounds' entries are
+``ab_remote``; the tables ``ab_tables``; this module holds the run (``Session``, ``run``), its
+``Result`` and findings.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import dataclass, field, replace
+import time
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..core import builds, environment, harness, paired, results
@@ -32,19 +31,21 @@ from ..core.harness import Rounds
 from ..core.parameters import Params
 from ..core.progress import say
 from ..pages.tables import number
-from .ab_remote import TWIN, A, B, calibrate, cost_rows, entries_for, start_and_build, usable, workers_for
+from .ab_remote import TWIN, A, B, arm_usable, calibrate, cost_rows, entries_for, pin, start_and_build, worker_label, workers_for
 from .ab_tables import (
     build_rows,
+    by_arm,
     change_rows,
+    changes,
     control_rows,
     executor_rows,
     failed_entries,
     kernel_rows,
+    level_rows,
     logits_rows,
-    metrics_for,
     parts_rows,
 )
-from .study import Study, rounds_text
+from .study import Study
 
 KEY_COLUMNS = [
     "executor",
@@ -58,7 +59,9 @@ KEY_COLUMNS = [
     "change_pct",
     "resolution_pct",
     "p",
+    "between_sd_pct",
     "verdict",
+    "controls",
     "status",
     "reason",
 ]
@@ -84,8 +87,9 @@ class Result(Study):
     kernels: list[dict]
     parts: list[dict]
     logits: list[dict]
-    executors: list[dict]  # per executor and worker: status, reason, first call
-    min_effect: dict
+    executors: list[dict]  # per executor and arm: status, reason, first call
+    levels: list[dict]  # per worker: its level against A's (the spread between processes)
+    stopping: Stopping | None
     findings: list[str]
     timed: Rounds | None = None
     delays_us: dict = field(default_factory=dict)
@@ -104,7 +108,8 @@ class Result(Study):
             "parts": self.parts,
             "logits": self.logits,
             "executors": self.executors,
-            "min_effect": self.min_effect,
+            "levels": self.levels,
+            "stopping": self.stopping and asdict(self.stopping),
             "planted_delays_us": self.delays_us,
             "block_costs": self.costs,
             "method": paired.METHOD,
@@ -116,8 +121,8 @@ def differs_text(r: Result) -> str:
     """What the page opens with: what differs between A and B, or that this run has no B."""
     if r.params.build_b is None:
         return (
-            "**No build B:** this run times only the controls, two workers of build A and A with a planted delay: "
-            "what it could resolve on this machine. `python runner.py ab --b-path FOLDER` adds a B."
+            "**No build B:** this run times only the controls, two arms of build A and arms of A with a planted "
+            "delay: what it could resolve on this machine. `python runner.py ab --b-path FOLDER` adds a B."
         )
     if not r.differs:
         return "**A and B import the same versions from the same folders:** B differs only by its variables."
@@ -125,16 +130,15 @@ def differs_text(r: Result) -> str:
 
 
 def findings(r: Result) -> list[str]:
-    """Sentences from the tables: what differs, each executor's verdict, the controls, which part moved."""
+    """Sentences from the tables: what differs, how far the rounds resolved and why they stopped, each
+    executor's verdict, the controls, the spread between processes, which part moved."""
     out = [differs_text(r)]
+    if r.stopping:
+        out.append(f"**{r.stopping.text()}**")
     for row in r.table:
-        if row["comparison"] == f"{B} build":
-            out.append(f"**B could not run {row['executor']}** ({row['status']}): {row['reason']}.")
-        elif row["comparison"] == "B vs A" and row["status"] != "ok" and row["metric"] == "host_ms":
-            out.append(
-                f"**B's {row['executor']} stopped early** ({row['reason']}): its verdict below is from "
-                f"{row.get('rounds') or 0} rounds."
-            )
+        if row["comparison"].endswith(" build"):
+            out.append(f"**{row['comparison'].removesuffix(' build')} could not run {row['executor']}** "
+                       f"({row['status']}): {row['reason']}.")
     for row in r.table:
         if row["comparison"] == "B vs A" and row.get("ratio_x") is not None:
             out.append(f"**{row['executor']}**, {row['metric'].removesuffix('_ms')} time per step: {row['verdict']}.")
@@ -143,39 +147,39 @@ def findings(r: Result) -> list[str]:
     if aa:
         called = ", ".join(f"{x['executor']} {x['metric']} ({x['verdict']})" for x in false_calls)
         out.append(
-            f"**A/A control:** {len(aa) - len(false_calls)} of {len(aa)} numbers of two workers of build A read "
+            f"**A/A control:** {len(aa) - len(false_calls)} of {len(aa)} numbers of two arms of build A read "
             "no change"
-            + (f"; {called} did not, so this run's verdicts are not to be trusted at that size." if called else ".")
+            + (f"; {called} did not, so B's verdict for that executor is not judged." if called else ".")
         )
     for c in r.controls:
+        interval = (
+            f" ({c['found_lo_pct']:+.2g} to {c['found_hi_pct']:+.2g}%)" if c["found_lo_pct"] is not None else ""
+        )
         out.append(
             f"**Planted {c['planted_pct']:.2g}%** ({c['planted_us']:.3g} µs) in {c['executor']}'s host time: found "
-            f"{c['found_pct']:+.2g}% ({c['error_pp']:+.2g} percentage points), "
-            + ("detected." if c["detected"] else f"not detected ({c['verdict']}).")
+            f"{c['found_pct']:+.2g}%{interval}, "
+            + ("detected" if c["detected"] else "not detected")
+            + (", its interval covering the planted size." if c["covered"] else ", its interval missing the planted size.")
         )
+    spread = [x for x in r.table if x["comparison"].startswith("A' vs A") and x["metric"] == "host_ms"]
+    for x in spread:
+        if x.get("between_sd_pct") is not None:
+            out.append(
+                f"**Between processes** ({x['executor']}, host time): the workers' levels spread {x['between_sd_pct']:.2g}% "
+                f"(SD within an arm), against {x['within_se_pct']:.2g}% that each worker's {x['rounds']}+ rounds leave; "
+                "the interval is as wide as that spread over "
+                f"{x['workers_a']} and {x['workers_b']} workers allows."
+            )
     moved = [p for p in r.parts if p.get("moved") and p["against"] == B]
     if moved:
         out.append(
-            "**Parts of B that moved** (in place, paired per round, the whole interval beyond the A/A control's "
-            "for the same part): "
+            "**Parts of B that moved** (in place, first worker of each arm, paired per round, the whole interval "
+            "beyond the A/A control's for the same part): "
             + "; ".join(f"{p['executor']} {p['part']} {p['diff_us']:+.3g} µs" for p in moved)
             + "."
         )
     elif any(p["against"] == B for p in r.parts):
         out.append("No in-place part of B moved beyond its paired interval and the A/A control's for that part.")
-    aa = [p for p in r.parts if p["against"] == TWIN and p.get("part")]
-    if aa:
-
-        def reach(p):
-            return max(abs(p["diff_lo_us"]), abs(p["diff_hi_us"]))
-
-        widest = max(aa, key=reach)
-        out.append(
-            f"In the A/A control, {sum(bool(p['moved']) for p in aa)} of {len(aa)} in-place parts read moved by "
-            f"their test alone (two workers of one build differ part by part; the widest interval, "
-            f"{widest['executor']} {widest['part']}, reaches {reach(widest):.3g} µs)"
-            + (": a part of B counts only beyond its own A/A interval." if r.params.build_b is not None else ".")
-        )
     bad = [x for x in r.logits if not x["passed"]]
     if bad:
         out.append(
@@ -185,36 +189,74 @@ def findings(r: Result) -> list[str]:
         )
     elif r.logits:
         out.append(f"Logits agree with A's within the tolerance for {len(r.logits)} of {len(r.logits)} comparisons.")
-    if not r.min_effect:
-        out.append(
-            "No minimum effect was measured for this kind of machine (min_effect.json): changes are called on the "
-            "test and the interval alone."
-        )
     return out
 
 
+@dataclass
+class Stopping:
+    """Why the rounds stopped: what was resolved (the widest primary interval's half-width, %), in how
+    long, and why."""
+
+    target_pct: float
+    half_width_pct: float | None
+    resolved: bool
+    reason: str
+    rounds: int
+    build_s: float
+    seconds: float
+    workers_needed: int | None = None  # per arm, for the target at the spread measured (when rounds cannot help)
+
+    def text(self) -> str:
+        got = "no interval" if self.half_width_pct is None else f"±{self.half_width_pct:.2g}%"
+        return (
+            f"{'Resolved' if self.resolved else 'Not resolved'}: {got} against a target of ±{self.target_pct:.2g}% "
+            f"after {self.rounds} rounds in {self.seconds:.0f} s ({self.build_s:.0f} s of builds); stopped: {self.reason}."
+        )
+
+
+def primary(found: dict[str, paired.Change], has_b: bool) -> paired.Change | None:
+    return found.get(B if has_b else TWIN)
+
+
+def widest(timed: Rounds, p: Params) -> paired.Change | None:
+    """The widest primary host-time interval over the executors (B against A; without B, A/A)."""
+    found = [primary(changes(timed, p, name, "host_ms"), p.build_b is not None) for name in p.executors]
+    found = [c for c in found if c is not None]
+    if not found or any(not c.judged for c in found):
+        return next((c for c in found if not c.judged), None)
+    return max(found, key=lambda c: c.half_width)
+
+
 class Session:
-    """The workers of one run, started and built once (``with Session(params) as s``), their planted
-    delays sized against A; ``trial`` times them in a new set of rounds and reads the verdicts, as
-    often as asked (``tools/ab_benchmark.py`` runs many trials on one session)."""
+    """The workers of one run, started, built and pinned once (``with Session(params) as s``), their
+    planted delays sized against A; ``trial`` times them in rounds until resolved (docs/method.md) and
+    reads the verdicts, as often as asked (``tools/ab_benchmark.py`` runs many trials on one session)."""
 
     def __init__(self, params: Params):
         self.params = params
+        self.started = time.perf_counter()
         self.cache_root = Path(tempfile.mkdtemp(prefix="latency-lab-ab-"))
         self.workers = workers_for(params, self.cache_root)
         self.by_label = {w.label: w for w in self.workers}
-        self.hello, self.built, self.delays = {}, {}, {}
+        self.hello, self.built, self.delays, self.cores = {}, {}, {}, {}
+        self.build_s = 0.0
+        self.entries: list = []
 
     def __enter__(self) -> Session:
         try:
             self.hello, self.built = start_and_build(self.workers, self.params)
-            for w in self.workers:
-                print(f"worker {w.label}: {w.build.text()}: {w.error or 'built'}")
+            for arm, group in by_arm(self.workers).items():
+                bad = [w for w in group if (self.built.get(w.label) or {}).get("error")]
+                print(f"arm {arm}: {len(group)} workers, {group[0].build.text()}: {len(group) - len(bad)} built"
+                      + (f" ({self.built[bad[0].label]['error']})" if bad else ""))
+            self.cores = pin(self.workers)
             for name in self.params.executors:
-                if usable(self.built, A, name) and usable(self.built, TWIN, name):
-                    host_ms = calibrate(self.by_label[A], name, self.params)
+                first = arm_usable(self.workers, self.built, A, name)
+                if first and arm_usable(self.workers, self.built, TWIN, name):
+                    host_ms = calibrate(first[0], name, self.params)
                     if host_ms:
                         self.delays[name] = {p: p / 100 * host_ms * 1e3 for p in self.params.planted_pct}
+            self.build_s = time.perf_counter() - self.started
         except BaseException:
             self.close()
             raise
@@ -229,48 +271,105 @@ class Session:
             w.stop()
         shutil.rmtree(self.cache_root, ignore_errors=True)
 
-    def trial(self, shuffle: int, min_effect: dict | None = None, extras: bool = True) -> Result:
-        """One set of rounds of every entry (``shuffle``: the seed of their order), read against A with
-        ``min_effect`` (default: ``min_effect.json``'s for this device); ``extras``: the in-place parts
-        and the kernels too."""
+    def timed_until_resolved(self, shuffle: int, extras: bool) -> tuple[Rounds | None, Stopping]:
+        """Rounds added 2 x ``repeats`` at a time until the widest primary interval is at most
+        ``resolve_pct`` on each side, the next batch would pass ``budget_s``, or more rounds cannot help."""
         p = self.params
-        entries = entries_for(self.by_label, self.built, p, self.delays, parts=extras)
-        groups = {e.executor: [x for x in entries if x.executor == e.executor] for e in entries}
-        timed = harness.Rounds.merged(
-            [harness.rounds(g, p.device, p.warmup, p.iters, p.repeats, shuffle=shuffle) for g in groups.values()]
+        start = time.perf_counter()
+        batches: list[Rounds] = []
+        timed, batch_s, reason, needed = None, 0.0, "", None
+        self.entries = entries_for(self.workers, self.built, p, self.delays, parts=extras)
+        while True:
+            entries = [e for e in self.entries if not e.worker.error]
+            if not entries:
+                reason = "no executor has 2 workers of A and of A' that built it" if not batches else "every worker stopped"
+                break
+            groups = {e.executor: [x for x in entries if x.executor == e.executor] for e in entries}
+            t0 = time.perf_counter()
+            batch = [
+                harness.rounds(g, p.device, p.warmup, p.iters, p.repeats, shuffle=f"{shuffle}-{len(batches)}")
+                for g in groups.values()
+            ]
+            batch_s = time.perf_counter() - t0
+            batches += batch
+            timed = harness.Rounds.merged(batches)
+            c = widest(timed, p)
+            spent = time.perf_counter() - self.started
+            hw = None if c is None or not c.judged else 100 * c.half_width
+            say(
+                f"rounds: {timed.rounds} · ±{hw:.2g}% against ±{p.resolve_pct:g}% · {spent:.0f} s of {p.budget_s:g} s"
+                if hw is not None
+                else f"rounds: {timed.rounds} · no interval yet · {spent:.0f} s of {p.budget_s:g} s"
+            )
+            if hw is not None and hw <= p.resolve_pct:
+                reason = f"resolved to ±{hw:.2g}%"
+                break
+            if spent + batch_s > p.budget_s:
+                reason = f"the next {2 * p.repeats} rounds (about {batch_s:.0f} s) would pass the budget of {p.budget_s:g} s"
+                break
+            if c is not None and c.judged and not c.rounds_can_help():
+                needed = c.workers_for(p.resolve_pct / 100)
+                reason = (
+                    f"more rounds cannot help: the workers' levels spread ±{100 * c.between_sd:.2g}% (SD), far more than "
+                    f"their rounds' noise (±{100 * c.within_se:.2g}%); about {needed} workers per arm would resolve "
+                    f"±{p.resolve_pct:g}%"
+                )
+                break
+        c = widest(timed, p) if timed else None
+        hw = None if c is None or not c.judged else 100 * c.half_width
+        return timed, Stopping(
+            p.resolve_pct,
+            hw,
+            hw is not None and hw <= p.resolve_pct,
+            reason,
+            timed.rounds if timed else 0,
+            self.build_s,
+            self.build_s + time.perf_counter() - start,
+            needed,
         )
-        effects = paired.min_effects(p.device) if min_effect is None else min_effect
-        table = change_rows(timed, p, {k: v for k, v in effects.items() if k in metrics_for(p.device)})
-        table += failed_entries(p, self.built, self.by_label)
+
+    def trial(self, shuffle: int, extras: bool = True) -> Result:
+        """One set of rounds of every entry until resolved (``shuffle``: the seed of their order), read
+        against A; ``extras``: the in-place parts and the kernels too."""
+        p = self.params
+        timed, stopping = self.timed_until_resolved(shuffle, extras)
+        say(stopping.text())
+        table = change_rows(timed, p, self.delays) if timed else []
+        table += failed_entries(p, self.built, self.workers)
         hello = self.hello
-        both = "packages" in hello.get(B, {}) and "packages" in hello[A]
+        a, b = worker_label(A, 0), worker_label(B, 0)
+        both = "packages" in hello.get(b, {}) and "packages" in hello.get(a, {})
         result = Result(
             params=p,
             env={},
-            builds=build_rows(self.workers, hello),
-            differs=builds.differences(hello[A], hello[B]) if both else [],
+            builds=build_rows(self.workers, hello, self.cores),
+            differs=builds.differences(hello[a], hello[b]) if both else [],
             table=table,
-            controls=control_rows(table, self.delays, timed),
+            controls=control_rows(table, self.delays, timed) if timed else [],
             kernels=kernel_rows(self.by_label, self.built, p) if extras else [],
-            parts=parts_rows(timed, p),
+            parts=parts_rows(timed, p) if timed else [],
             logits=logits_rows(self.built, p),
             executors=executor_rows(self.workers, self.built, p),
-            min_effect=effects,
+            levels=level_rows(timed, p) if timed else [],
+            stopping=stopping,
             findings=[],
             timed=timed,
             delays_us=self.delays,
-            costs=cost_rows(entries),
+            costs=cost_rows(self.entries),
         )
         return replace(result, findings=findings(result))
 
 
 def run(params: Params) -> Result:
-    """Start and build the workers, size the planted delays, time every entry in the same rounds,
-    then read B and the controls against A (module docstring)."""
+    """Start, build and pin the workers, size the planted delays, time every entry in the same rounds
+    until resolved, then read B and the controls against A (module docstring)."""
     env = environment.collect(params.device)
+    arms = 2 + len(params.planted_pct) + (params.build_b is not None)
     print(
-        f"device {params.device} · {params.layers} layer(s) · builds A{', B' if params.build_b is not None else ''} "
-        f"(and A' of A) · {rounds_text(params)}"
+        f"device {params.device} · {params.layers} layer(s) · {arms} arms of {params.workers} workers "
+        f"(A, A'{', planted' if params.planted_pct else ''}{', B' if params.build_b is not None else ''}) · "
+        f"{params.warmup} + {params.iters} calls per block · rounds until ±{params.resolve_pct:g}% "
+        f"or {params.budget_s:g} s"
     )
     with Session(params) as session:
         result = replace(session.trial(params.seed), env=env)

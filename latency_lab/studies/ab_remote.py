@@ -1,12 +1,14 @@
-"""Notebook 08's workers from the coordinator's side: each build's worker process (``ab_worker``, in the
-build's own interpreter, driven over an execnet channel) and the requests sent to it; the rounds' entries
-whose blocks are timed in a worker (``RemoteEntry``) and what each block cost; and a run's set of workers
-(A, its twin A', one per planted delay, B), started and built side by side, A's host time measured to
-size the planted delays, and the entries of the rounds over those that built.
+"""Notebook 08's workers from the coordinator's side: each worker process (``ab_worker``, in its build's
+own interpreter, driven over an execnet channel) and the requests sent to it; the rounds' entries whose
+blocks are timed in a worker (``RemoteEntry``) and what each block cost; and a run's arms (A, its twin A',
+one per planted delay, B), each of k workers, started and built side by side, then pinned slot by slot
+(worker i of every arm on the same core), A's host time measured to size the planted delays, and the
+entries of the rounds over the workers that built.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import statistics
@@ -36,11 +38,13 @@ class WorkerError(RuntimeError):
 
 @dataclass
 class Worker:
-    """One build's worker process (``ab_worker``) and the channel to it."""
+    """One worker process of an arm (``ab_worker``), its slot in the arm, and the channel to it."""
 
     label: str
     build: Build
     cache: Path
+    arm: str = A
+    slot: int = 0
     group: object = None
     gateway: object = None
     channel: object = None
@@ -114,6 +118,10 @@ class RemoteEntry(harness.Entry):
         self.worker, self.executor, self.delay_us, self.parts = worker, executor, delay_us, parts
         self.costs: list[tuple[float, float]] = []  # per block: ms the request took here, and in the worker
 
+    @property
+    def arm(self) -> str:
+        return self.worker.arm
+
     def measure(self, device: str, warmup: int, iters: int) -> Measured:
         t0 = time.perf_counter()
         b = self.worker.call(
@@ -139,20 +147,46 @@ def entry_name(executor: str, who: str) -> str:
 
 
 def planted_label(pct: float) -> str:
-    """The worker of build A whose step runs behind a planted delay of ``pct`` % of A's host time."""
+    """The arm of build A whose step runs behind a planted delay of ``pct`` % of A's host time."""
     return f"A + {pct:g}% planted"
 
 
-def workers_for(params: Params, cache_root: Path) -> list[Worker]:
-    """A, its twin A' (the control), one worker of build A per planted delay, and B when one is given,
-    each with its own cache folder. One entry per worker: a worker that ran the block before is warmer
-    than one that did not (on the CPU machine, a worker serving three entries read 3% faster than one
-    serving one), so every block follows another process's."""
+def worker_label(arm: str, slot: int) -> str:
+    return f"{arm} #{slot + 1}"
+
+
+def arms_for(params: Params) -> list[tuple[str, Build]]:
+    """The arms: A, its twin A' (the control), one arm of build A per planted delay, and B when given."""
     a = builds.parse("build_a", params.build_a)
-    out = [Worker(A, a, cache_root / "A"), Worker(TWIN, a, cache_root / "A-twin")]
-    out += [Worker(planted_label(p), a, cache_root / f"A-planted-{i}") for i, p in enumerate(params.planted_pct)]
+    out = [(A, a), (TWIN, a), *((planted_label(p), a) for p in params.planted_pct)]
     if params.build_b is not None:
-        out.append(Worker(B, builds.parse("build_b", params.build_b), cache_root / "B"))
+        out.append((B, builds.parse("build_b", params.build_b)))
+    return out
+
+
+def workers_for(params: Params, cache_root: Path) -> list[Worker]:
+    """``params.workers`` workers per arm (``arms_for``), each with its own cache folder and one entry
+    per executor: a worker that ran the block before is warmer than one that did not (on the CPU
+    machine, a worker serving three entries read 3% faster than one serving one), so every block
+    follows another process's."""
+    return [
+        Worker(worker_label(arm, i), build, cache_root / f"arm{n}-{i}", arm, i)
+        for n, (arm, build) in enumerate(arms_for(params))
+        for i in range(params.workers)
+    ]
+
+
+def pin(workers: list[Worker]) -> dict[str, int | None]:
+    """Each worker pinned to one core, worker i of every arm to the same core (slot i), so that every
+    arm meets every core once; the core per worker (None where the worker could not be pinned)."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    out = {}
+    for w in workers:
+        core = cores[(w.slot + 1) % len(cores)] if cores else None  # slot 0 off the first core, where the system runs
+        try:
+            out[w.label] = w.call("pin", core=core) if core is not None else None
+        except WorkerError:
+            out[w.label] = None
     return out
 
 
@@ -184,6 +218,11 @@ def usable(built: dict, label: str, executor: str) -> bool:
     return (built.get(label) or {}).get(executor, {}).get("status") == "ok"
 
 
+def arm_usable(workers: list[Worker], built: dict, arm: str, executor: str) -> list[Worker]:
+    """The workers of ``arm`` that built ``executor``."""
+    return [w for w in workers if w.arm == arm and usable(built, w.label, executor)]
+
+
 def calibrate(worker: Worker, executor: str, params: Params) -> float | None:
     """A's host ms per step of ``executor``, the fastest of ``CALIBRATION_BLOCKS`` blocks (the headlines
     are fast-state ones): what the planted delays are a share of."""
@@ -198,23 +237,22 @@ def calibrate(worker: Worker, executor: str, params: Params) -> float | None:
 
 
 def entries_for(
-    workers: dict[str, Worker], built: dict, params: Params, delays: dict, parts: bool = True
+    workers: list[Worker], built: dict, params: Params, delays: dict, parts: bool = True
 ) -> list[RemoteEntry]:
-    """Per executor that A and A' built: A, A', each planted worker behind its delay, and B, where each
-    built it. With ``parts``, the in-place parts are taken for A, A' and B of every Thunder configuration."""
+    """Per executor that at least 2 workers of A and of A' built: every worker of every arm that built
+    it, a planted arm's behind its delay. With ``parts``, the in-place parts are taken for the first
+    worker of A, A' and B of every Thunder configuration."""
     out = []
     for name in params.executors:
-        if not (usable(built, A, name) and usable(built, TWIN, name)):
+        if min(len(arm_usable(workers, built, arm, name)) for arm in (A, TWIN)) < 2:
             continue
-        parts = parts and registry.REGISTRY[name].needs_thunder
-        out += [
-            RemoteEntry(entry_name(name, A), workers[A], name, parts=parts),
-            RemoteEntry(entry_name(name, TWIN), workers[TWIN], name, parts=parts),
-        ]
-        for pct, us in delays.get(name, {}).items():
-            who = planted_label(pct)
-            if usable(built, who, name):
-                out.append(RemoteEntry(entry_name(name, who), workers[who], name, delay_us=us))
-        if B in workers and usable(built, B, name):
-            out.append(RemoteEntry(entry_name(name, B), workers[B], name, parts=parts))
+        take_parts = parts and registry.REGISTRY[name].needs_thunder
+        planted = {planted_label(pct): us for pct, us in delays.get(name, {}).items()}
+        for w in workers:
+            if not usable(built, w.label, name) or (w.arm not in (A, TWIN, B) and w.arm not in planted):
+                continue
+            probe = take_parts and w.slot == 0 and w.arm in (A, TWIN, B)
+            out.append(
+                RemoteEntry(entry_name(name, w.label), w, name, delay_us=planted.get(w.arm, 0.0), parts=probe)
+            )
     return out

@@ -7,20 +7,33 @@ executor's status per worker.
 
 from __future__ import annotations
 
+import math
+import statistics
 from pathlib import Path
 
 from ..core import builds, model, paired
 from ..core.harness import Rounds
 from ..core.parameters import Params
-from .ab_remote import TWIN, A, B, Worker, WorkerError, entry_name, planted_label, usable
+from ..core.verdicts import NOT_JUDGED, phrase
+from .ab_remote import TWIN, A, B, Worker, WorkerError, entry_name, planted_label, usable, worker_label
 
 
-def comparisons(name: str, timed: Rounds, params: Params) -> list[tuple[str, str]]:
-    """(comparison, the entry read against A) for one executor: B, the A/A control, each planted."""
-    whos = [B] if entry_name(name, B) in timed.entries else []
-    whos += [TWIN, *(planted_label(p) for p in params.planted_pct)]
-    label = {B: "B vs A", TWIN: "A' vs A (A/A control)"}
-    return [(label.get(w, f"{w} vs A"), entry_name(name, w)) for w in whos if entry_name(name, w) in timed.entries]
+COMPARISON = {B: "B vs A", TWIN: "A' vs A (A/A control)"}
+
+
+def comparison_of(arm: str) -> str:
+    return COMPARISON.get(arm, f"{arm} vs A")
+
+
+def arm_series(timed: Rounds, name: str, metric: str) -> dict[str, list[paired.Series]]:
+    """Per arm, its workers' ``paired.Series`` of ``metric`` for executor ``name`` (entries ``name · ARM #i``)."""
+    out: dict[str, list[paired.Series]] = {}
+    prefix = entry_name(name, "")
+    for key, t in timed.entries.items():
+        if key.startswith(prefix):
+            arm = key.removeprefix(prefix).rsplit(" #", 1)[0]
+            out.setdefault(arm, []).append(paired.Series(getattr(t, metric), t.keep()))
+    return out
 
 
 def metrics_for(device: str) -> tuple[str, ...]:
@@ -28,56 +41,119 @@ def metrics_for(device: str) -> tuple[str, ...]:
     return ("host_ms", "wall_ms") if device.startswith("cuda") else ("host_ms",)
 
 
-def change_rows(timed: Rounds, params: Params, min_effect: dict) -> list[dict]:
-    """The key table: per executor, comparison and metric, the paired change against A."""
+def changes(timed: Rounds, params: Params, name: str, metric: str) -> dict[str, paired.Change]:
+    """Per arm other than A, its ``paired.Change`` against A for executor ``name`` and ``metric``."""
+    arms = arm_series(timed, name, metric)
+    if A not in arms:
+        return {}
+    every = [s for group in arms.values() for s in group]
+    out = {}
+    for arm in (B, TWIN, *(planted_label(p) for p in params.planted_pct)):
+        if arm in arms and (c := paired.change(metric, arms[A], arms[arm], every)):
+            out[arm] = c
+    return out
+
+
+def change_rows(timed: Rounds, params: Params, delays: dict) -> list[dict]:
+    """The key table: per executor, comparison and metric, the change against A; B's verdict gated by
+    the same executor's controls (``gate``)."""
     rows = []
     for name in params.executors:
-        base = timed.entries.get(entry_name(name, A))
-        if base is None:
-            continue
-        for comparison, other in comparisons(name, timed, params):
-            t = timed.entries[other]
-            for metric in metrics_for(params.device):
-                c = paired.change(
-                    metric, getattr(base, metric), getattr(t, metric), base.keep(), t.keep(), min_effect.get(metric, 0)
-                )
-                error = "; ".join(filter(None, (base.error, t.error)))
-                rows.append(change_row(name, comparison, metric, c, error))
+        found = {metric: changes(timed, params, name, metric) for metric in metrics_for(params.device)}
+        errors = "; ".join(sorted({t.error for k, t in timed.entries.items() if k.startswith(entry_name(name, "")) and t.error}))
+        for metric, by_arm in found.items():
+            for arm, c in by_arm.items():
+                row = change_row(name, comparison_of(arm), metric, c, errors)
+                if arm == B:
+                    row = gated(row, gate(found, timed, name, metric, params, delays))
+                rows.append(row)
     return rows
 
 
-def change_row(name: str, comparison: str, metric: str, c: paired.Change | None, error: str) -> dict:
-    status = "ok" if c and not error else "partial" if c else "failed"
-    row = {"executor": name, "comparison": comparison, "metric": metric, "status": status, "reason": error or None}
-    if c is None:
-        return {**row, "reason": error or "no round with both blocks"}
+def change_row(name: str, comparison: str, metric: str, c: paired.Change, error: str) -> dict:
+    status = "ok" if c.judged and not error else "partial"
+    who = "B" if comparison == "B vs A" else comparison.split(" vs ")[0]
     return {
-        **row,
+        "executor": name,
+        "comparison": comparison,
+        "metric": metric,
+        "status": status,
+        "reason": error or (None if c.judged else "fewer than 2 workers of an arm measured"),
         "a_ms": c.a,
         "b_ms": c.b,
         "ratio_x": c.ratio,
         "ratio_lo_x": c.lo,
         "ratio_hi_x": c.hi,
         "change_pct": c.change_pct,
-        "resolution_pct": 100 * c.resolution,
+        "resolution_pct": None if c.resolution is None else 100 * c.resolution,
         "p": c.p,
-        "verdict": c.text("B" if comparison == "B vs A" else comparison.split(" vs ")[0]),
+        "verdict": c.text(who),
         "called": c.called,
+        "workers_a": c.workers_a,
+        "workers_b": c.workers_b,
         "rounds": c.rounds,
         "fast_only": c.fast_only,
+        "between_sd_pct": None if c.between_sd is None else 100 * c.between_sd,
+        "within_se_pct": 100 * c.within_se,
+        "df": c.df,
+    }
+
+
+def planted_share(timed: Rounds, name: str, us: float) -> float:
+    """A planted delay's share of A's median host time per step in these rounds (a fraction)."""
+    a = [v for s in arm_series(timed, name, "host_ms").get(A, []) for v in s.values]
+    return us / (1e3 * statistics.median(a)) if a else float("nan")
+
+
+def gate(found: dict, timed: Rounds, name: str, metric: str, params: Params, delays: dict | None = None) -> list[str]:
+    """Why this executor's controls fail B's ``metric`` (docs/method.md): the A/A control called
+    changed; a planted control whose interval excludes its planted size; a planted control at least
+    twice B's resolution not detected. Empty: they pass."""
+    why = []
+    aa = found.get(metric, {}).get(TWIN)
+    if aa is None or not aa.judged:
+        why.append("no A/A control")
+    elif aa.called:
+        why.append(f"A/A called {aa.change_pct:+.2g}%")
+    b = found.get(metric, {}).get(B)
+    for pct in params.planted_pct:
+        c = found.get("host_ms", {}).get(planted_label(pct))
+        us = (delays or {}).get(name, {}).get(pct)
+        if c is None or not c.judged or us is None:
+            why.append(f"planted {pct:g}% not measured")
+            continue
+        size = planted_share(timed, name, us)
+        if not c.covers(1 + size):
+            why.append(f"planted {100 * size:.2g}%: interval {100 * (c.lo - 1):+.2g} to {100 * (c.hi - 1):+.2g}% misses it")
+        elif b is not None and b.judged and size >= 2 * b.half_width and not (c.called and c.ratio > 1):
+            why.append(f"planted {100 * size:.2g}% (over twice the ±{100 * b.half_width:.2g}% resolved) not detected")
+    return why
+
+
+def gated(row: dict, why: list[str]) -> dict:
+    """B's row with its verdict withheld when its controls failed (``gate``)."""
+    if not why:
+        return {**row, "controls": "passed"}
+    return {
+        **row,
+        "controls": "; ".join(why),
+        "called": False,
+        "verdict": phrase(NOT_JUDGED, f"the controls failed ({'; '.join(why)}); B {row['change_pct']:+.2g}%"),
     }
 
 
 def control_rows(table: list[dict], delays: dict, timed: Rounds) -> list[dict]:
     """Each planted delay's host-time row: the delay planted (µs and % of A's host time in these
-    rounds), the change found, the estimate's error in percentage points, and whether it was called."""
+    rounds), the change found with its interval, whether the interval covers the planted size, and
+    whether it was detected."""
     out = []
     for r in table:
         if r["metric"] != "host_ms" or "planted" not in r["comparison"] or r.get("ratio_x") is None:
             continue
         pct = float(r["comparison"].split("+ ")[1].split("%")[0])
         us = delays[r["executor"]][pct]
-        planted = 100 * us / (r["a_ms"] * 1e3)
+        planted = 100 * planted_share(timed, r["executor"], us)
+        lo, hi = r["ratio_lo_x"], r["ratio_hi_x"]
         out.append(
             {
                 "executor": r["executor"],
@@ -86,12 +162,44 @@ def control_rows(table: list[dict], delays: dict, timed: Rounds) -> list[dict]:
                 "planted_us": us,
                 "planted_pct": planted,
                 "found_pct": r["change_pct"],
+                "found_lo_pct": None if lo is None else 100 * (lo - 1),
+                "found_hi_pct": None if hi is None else 100 * (hi - 1),
                 "error_pp": r["change_pct"] - planted,
-                "detected": r["called"] and r["change_pct"] > 0,
+                "covered": lo is not None and lo <= 1 + planted / 100 <= hi,
+                "detected": bool(r["called"]) and r["change_pct"] > 0,
                 "verdict": r["verdict"],
             }
         )
     return out
+
+
+def level_rows(timed: Rounds, params: Params) -> list[dict]:
+    """Every worker's level (host time, % against the mean of A's workers' levels): the spread between
+    processes, kept as data."""
+    rows = []
+    for name in params.executors:
+        arms = arm_series(timed, name, "host_ms")
+        if A not in arms:
+            continue
+        every = [s for group in arms.values() for s in group]
+        centre = paired.centres(every)
+        base = [x.value for s in arms[A] if (x := paired.level(s, centre))]
+        ref = statistics.fmean(base) if base else 0.0
+        prefix = entry_name(name, "")
+        for key, t in timed.entries.items():
+            if key.startswith(prefix) and (x := paired.level(paired.Series(t.host_ms, t.keep()), centre)):
+                worker = key.removeprefix(prefix)
+                rows.append(
+                    {
+                        "executor": name,
+                        "worker": worker,
+                        "arm": worker.rsplit(" #", 1)[0],
+                        "level_pct": 100 * (math.exp(x.value - ref) - 1),
+                        "within_se_pct": 100 * x.within_se,
+                        "rounds": x.rounds,
+                    }
+                )
+    return rows
 
 
 def parts_rows(timed: Rounds, params: Params) -> list[dict]:
@@ -101,12 +209,12 @@ def parts_rows(timed: Rounds, params: Params) -> list[dict]:
     A differ by in this run); the control's own rows show what no change looks like, part by part."""
     rows = []
     for name in params.executors:
-        a = timed.entries.get(entry_name(name, A))
+        a = timed.entries.get(entry_name(name, worker_label(A, 0)))
         if a is None or "parts" not in a.probes:
             continue
         control = {}
         for other in (TWIN, B):
-            b = timed.entries.get(entry_name(name, other))
+            b = timed.entries.get(entry_name(name, worker_label(other, 0)))
             if b is None:
                 continue
             pa, pb = a.probes["parts"], b.probes["parts"]
@@ -133,14 +241,14 @@ def logits_rows(built: dict, params: Params) -> list[dict]:
     """Per executor, A' and B's first-call logits against A's (``model.compare_to_eager``'s tolerance)."""
     import torch
 
-    def logits(label, name):
-        r = built[label][name]
+    def logits(arm, name):
+        r = built[worker_label(arm, 0)][name]
         return torch.frombuffer(bytearray(r["logits"]), dtype=torch.float32).reshape(r["shape"])
 
     rows = []
     for name in params.executors:
         for who in (TWIN, B):
-            if not (usable(built, A, name) and usable(built, who, name)):
+            if not (usable(built, worker_label(A, 0), name) and usable(built, worker_label(who, 0), name)):
                 continue
             check = model.compare_to_eager(logits(who, name), logits(A, name), "float32", params.layers)
             check = {**check, "tolerance": model.tolerance(params.dtype, params.layers)}
@@ -150,24 +258,26 @@ def logits_rows(built: dict, params: Params) -> list[dict]:
 
 
 def kernel_rows(workers: dict[str, Worker], built: dict, params: Params) -> list[dict]:
-    """Kernels per step and kernel ms per step of each executor in A and B (the profiler), and B - A."""
+    """Kernels per step and kernel ms per step of each executor in A and B (the first worker of each,
+    the profiler), and B - A."""
     rows = []
-    who = [w for w in (A, B) if w in workers]
+    arms = [arm for arm in (A, B) if worker_label(arm, 0) in workers]
     for name in params.executors:
         row = {"executor": name}
-        for w in who:
-            if not usable(built, w, name):
+        for arm in arms:
+            label = worker_label(arm, 0)
+            if not usable(built, label, name):
                 continue
             try:
-                k = workers[w].call("kernels", executor=name, steps=max(3, min(params.iters, 10)))
+                k = workers[label].call("kernels", executor=name, steps=max(3, min(params.iters, 10)))
             except WorkerError as e:
-                row[f"{w}_reason"] = str(e)
+                row[f"{arm}_reason"] = str(e)
                 continue
             if "reason" in k:
                 row["reason"] = k["reason"]
                 continue
-            row[f"{w.lower()}_kernels_per_step"] = k["kernels_per_step"]
-            row[f"{w.lower()}_kernel_ms"] = k["kernel_ms"]
+            row[f"{arm.lower()}_kernels_per_step"] = k["kernels_per_step"]
+            row[f"{arm.lower()}_kernel_ms"] = k["kernel_ms"]
         if "b_kernel_ms" in row and "a_kernel_ms" in row:
             row["diff_kernels_per_step"] = row["b_kernels_per_step"] - row["a_kernels_per_step"]
             row["diff_kernel_us"] = 1e3 * (row["b_kernel_ms"] - row["a_kernel_ms"])
@@ -175,15 +285,32 @@ def kernel_rows(workers: dict[str, Worker], built: dict, params: Params) -> list
     return rows
 
 
-def build_rows(workers: list[Worker], hello: dict) -> list[dict]:
-    """Per worker: what the build is, python and package versions, and each folder's git state."""
-    rows = []
+def by_arm(workers: list[Worker]) -> dict[str, list[Worker]]:
+    out: dict[str, list[Worker]] = {}
     for w in workers:
-        h = hello.get(w.label) or {}
-        row = {"worker": w.label, "build": w.build.text(), "python": h.get("python"), "error": h.get("error")}
+        out.setdefault(w.arm, []).append(w)
+    return out
+
+
+def build_rows(workers: list[Worker], hello: dict, cores: dict | None = None) -> list[dict]:
+    """Per arm: what the build is, its workers and their cores, python and package versions (of its
+    first worker), and each folder's git state."""
+    rows = []
+    for arm, group in by_arm(workers).items():
+        first = group[0]
+        h = hello.get(first.label) or {}
+        errors = [e for w in group if (e := (hello.get(w.label) or {}).get("error"))]
+        row = {
+            "arm": arm,
+            "build": first.build.text(),
+            "workers": len(group),
+            "cores": ", ".join(str((cores or {}).get(w.label, "-")) for w in group),
+            "python": h.get("python"),
+            "error": "; ".join(errors[:1]) or None,
+        }
         for dist, info in (h.get("packages") or {}).items():
             row[dist] = info.get("version") or f"missing ({info.get('error')})"
-        row["folders"] = [{"folder": f, "git": builds.git_state(f)} for f in w.build.path]
+        row["folders"] = [{"folder": f, "git": builds.git_state(f)} for f in first.build.path]
         row["git"] = "; ".join(git_text(f["folder"], f["git"]) for f in row["folders"] if f["git"]) or None
         rows.append(row)
     return rows
@@ -195,39 +322,52 @@ def git_text(folder: str, git: dict) -> str:
     return f"{Path(folder).name} at {git['commit'][:10]} ({git['branch']}{changes})"
 
 
+def record_of(built: dict, w: Worker, name: str) -> dict:
+    r = built.get(w.label) or {}
+    return r.get(name) or {"status": "failed", "reason": r.get("error") or w.error or "not built"}
+
+
 def executor_rows(workers: list[Worker], built: dict, params: Params) -> list[dict]:
-    """Per executor and worker: its status and reason (a worker that did not build: its error)."""
+    """Per executor and arm: how many of its workers built it, the first failure's reason, and the median
+    first call."""
     rows = []
     for name in params.executors:
-        for w in workers:
-            r = built.get(w.label) or {}
-            record = r.get(name) or {"status": "failed", "reason": r.get("error") or w.error or "not built"}
+        for arm, group in by_arm(workers).items():
+            records = [record_of(built, w, name) for w in group]
+            ok = [r for r in records if r["status"] == "ok"]
+            bad = [r for r in records if r["status"] != "ok"]
+            firsts = [r["first_call_s"] for r in ok if r.get("first_call_s") is not None]
             rows.append(
                 {
                     "executor": name,
-                    "worker": w.label,
-                    "status": record["status"],
-                    "reason": record.get("reason"),
-                    "first_call_s": record.get("first_call_s"),
+                    "arm": arm,
+                    "status": "ok" if not bad else bad[0]["status"],
+                    "built": f"{len(ok)} of {len(records)}",
+                    "reason": bad[0].get("reason") if bad else None,
+                    "first_call_s": statistics.median(firsts) if firsts else None,
                 }
             )
     return rows
 
 
-def failed_entries(params: Params, built: dict, workers: dict) -> list[dict]:
-    """Key-table rows for what could not be compared: an executor A could not run (one row), else
-    each other worker that could not run it, with the reason."""
+def failed_entries(params: Params, built: dict, workers: list[Worker]) -> list[dict]:
+    """Key-table rows for what could not be compared: an executor A's workers could not run (one row),
+    else each other arm with a worker that could not run it, with the first reason."""
     rows = []
     for name in params.executors:
-        for who in workers:
-            if usable(built, who, name):
+        for arm, group in by_arm(workers).items():
+            bad = [r for w in group if (r := record_of(built, w, name))["status"] != "ok"]
+            if not bad:
                 continue
-            r = (built.get(who) or {}).get(name) or {}
-            status = r.get("status") or "failed"
-            reason = r.get("reason") or (built.get(who) or {}).get("error") or "not built"
             rows.append(
-                {"executor": name, "comparison": f"{who} build", "metric": None, "status": status, "reason": reason}
+                {
+                    "executor": name,
+                    "comparison": f"{arm} build",
+                    "metric": None,
+                    "status": bad[0]["status"],
+                    "reason": f"{len(bad)} of {len(group)} workers: {bad[0].get('reason')}",
+                }
             )
-            if who == A:
+            if arm == A:
                 break
     return rows

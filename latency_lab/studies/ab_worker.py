@@ -65,6 +65,15 @@ class Worker:
             out[ex.name] = record
         return out
 
+    def pin(self, core: int) -> int:
+        """Every thread of this process (and those it starts later) on ``core``; the core."""
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                os.sched_setaffinity(int(tid), {core})
+            except OSError:  # a thread that ended meanwhile
+                pass
+        return core
+
     def block(self, executor: str, warmup: int, iters: int, delay_us: float = 0.0, parts: bool = False) -> dict:
         """One block of ``executor`` between two host references (``rounds.measure_block``), behind
         ``delay_us`` of planted delay; with ``parts``, an in-place breakdown of the same step right
