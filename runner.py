@@ -407,7 +407,11 @@ def ab(argv: list[str]) -> int:
             raise SetupError("runner.py ab runs notebook 08 only: leave out --notebooks")
         specs = {side: ab_build(args, side) for side in ("a", "b")}
         given = ["-p", f"build_a={specs['a']!r}", "-p", f"build_b={specs['b']!r}"]
-        for flag, name, unit in (("resolve", "resolve_pct", "%"), ("budget", "budget_s", "s"), ("workers", "workers", "")):
+        for flag, name, unit in (
+            ("resolve", "resolve_pct", "%"),
+            ("budget", "budget_s", "s"),
+            ("workers", "workers", ""),
+        ):
             value = getattr(args, flag)
             if value is not None:
                 given += ["-p", f"{name}={ab_number(flag, value, unit)!r}"]

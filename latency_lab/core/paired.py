@@ -98,7 +98,7 @@ class Level:
     value: float  # median over the kept rounds of log time less the round's centre
     rounds: int
     fast_only: bool
-    within_se: float  # the rounds' own standard error of that median (independent rounds assumed)
+    within_se: float  # the rounds' own standard error of that median (MAD-based, independent rounds assumed)
 
 
 def level(series: Series, centre: list[float | None]) -> Level | None:
@@ -112,8 +112,9 @@ def level(series: Series, centre: list[float | None]) -> Level | None:
     if not rows:
         return None
     chosen, fast_only = host_state.select([d for d, _ in rows], [k for _, k in rows])
-    sd = statistics.stdev(chosen) if len(chosen) > 1 else 0.0
-    return Level(statistics.median(chosen), len(chosen), fast_only, 1.2533 * sd / math.sqrt(len(chosen)))
+    mid = statistics.median(chosen)
+    sd = 1.4826 * statistics.median(abs(x - mid) for x in chosen)  # robust: a few slow blocks do not inflate it
+    return Level(mid, len(chosen), fast_only, 1.2533 * sd / math.sqrt(len(chosen)))
 
 
 @dataclass(frozen=True)
@@ -185,13 +186,17 @@ class Change:
         """One line: ``changed: B slower by 3.1% (2.4-3.8%)``, ``same: this run resolves ±0.6% (...)``, or
         ``not judged: ...``."""
         if not self.judged:
-            return phrase(NOT_JUDGED, f"fewer than 2 workers of an arm measured ({self.workers_a} and {self.workers_b})")
+            return phrase(
+                NOT_JUDGED, f"fewer than 2 workers of an arm measured ({self.workers_a} and {self.workers_b})"
+            )
         interval = f"{100 * (self.lo - 1):+.2g} to {100 * (self.hi - 1):+.2g}%"
         if self.called:
             lo, hi = sorted(abs(100 * (x - 1)) for x in (self.lo, self.hi))
             way = "slower" if self.ratio > 1 else "faster"
             return phrase(CHANGED, f"{who} {way} by {abs(self.change_pct):.2g}% ({lo:.2g}-{hi:.2g}%)")
-        return phrase(SAME, f"this run resolves ±{100 * self.half_width:.2g}% ({who} {self.change_pct:+.2g}%, {interval})")
+        return phrase(
+            SAME, f"this run resolves ±{100 * self.half_width:.2g}% ({who} {self.change_pct:+.2g}%, {interval})"
+        )
 
     def to_dict(self) -> dict:
         return {

@@ -100,9 +100,14 @@ CPU_DEFAULTS: dict[str, dict[str, object]] = {
     results.AB_BUILDS: {"executors": "thunder:torch"},
 }
 # 08's per-device defaults: workers per arm, the half-width it stops at (%), the seconds it may take in all
-AB_DEFAULTS = {"cuda": {"workers": 6, "resolve_pct": 1.0}, "cpu": {"workers": 4, "resolve_pct": 5.0}}
+AB_DEFAULTS = {
+    "cuda": {"workers": 6, "resolve_pct": 1.0, "budget_s": 120},
+    "cpu": {"workers": 4, "resolve_pct": 5.0, "budget_s": 180},
+}
 PLANTED_MIN = 0.1  # % of a step: below it a busy wait is under a µs of a fast step
-AB_BUILD_S = 60  # a budget under this cannot hold the builds (k workers of 3-4 arms, in parallel: 30-60 s measured)
+# CPU seconds one worker takes to start and build (import torch and Thunder, build the model, first calls): 12 s on
+# the 2-core CPU machine (12 workers in 73 s); a budget under the builds' share of the cores is refused
+AB_BUILD_CPU_S = 12
 # Parameters every notebook applies in its setup (``from_namespace``), whether its cell declares them or not.
 EVERY_NOTEBOOK = ("threads",)
 
@@ -187,7 +192,11 @@ SCHEMA: dict[str, tuple[object, str]] = {
         "them (None: 6 on a GPU, 4 on a CPU)",
     ),
     "resolve_pct": (None, "08 stops once B's interval is this narrow on each side, a % in (0, 50) (None: per device)"),
-    "budget_s": (120, f"08's seconds in all, builds included, a number >= {AB_BUILD_S}: it stops adding rounds there"),
+    "budget_s": (
+        None,
+        "08's seconds in all, builds included, more than its builds take: it adds no rounds past it (None: 120 on "
+        "a GPU, 180 on a CPU)",
+    ),
 }
 
 
@@ -347,7 +356,8 @@ def resolved(raw: dict | None = None, **kwargs) -> Params:
     chosen["workers"] = _workers(ab["workers"] if v["workers"] is None else v["workers"], usable_cores())
     chosen["resolve_pct"] = _resolve(ab["resolve_pct"] if v["resolve_pct"] is None else v["resolve_pct"])
     chosen["planted_pct"] = _planted(2 * chosen["resolve_pct"] if v["planted_pct"] is None else v["planted_pct"])
-    chosen["budget_s"] = _budget(v["budget_s"])
+    arms = 2 + len(chosen["planted_pct"]) + (chosen["build_b"] is not None)
+    chosen["budget_s"] = _budget(ab["budget_s"] if v["budget_s"] is None else v["budget_s"], arms * chosen["workers"])
 
     return Params(
         preset=v["preset"],
@@ -519,10 +529,14 @@ def _resolve(value) -> float:
     return float(value)
 
 
-def _budget(value) -> float:
-    if not _number(value) or value < AB_BUILD_S:
+def _budget(value, workers: int) -> float:
+    """08's budget: more than its ``workers`` take to build on the cores here (``AB_BUILD_CPU_S`` each)."""
+    builds_s = math.ceil(workers * AB_BUILD_CPU_S / usable_cores())
+    if not _number(value) or value <= builds_s:
         raise ParameterError(
-            "budget_s", value, f"seconds >= {AB_BUILD_S} (the builds alone take 30-60 s), e.g. 180"
+            "budget_s",
+            value,
+            f"seconds over {builds_s}, what building its {workers} workers takes on {usable_cores()} cores, e.g. 180",
         )
     return float(value)
 

@@ -117,7 +117,9 @@ def ab_parser() -> argparse.ArgumentParser:
         "5%% on a CPU; -p resolve_pct)",
     )
     ap.add_argument(
-        "--budget", metavar="SECONDS[s]", help="seconds in all, builds included, e.g. 120s (default 120; -p budget_s)"
+        "--budget",
+        metavar="SECONDS[s]",
+        help="seconds in all, builds included, e.g. 120s (default: 120 on a GPU, 180 on a CPU; -p budget_s)",
     )
     ap.add_argument(
         "--workers", metavar="K", help="worker processes per arm (default: 6 on a GPU, 4 on a CPU; -p workers)"

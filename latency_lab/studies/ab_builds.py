@@ -31,7 +31,20 @@ from ..core.harness import Rounds
 from ..core.parameters import Params
 from ..core.progress import say
 from ..pages.tables import number
-from .ab_remote import TWIN, A, B, arm_usable, calibrate, cost_rows, entries_for, pin, start_and_build, worker_label, workers_for
+from .ab_remote import (
+    TWIN,
+    A,
+    B,
+    arm_usable,
+    calibrate,
+    cost_rows,
+    entries_for,
+    pin,
+    planted_cost,
+    start_and_build,
+    worker_label,
+    workers_for,
+)
 from .ab_tables import (
     build_rows,
     by_arm,
@@ -93,6 +106,7 @@ class Result(Study):
     findings: list[str]
     timed: Rounds | None = None
     delays_us: dict = field(default_factory=dict)
+    planted_us: dict = field(default_factory=dict)  # what each delay adds in one process (``ab_remote.planted_cost``)
     costs: list[dict] = field(default_factory=list)  # ``cost_rows``
 
     def key_table_rows(self) -> list[dict]:
@@ -111,6 +125,7 @@ class Result(Study):
             "levels": self.levels,
             "stopping": self.stopping and asdict(self.stopping),
             "planted_delays_us": self.delays_us,
+            "planted_cost_us": self.planted_us,
             "block_costs": self.costs,
             "method": paired.METHOD,
             **(self.timed.sections() if self.timed else {}),
@@ -137,8 +152,10 @@ def findings(r: Result) -> list[str]:
         out.append(f"**{r.stopping.text()}**")
     for row in r.table:
         if row["comparison"].endswith(" build"):
-            out.append(f"**{row['comparison'].removesuffix(' build')} could not run {row['executor']}** "
-                       f"({row['status']}): {row['reason']}.")
+            out.append(
+                f"**{row['comparison'].removesuffix(' build')} could not run {row['executor']}** "
+                f"({row['status']}): {row['reason']}."
+            )
     for row in r.table:
         if row["comparison"] == "B vs A" and row.get("ratio_x") is not None:
             out.append(f"**{row['executor']}**, {row['metric'].removesuffix('_ms')} time per step: {row['verdict']}.")
@@ -148,26 +165,27 @@ def findings(r: Result) -> list[str]:
         called = ", ".join(f"{x['executor']} {x['metric']} ({x['verdict']})" for x in false_calls)
         out.append(
             f"**A/A control:** {len(aa) - len(false_calls)} of {len(aa)} numbers of two arms of build A read "
-            "no change"
-            + (f"; {called} did not, so B's verdict for that executor is not judged." if called else ".")
+            "no change" + (f"; {called} did not, so B's verdict for that executor is not judged." if called else ".")
         )
     for c in r.controls:
-        interval = (
-            f" ({c['found_lo_pct']:+.2g} to {c['found_hi_pct']:+.2g}%)" if c["found_lo_pct"] is not None else ""
-        )
+        interval = f" ({c['found_lo_pct']:+.2g} to {c['found_hi_pct']:+.2g}%)" if c["found_lo_pct"] is not None else ""
         out.append(
             f"**Planted {c['planted_pct']:.2g}%** ({c['planted_us']:.3g} µs) in {c['executor']}'s host time: found "
             f"{c['found_pct']:+.2g}%{interval}, "
             + ("detected" if c["detected"] else "not detected")
-            + (", its interval covering the planted size." if c["covered"] else ", its interval missing the planted size.")
+            + (
+                ", its interval covering the planted size."
+                if c["covered"]
+                else ", its interval missing the planted size."
+            )
         )
     spread = [x for x in r.table if x["comparison"].startswith("A' vs A") and x["metric"] == "host_ms"]
     for x in spread:
         if x.get("between_sd_pct") is not None:
             out.append(
-                f"**Between processes** ({x['executor']}, host time): the workers' levels spread {x['between_sd_pct']:.2g}% "
-                f"(SD within an arm), against {x['within_se_pct']:.2g}% that each worker's {x['rounds']}+ rounds leave; "
-                "the interval is as wide as that spread over "
+                f"**Between processes** ({x['executor']}, host time): the workers' levels spread "
+                f"{x['between_sd_pct']:.2g}% (SD within an arm), against {x['within_se_pct']:.2g}% that each "
+                f"worker's {x['rounds']}+ rounds leave; the interval is as wide as that spread over "
                 f"{x['workers_a']} and {x['workers_b']} workers allows."
             )
     moved = [p for p in r.parts if p.get("moved") and p["against"] == B]
@@ -210,7 +228,8 @@ class Stopping:
         got = "no interval" if self.half_width_pct is None else f"±{self.half_width_pct:.2g}%"
         return (
             f"{'Resolved' if self.resolved else 'Not resolved'}: {got} against a target of ±{self.target_pct:.2g}% "
-            f"after {self.rounds} rounds in {self.seconds:.0f} s ({self.build_s:.0f} s of builds); stopped: {self.reason}."
+            f"after {self.rounds} rounds in {self.seconds:.0f} s ({self.build_s:.0f} s of builds); "
+            f"stopped: {self.reason}."
         )
 
 
@@ -239,6 +258,7 @@ class Session:
         self.workers = workers_for(params, self.cache_root)
         self.by_label = {w.label: w for w in self.workers}
         self.hello, self.built, self.delays, self.cores = {}, {}, {}, {}
+        self.planted_us: dict = {}  # per executor and size: what the delay adds in one process (``planted_cost``)
         self.build_s = 0.0
         self.entries: list = []
 
@@ -247,8 +267,10 @@ class Session:
             self.hello, self.built = start_and_build(self.workers, self.params)
             for arm, group in by_arm(self.workers).items():
                 bad = [w for w in group if (self.built.get(w.label) or {}).get("error")]
-                print(f"arm {arm}: {len(group)} workers, {group[0].build.text()}: {len(group) - len(bad)} built"
-                      + (f" ({self.built[bad[0].label]['error']})" if bad else ""))
+                print(
+                    f"arm {arm}: {len(group)} workers, {group[0].build.text()}: {len(group) - len(bad)} built"
+                    + (f" ({self.built[bad[0].label]['error']})" if bad else "")
+                )
             self.cores = pin(self.workers)
             for name in self.params.executors:
                 first = arm_usable(self.workers, self.built, A, name)
@@ -256,6 +278,9 @@ class Session:
                     host_ms = calibrate(first[0], name, self.params)
                     if host_ms:
                         self.delays[name] = {p: p / 100 * host_ms * 1e3 for p in self.params.planted_pct}
+                        self.planted_us[name] = {
+                            p: planted_cost(first[0], name, self.params, us) for p, us in self.delays[name].items()
+                        }
             self.build_s = time.perf_counter() - self.started
         except BaseException:
             self.close()
@@ -282,7 +307,9 @@ class Session:
         while True:
             entries = [e for e in self.entries if not e.worker.error]
             if not entries:
-                reason = "no executor has 2 workers of A and of A' that built it" if not batches else "every worker stopped"
+                reason = (
+                    "no executor has 2 workers of A and of A' that built it" if not batches else "every worker stopped"
+                )
                 break
             groups = {e.executor: [x for x in entries if x.executor == e.executor] for e in entries}
             t0 = time.perf_counter()
@@ -305,7 +332,9 @@ class Session:
                 reason = f"resolved to ±{hw:.2g}%"
                 break
             if spent + batch_s > p.budget_s:
-                reason = f"the next {2 * p.repeats} rounds (about {batch_s:.0f} s) would pass the budget of {p.budget_s:g} s"
+                reason = (
+                    f"the next {2 * p.repeats} rounds (about {batch_s:.0f} s) would pass the budget of {p.budget_s:g} s"
+                )
                 break
             if c is not None and c.judged and not c.rounds_can_help():
                 needed = c.workers_for(p.resolve_pct / 100)
@@ -334,7 +363,7 @@ class Session:
         p = self.params
         timed, stopping = self.timed_until_resolved(shuffle, extras)
         say(stopping.text())
-        table = change_rows(timed, p, self.delays) if timed else []
+        table = change_rows(timed, p, self.planted_us) if timed else []
         table += failed_entries(p, self.built, self.workers)
         hello = self.hello
         a, b = worker_label(A, 0), worker_label(B, 0)
@@ -345,7 +374,7 @@ class Session:
             builds=build_rows(self.workers, hello, self.cores),
             differs=builds.differences(hello[a], hello[b]) if both else [],
             table=table,
-            controls=control_rows(table, self.delays, timed) if timed else [],
+            controls=control_rows(table, self.delays, self.planted_us, timed) if timed else [],
             kernels=kernel_rows(self.by_label, self.built, p) if extras else [],
             parts=parts_rows(timed, p) if timed else [],
             logits=logits_rows(self.built, p),
@@ -355,6 +384,7 @@ class Session:
             findings=[],
             timed=timed,
             delays_us=self.delays,
+            planted_us=self.planted_us,
             costs=cost_rows(self.entries),
         )
         return replace(result, findings=findings(result))

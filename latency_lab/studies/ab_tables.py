@@ -11,7 +11,7 @@ import math
 import statistics
 from pathlib import Path
 
-from ..core import builds, model, paired
+from ..core import builds, host_state, model, paired
 from ..core.harness import Rounds
 from ..core.parameters import Params
 from ..core.verdicts import NOT_JUDGED, phrase
@@ -60,7 +60,9 @@ def change_rows(timed: Rounds, params: Params, delays: dict) -> list[dict]:
     rows = []
     for name in params.executors:
         found = {metric: changes(timed, params, name, metric) for metric in metrics_for(params.device)}
-        errors = "; ".join(sorted({t.error for k, t in timed.entries.items() if k.startswith(entry_name(name, "")) and t.error}))
+        errors = "; ".join(
+            sorted({t.error for k, t in timed.entries.items() if k.startswith(entry_name(name, "")) and t.error})
+        )
         for metric, by_arm in found.items():
             for arm, c in by_arm.items():
                 row = change_row(name, comparison_of(arm), metric, c, errors)
@@ -100,8 +102,13 @@ def change_row(name: str, comparison: str, metric: str, c: paired.Change, error:
 
 
 def planted_share(timed: Rounds, name: str, us: float) -> float:
-    """A planted delay's share of A's median host time per step in these rounds (a fraction)."""
-    a = [v for s in arm_series(timed, name, "host_ms").get(A, []) for v in s.values]
+    """A planted delay's share of A's median host time per step over the blocks the levels read (each
+    worker's fast blocks, ``paired.level``), a fraction: the change the delay makes there."""
+    a = [
+        v
+        for s in arm_series(timed, name, "host_ms").get(A, [])
+        for v in host_state.select(s.values, s.fast or [False] * len(s.values))[0]
+    ]
     return us / (1e3 * statistics.median(a)) if a else float("nan")
 
 
@@ -124,7 +131,9 @@ def gate(found: dict, timed: Rounds, name: str, metric: str, params: Params, del
             continue
         size = planted_share(timed, name, us)
         if not c.covers(1 + size):
-            why.append(f"planted {100 * size:.2g}%: interval {100 * (c.lo - 1):+.2g} to {100 * (c.hi - 1):+.2g}% misses it")
+            why.append(
+                f"planted {100 * size:.2g}%: interval {100 * (c.lo - 1):+.2g} to {100 * (c.hi - 1):+.2g}% misses it"
+            )
         elif b is not None and b.judged and size >= 2 * b.half_width and not (c.called and c.ratio > 1):
             why.append(f"planted {100 * size:.2g}% (over twice the ±{100 * b.half_width:.2g}% resolved) not detected")
     return why
@@ -142,16 +151,18 @@ def gated(row: dict, why: list[str]) -> dict:
     }
 
 
-def control_rows(table: list[dict], delays: dict, timed: Rounds) -> list[dict]:
-    """Each planted delay's host-time row: the delay planted (µs and % of A's host time in these
-    rounds), the change found with its interval, whether the interval covers the planted size, and
-    whether it was detected."""
+def control_rows(table: list[dict], delays: dict, costs: dict, timed: Rounds) -> list[dict]:
+    """Each planted delay's host-time row: the delay asked and what it adds in one process (µs, and % of A's
+    host time in these rounds: the planted size), the change found with its interval, whether the interval
+    covers the planted size, and whether it was detected."""
     out = []
     for r in table:
         if r["metric"] != "host_ms" or "planted" not in r["comparison"] or r.get("ratio_x") is None:
             continue
         pct = float(r["comparison"].split("+ ")[1].split("%")[0])
-        us = delays[r["executor"]][pct]
+        us = costs[r["executor"]][pct]
+        if us is None:
+            continue
         planted = 100 * planted_share(timed, r["executor"], us)
         lo, hi = r["ratio_lo_x"], r["ratio_hi_x"]
         out.append(
@@ -159,6 +170,7 @@ def control_rows(table: list[dict], delays: dict, timed: Rounds) -> list[dict]:
                 "executor": r["executor"],
                 "comparison": r["comparison"],
                 "planted_pct_asked": pct,
+                "delay_us": delays[r["executor"]][pct],
                 "planted_us": us,
                 "planted_pct": planted,
                 "found_pct": r["change_pct"],
