@@ -339,9 +339,9 @@ class Session:
             if c is not None and c.judged and not c.rounds_can_help():
                 needed = c.workers_for(p.resolve_pct / 100)
                 reason = (
-                    f"more rounds cannot help: the workers' levels spread ±{100 * c.between_sd:.2g}% (SD), far more than "
-                    f"their rounds' noise (±{100 * c.within_se:.2g}%); about {needed} workers per arm would resolve "
-                    f"±{p.resolve_pct:g}%"
+                    f"more rounds cannot help: the workers' levels spread ±{100 * c.between_sd:.2g}% (SD), far more "
+                    f"than their rounds' noise (±{100 * c.within_se:.2g}%); about {needed} workers per arm would "
+                    f"resolve ±{p.resolve_pct:g}%"
                 )
                 break
         c = widest(timed, p) if timed else None

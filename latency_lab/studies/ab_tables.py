@@ -17,7 +17,6 @@ from ..core.parameters import Params
 from ..core.verdicts import NOT_JUDGED, phrase
 from .ab_remote import TWIN, A, B, Worker, WorkerError, entry_name, planted_label, usable, worker_label
 
-
 COMPARISON = {B: "B vs A", TWIN: "A' vs A (A/A control)"}
 
 
@@ -54,9 +53,9 @@ def changes(timed: Rounds, params: Params, name: str, metric: str) -> dict[str, 
     return out
 
 
-def change_rows(timed: Rounds, params: Params, delays: dict) -> list[dict]:
+def change_rows(timed: Rounds, params: Params, costs: dict) -> list[dict]:
     """The key table: per executor, comparison and metric, the change against A; B's verdict gated by
-    the same executor's controls (``gate``)."""
+    the same executor's controls (``gate``; ``costs``: per executor and planted %, what the delay adds, µs)."""
     rows = []
     for name in params.executors:
         found = {metric: changes(timed, params, name, metric) for metric in metrics_for(params.device)}
@@ -67,7 +66,11 @@ def change_rows(timed: Rounds, params: Params, delays: dict) -> list[dict]:
             for arm, c in by_arm.items():
                 row = change_row(name, comparison_of(arm), metric, c, errors)
                 if arm == B:
-                    row = gated(row, gate(found, timed, name, metric, params, delays))
+                    sizes = {
+                        pct: None if (us := costs.get(name, {}).get(pct)) is None else planted_share(timed, name, us)
+                        for pct in params.planted_pct
+                    }
+                    row = gated(row, gate(found, metric, sizes))
                 rows.append(row)
     return rows
 
@@ -112,10 +115,11 @@ def planted_share(timed: Rounds, name: str, us: float) -> float:
     return us / (1e3 * statistics.median(a)) if a else float("nan")
 
 
-def gate(found: dict, timed: Rounds, name: str, metric: str, params: Params, delays: dict | None = None) -> list[str]:
-    """Why this executor's controls fail B's ``metric`` (docs/method.md): the A/A control called
-    changed; a planted control whose interval excludes its planted size; a planted control at least
-    twice B's resolution not detected. Empty: they pass."""
+def gate(found: dict, metric: str, planted: dict[float, float | None]) -> list[str]:
+    """Why one executor's controls fail B's ``metric`` (docs/method.md), from its changes per metric and arm
+    (``changes``) and each planted size as a fraction of A's step (None: not measured): the A/A control
+    called changed; a planted control whose interval excludes its size; a planted control at least twice
+    B's resolution not detected. Empty: they pass."""
     why = []
     aa = found.get(metric, {}).get(TWIN)
     if aa is None or not aa.judged:
@@ -123,14 +127,11 @@ def gate(found: dict, timed: Rounds, name: str, metric: str, params: Params, del
     elif aa.called:
         why.append(f"A/A called {aa.change_pct:+.2g}%")
     b = found.get(metric, {}).get(B)
-    for pct in params.planted_pct:
+    for pct, size in planted.items():
         c = found.get("host_ms", {}).get(planted_label(pct))
-        us = (delays or {}).get(name, {}).get(pct)
-        if c is None or not c.judged or us is None:
+        if c is None or not c.judged or size is None:
             why.append(f"planted {pct:g}% not measured")
-            continue
-        size = planted_share(timed, name, us)
-        if not c.covers(1 + size):
+        elif not c.covers(1 + size):
             why.append(
                 f"planted {100 * size:.2g}%: interval {100 * (c.lo - 1):+.2g} to {100 * (c.hi - 1):+.2g}% misses it"
             )
