@@ -117,7 +117,22 @@ def versions() -> dict:
             out["packages"][dist] = {"version": str(version), "file": getattr(m, "__file__", None)}
         except Exception as e:  # a missing or broken package is a finding about the build
             out["packages"][dist] = {"version": None, "error": f"{type(e).__name__}: {e}"[:300]}
+    out["seed_call"] = takes_seed_call()
     return out
+
+
+def takes_seed_call() -> bool | None:
+    """Whether this process's transformers takes the seed's call: ``LlamaForCausalLM.forward`` swallows its
+    ``cache_positions`` (4.46+ through ``**kwargs``; 4.45 refuses it with a TypeError at the first call).
+    None where transformers does not import."""
+    import inspect
+
+    try:
+        from transformers.models.llama import LlamaForCausalLM
+    except Exception:  # a build without transformers: its rows say so
+        return None
+    params = inspect.signature(LlamaForCausalLM.forward).parameters.values()
+    return any(p.kind is p.VAR_KEYWORD or p.name == "cache_positions" for p in params)
 
 
 # Run by the build's interpreter: its variables and folders first, then this suite after them.

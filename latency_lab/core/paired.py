@@ -153,7 +153,7 @@ class Change:
 
     @property
     def called(self) -> bool:
-        return self.judged and (self.lo > 1 or self.hi < 1)
+        return self.judged and (self.lo > 1 or self.hi < 1)  # the interval excludes no change
 
     @property
     def verdict(self) -> str:
@@ -208,10 +208,12 @@ class Change:
         }
 
 
-def change(metric: str, a: list[Series], b: list[Series], every: list[Series]) -> Change | None:
+def change(
+    metric: str, a: list[Series], b: list[Series], every: list[Series], confidence: float = CONFIDENCE
+) -> Change | None:
     """``Change`` of arm ``b`` against arm ``a`` (each a list of workers' ``Series`` of ``metric``);
-    ``every``: all workers of the same rounds, whose blocks make the rounds' centres. None when an arm
-    has no worker with a round."""
+    ``every``: all workers of the same rounds, whose blocks make the rounds' centres; ``confidence``: the
+    interval's (a change is called at p < 1 - confidence). None when an arm has no worker with a round."""
     centre = centres(every)
     la = [x for s in a if (x := level(s, centre))]
     lb = [x for s in b if (x := level(s, centre))]
@@ -224,7 +226,7 @@ def change(metric: str, a: list[Series], b: list[Series], every: list[Series]) -
         va, vb = statistics.variance(ya) / len(ya), statistics.variance(yb) / len(yb)
         se = math.sqrt(va + vb)
         df = (va + vb) ** 2 / (va**2 / (len(ya) - 1) + vb**2 / (len(yb) - 1)) if se > 0 else len(ya) + len(yb) - 2
-        half = t_quantile(1 - (1 - CONFIDENCE) / 2, df) * se
+        half = t_quantile(1 - (1 - confidence) / 2, df) * se
         lo, hi = math.exp(d - half), math.exp(d + half)
         p = 2 * (1 - t_cdf(abs(d) / se, df)) if se > 0 else (0.0 if d else 1.0)
         pooled = ((len(ya) - 1) * statistics.variance(ya) + (len(yb) - 1) * statistics.variance(yb)) / (

@@ -142,6 +142,7 @@ class Params:
     workers: int
     resolve_pct: float
     budget_s: float
+    confidence: float
 
     @property
     def is_cuda(self) -> bool:
@@ -185,6 +186,11 @@ SCHEMA: dict[str, tuple[object, str]] = {
         None,
         "08's planted delays, each a % of A's host time per step, a list of numbers in [0.1, 100] (None: twice "
         "resolve_pct, the smallest change a resolved run detects nearly always)",
+    ),
+    "confidence": (
+        0.95,
+        "08's confidence level, in [0.8, 0.9999]: its intervals hold a true change this often, and an identical B "
+        "is called changed 1 - confidence of the time",
     ),
     "workers": (
         None,
@@ -307,7 +313,15 @@ def validate(raw: dict | None = None, **kwargs) -> Params:
     check_fits(p, values)
     for name in ("build_a", "build_b"):
         if getattr(p, name) is not None and not builds.parse(name, getattr(p, name)).here:
-            builds.check(name, builds.parse(name, getattr(p, name)))
+            found = builds.check(name, builds.parse(name, getattr(p, name)))
+            if p.cache_mode == "seed" and found.get("seed_call") is False:
+                version = (found["packages"].get("transformers") or {}).get("version")
+                raise ParameterError(
+                    name,
+                    getattr(p, name),
+                    f"a build whose transformers takes the seed's call (cache_positions=...); its transformers "
+                    f"{version} refuses it: -p cache_mode=none (or static) runs on both builds",
+                )
     return p
 
 
@@ -357,6 +371,9 @@ def resolved(raw: dict | None = None, **kwargs) -> Params:
     chosen["resolve_pct"] = _resolve(ab["resolve_pct"] if v["resolve_pct"] is None else v["resolve_pct"])
     chosen["planted_pct"] = _planted(2 * chosen["resolve_pct"] if v["planted_pct"] is None else v["planted_pct"])
     arms = 2 + len(chosen["planted_pct"]) + (chosen["build_b"] is not None)
+    if not _number(v["confidence"]) or not 0.8 <= v["confidence"] <= 0.9999:
+        raise ParameterError("confidence", v["confidence"], "a number in [0.8, 0.9999], e.g. 0.95")
+    chosen["confidence"] = float(v["confidence"])
     chosen["budget_s"] = _budget(ab["budget_s"] if v["budget_s"] is None else v["budget_s"], arms * chosen["workers"])
 
     return Params(

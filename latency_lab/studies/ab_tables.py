@@ -48,7 +48,7 @@ def changes(timed: Rounds, params: Params, name: str, metric: str) -> dict[str, 
     every = [s for group in arms.values() for s in group]
     out = {}
     for arm in (B, TWIN, *(planted_label(p) for p in params.planted_pct)):
-        if arm in arms and (c := paired.change(metric, arms[A], arms[arm], every)):
+        if arm in arms and (c := paired.change(metric, arms[A], arms[arm], every, params.confidence)):
             out[arm] = c
     return out
 
