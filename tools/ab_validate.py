@@ -7,7 +7,7 @@ every run's records, then re-derive every number reported about it from those re
     python tools/ab_validate.py report benchmarks/ab/cpu-2026-12-06 benchmarks/ab/h100-2026-12-06
 
 ``run`` starts ``runner.py ab --b-env LATENCY_LAB_SAME_BUILD=1`` (B is A: a second A/A, read as a B with
-its gate) ``--runs`` times, each a fresh run with fresh workers, passing on what follows ``--``; it keeps
+its gate; ``--no-b``: ``runner.py --notebooks 08``, the controls alone) ``--runs`` times, each a fresh run with fresh workers, passing on what follows ``--``; it keeps
 each run's notebook-08 results (every worker's every block) as ``run-*.json.xz`` and its wall seconds.
 ``report`` reads those files alone and prints, per device and planted size: detection (called slower),
 coverage (the interval holds the planted size), the A/A false-call rate (A' and B against A), how often
@@ -38,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
     for i in range(args.runs):
         with tempfile.TemporaryDirectory(prefix="ab-validate-") as tmp:
             t0 = time.perf_counter()
-            cmd = [sys.executable, str(ROOT / "runner.py"), "ab", *SAME_BUILD, "--output-dir", tmp, "--run-id", "r"]
+            how = ["--notebooks", "08"] if args.no_b else ["ab", *SAME_BUILD]
+            cmd = [sys.executable, str(ROOT / "runner.py"), *how, "--output-dir", tmp, "--run-id", "r"]
             done = subprocess.run([*cmd, *args.rest], cwd=ROOT, capture_output=True, text=True)
             seconds = time.perf_counter() - t0
             found = Path(tmp) / "r" / "08_ab_builds.results.json"
@@ -175,6 +176,7 @@ def main(argv=None) -> int:
     r = sub.add_parser("run", help="run runner.py ab --runs times, keeping each run's records")
     r.add_argument("--runs", type=int, default=10)
     r.add_argument("--out", required=True, help="folder for run-*.json.xz")
+    r.add_argument("--no-b", action="store_true", help="runner.py --notebooks 08: the controls alone, no B")
     r.add_argument("rest", nargs=argparse.REMAINDER, help="after --: runner.py's arguments")
     p = sub.add_parser("report", help="every number, re-derived from the kept runs")
     p.add_argument("folders", nargs="+")
