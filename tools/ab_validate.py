@@ -7,7 +7,8 @@ every run's records, then re-derive every number reported about it from those re
     python tools/ab_validate.py report benchmarks/ab/cpu-2026-12-06 benchmarks/ab/h100-2026-12-06
 
 ``run`` starts ``runner.py ab --b-env LATENCY_LAB_SAME_BUILD=1`` (B is A: a second A/A, read as a B with
-its gate; ``--no-b``: ``runner.py --notebooks 08``, the controls alone) ``--runs`` times, each a fresh run with fresh workers, passing on what follows ``--``; it keeps
+its gate; ``--no-b``: ``runner.py --notebooks 08``, the controls alone) ``--runs`` times, each a fresh
+run with fresh workers, passing on what follows ``--``; it keeps
 each run's notebook-08 results (every worker's every block) as ``run-*.json.xz`` and its wall seconds.
 ``report`` reads those files alone and prints, per device and planted size: detection (called slower),
 coverage (the interval holds the planted size), the A/A false-call rate (A' and B against A), how often
@@ -150,7 +151,8 @@ def report(args: argparse.Namespace) -> int:
         print(
             f"{device}: {d['runs']} runs, {d['workers_per_arm']} workers per arm, "
             f"{d['seconds_per_run']['median']:.0f} s per run (max {d['seconds_per_run']['max']:.0f}), "
-            f"median {d['rounds_median']:.0f} rounds, resolved in {d['resolved']}; stopped: {', '.join(d['stopped_because'])}"
+            f"median {d['rounds_median']:.0f} rounds, resolved in {d['resolved']}; "
+            f"stopped: {', '.join(d['stopped_because'])}"
         )
         print(
             f"  A/A (A' vs A) called changed: {d['aa_called']} of {d['aa_numbers']}; B = A called changed: "
@@ -158,12 +160,15 @@ def report(args: argparse.Namespace) -> int:
         )
         for pct, x in d["planted"].items():
             print(
-                f"  planted {pct}% (in the rounds {x['planted_pct_median']:.2g}%): detected {x['detected']} of {x['runs']}, "
-                f"covered {x['covered']} of {x['runs']}, both {x['detected_and_covered']}; median error {x['error_pp_median']:+.2g} pp"
+                f"  planted {pct}% (in the rounds {x['planted_pct_median']:.2g}%): "
+                f"detected {x['detected']} of {x['runs']}, "
+                f"covered {x['covered']} of {x['runs']}, both {x['detected_and_covered']}; "
+                f"median error {x['error_pp_median']:+.2g} pp"
             )
         print(
             f"  size detected 50% of the time {d['size_detected_50pct']:.2g}%, 90% {d['size_detected_90pct']:.2g}%; "
-            f"median half-width ±{d['half_width_pct_median']:.2g}%, spread between processes {d['between_sd_pct_median']:.2g}% (SD)"
+            f"median half-width ±{d['half_width_pct_median']:.2g}%, "
+            f"spread between processes {d['between_sd_pct_median']:.2g}% (SD)"
         )
     if args.json:
         Path(args.json).write_text(json.dumps(s, indent=1) + "\n")

@@ -143,6 +143,7 @@ class Params:
     resolve_pct: float
     budget_s: float
     confidence: float
+    planted_ops: int
 
     @property
     def is_cuda(self) -> bool:
@@ -186,6 +187,11 @@ SCHEMA: dict[str, tuple[object, str]] = {
         None,
         "08's planted delays, each a % of A's host time per step, a list of numbers in [0.1, 100] (None: twice "
         "resolve_pct, the smallest change a resolved run detects nearly always)",
+    ),
+    "planted_ops": (
+        0,
+        "08's planted regression inside the step: this many more elementwise ops, an arm of its own, an integer "
+        "0..100 (0: none)",
     ),
     "confidence": (
         0.95,
@@ -370,10 +376,11 @@ def resolved(raw: dict | None = None, **kwargs) -> Params:
     chosen["workers"] = _workers(ab["workers"] if v["workers"] is None else v["workers"], usable_cores())
     chosen["resolve_pct"] = _resolve(ab["resolve_pct"] if v["resolve_pct"] is None else v["resolve_pct"])
     chosen["planted_pct"] = _planted(2 * chosen["resolve_pct"] if v["planted_pct"] is None else v["planted_pct"])
-    arms = 2 + len(chosen["planted_pct"]) + (chosen["build_b"] is not None)
+    chosen["planted_ops"] = _int("planted_ops", v["planted_ops"], 0, 100)
     if not _number(v["confidence"]) or not 0.8 <= v["confidence"] <= 0.9999:
         raise ParameterError("confidence", v["confidence"], "a number in [0.8, 0.9999], e.g. 0.95")
     chosen["confidence"] = float(v["confidence"])
+    arms = 2 + len(chosen["planted_pct"]) + (chosen["planted_ops"] > 0) + (chosen["build_b"] is not None)
     chosen["budget_s"] = _budget(ab["budget_s"] if v["budget_s"] is None else v["budget_s"], arms * chosen["workers"])
 
     return Params(
@@ -447,7 +454,7 @@ def models_held(notebook: str | None, p: Params) -> tuple[int, ...]:
     if notebook == results.LEVERS:
         return tuple(p.depths)
     if notebook == results.AB_BUILDS:
-        return (p.layers,) * (p.workers * (2 + len(p.planted_pct) + (p.build_b is not None)) - 1)
+        return (p.layers,) * (p.workers * (2 + len(p.planted_pct) + (p.planted_ops > 0) + (p.build_b is not None)) - 1)
     return ()
 
 

@@ -1,4 +1,7 @@
-"""A planted slowdown: a pure-Python busy wait of a known number of µs added to a configuration's step.
+"""Planted slowdowns: a pure-Python busy wait of a known number of µs added to a configuration's step
+(``delayed``), or more elementwise ops inside the step itself (``with_ops``), each with its Python
+dispatch, its launch and its kernel, traced and compiled with the rest: a regression of the kind a real
+change makes.
 
 ``LATENCY_LAB_PLANTED="thunder=12.5"`` (``NAME=US``, comma-separated) slows every call of that executor's
 step by that much host time, wherever a run builds it: a change of known size, which ``compare`` must
@@ -56,3 +59,21 @@ def wrap(name: str, fn):
     """``fn`` behind its planted delay when ``VARIABLE`` names executor ``name``, else ``fn``."""
     delay = here().get(name)
     return delayed(fn, delay) if delay else fn
+
+
+def with_ops(model, ops: int):
+    """``model`` whose forward first multiplies its ``attention_mask`` by 1, ``ops`` times: the same output,
+    ``ops`` more elementwise ops inside whatever traces or compiles the step (Thunder may fuse them)."""
+    import torch
+
+    class WithOps(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = model
+
+        def forward(self, attention_mask, **kwargs):
+            for _ in range(ops):
+                attention_mask = attention_mask * 1
+            return self.inner(attention_mask=attention_mask, **kwargs)
+
+    return WithOps()

@@ -39,8 +39,10 @@ from .ab_remote import (
     calibrate,
     cost_rows,
     entries_for,
+    ops_label,
     pin,
     planted_cost,
+    planted_label,
     start_and_build,
     worker_label,
     workers_for,
@@ -169,9 +171,14 @@ def findings(r: Result) -> list[str]:
         )
     for c in r.controls:
         interval = f" ({c['found_lo_pct']:+.2g} to {c['found_hi_pct']:+.2g}%)" if c["found_lo_pct"] is not None else ""
+        kernels = (
+            f"; {c['kernels_per_step_added']:+.3g} kernels and {c['kernel_us_added']:+.3g} µs of kernel time per step"
+            if c.get("kernel_us_added") is not None
+            else ""
+        )
         out.append(
-            f"**Planted {c['planted_pct']:.2g}%** ({c['planted_us']:.3g} µs) in {c['executor']}'s host time: found "
-            f"{c['found_pct']:+.2g}%{interval}, "
+            f"**Planted {c['planted_pct']:.2g}%** ({c['plant']}: {c['planted_us']:.3g} µs per step in one process"
+            f"{kernels}) in {c['executor']}'s host time: found {c['found_pct']:+.2g}%{interval}, "
             + ("detected" if c["detected"] else "not detected")
             + (
                 ", its interval covering the planted size."
@@ -279,8 +286,12 @@ class Session:
                     if host_ms:
                         self.delays[name] = {p: p / 100 * host_ms * 1e3 for p in self.params.planted_pct}
                         self.planted_us[name] = {
-                            p: planted_cost(first[0], name, self.params, us) for p, us in self.delays[name].items()
+                            planted_label(p): planted_cost(first[0], name, self.params, us)
+                            for p, us in self.delays[name].items()
                         }
+                ops = arm_usable(self.workers, self.built, ops_label(self.params.planted_ops), name)
+                if self.params.planted_ops and ops and ops[0].slot == 0:
+                    self.planted_us.setdefault(name, {})[ops[0].arm] = planted_cost(ops[0], name, self.params)
             self.build_s = time.perf_counter() - self.started
         except BaseException:
             self.close()
@@ -374,7 +385,7 @@ class Session:
             builds=build_rows(self.workers, hello, self.cores),
             differs=builds.differences(hello[a], hello[b]) if both else [],
             table=table,
-            controls=control_rows(table, self.delays, self.planted_us, timed) if timed else [],
+            controls=control_rows(table, self.delays, self.planted_us, timed, p) if timed else [],
             kernels=kernel_rows(self.by_label, self.built, p) if extras else [],
             parts=parts_rows(timed, p) if timed else [],
             logits=logits_rows(self.built, p),
@@ -394,7 +405,7 @@ def run(params: Params) -> Result:
     """Start, build and pin the workers, size the planted delays, time every entry in the same rounds
     until resolved, then read B and the controls against A (module docstring)."""
     env = environment.collect(params.device)
-    arms = 2 + len(params.planted_pct) + (params.build_b is not None)
+    arms = 2 + len(params.planted_pct) + (params.planted_ops > 0) + (params.build_b is not None)
     print(
         f"device {params.device} · {params.layers} layer(s) · {arms} arms of {params.workers} workers "
         f"(A, A'{', planted' if params.planted_pct else ''}{', B' if params.build_b is not None else ''}) · "

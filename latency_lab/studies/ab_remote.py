@@ -45,6 +45,7 @@ class Worker:
     cache: Path
     arm: str = A
     slot: int = 0
+    variants: tuple[str, ...] = (ab_worker.PLAIN,)  # what it builds (``ab_worker.Worker.build``); it times the last
     group: object = None
     gateway: object = None
     channel: object = None
@@ -116,6 +117,7 @@ class RemoteEntry(harness.Entry):
     def __init__(self, name: str, worker: Worker, executor: str, delay_us: float = 0.0, parts: bool = False):
         super().__init__(name, None, {})
         self.worker, self.executor, self.delay_us, self.parts = worker, executor, delay_us, parts
+        self.variant = worker.variants[-1]
         self.costs: list[tuple[float, float]] = []  # per block: ms the request took here, and in the worker
 
     @property
@@ -125,7 +127,13 @@ class RemoteEntry(harness.Entry):
     def measure(self, device: str, warmup: int, iters: int) -> Measured:
         t0 = time.perf_counter()
         b = self.worker.call(
-            "block", executor=self.executor, warmup=warmup, iters=iters, delay_us=self.delay_us, parts=self.parts
+            "block",
+            executor=self.executor,
+            warmup=warmup,
+            iters=iters,
+            delay_us=self.delay_us,
+            parts=self.parts,
+            variant=self.variant,
         )
         self.costs.append(((time.perf_counter() - t0) * 1e3, b["worker_ms"]))
         return Measured(b["before_ms"], timing.Block(b["wall_ms"], b["host_ms"]), b["after_ms"], b["probed"])
@@ -151,6 +159,11 @@ def planted_label(pct: float) -> str:
     return f"A + {pct:g}% planted"
 
 
+def ops_label(ops: int) -> str:
+    """The arm of build A whose step has ``ops`` more elementwise ops inside (``planted.with_ops``)."""
+    return f"A + {ops} ops planted"
+
+
 def worker_label(arm: str, slot: int) -> str:
     return f"{arm} #{slot + 1}"
 
@@ -159,6 +172,8 @@ def arms_for(params: Params) -> list[tuple[str, Build]]:
     """The arms: A, its twin A' (the control), one arm of build A per planted delay, and B when given."""
     a = builds.parse("build_a", params.build_a)
     out = [(A, a), (TWIN, a), *((planted_label(p), a) for p in params.planted_pct)]
+    if params.planted_ops:
+        out.append((ops_label(params.planted_ops), a))
     if params.build_b is not None:
         out.append((B, builds.parse("build_b", params.build_b)))
     return out
@@ -169,11 +184,20 @@ def workers_for(params: Params, cache_root: Path) -> list[Worker]:
     per executor: a worker that ran the block before is warmer than one that did not (on the CPU
     machine, a worker serving three entries read 3% faster than one serving one), so every block
     follows another process's."""
+    ops = ops_label(params.planted_ops) if params.planted_ops else None
     return [
-        Worker(worker_label(arm, i), build, cache_root / f"arm{n}-{i}", arm, i)
+        Worker(worker_label(arm, i), build, cache_root / f"arm{n}-{i}", arm, i, variants_of(arm == ops, i))
         for n, (arm, build) in enumerate(arms_for(params))
         for i in range(params.workers)
     ]
+
+
+def variants_of(ops_arm: bool, slot: int) -> tuple[str, ...]:
+    """What a worker builds: the plain step; in the ops arm the step with the ops, and its first worker both
+    (it measures what the ops add in one process, ``planted_cost``)."""
+    if not ops_arm:
+        return (ab_worker.PLAIN,)
+    return (ab_worker.PLAIN, ab_worker.OPS) if slot == 0 else (ab_worker.OPS,)
 
 
 def pin(workers: list[Worker]) -> dict[str, int | None]:
@@ -203,7 +227,7 @@ def start_and_build(workers: list[Worker], params: Params) -> tuple[dict, dict]:
     for w in workers:
         try:
             hello[w.label] = w.receive()
-            w.send("build", params=params.to_dict(), executors=list(params.executors))
+            w.send("build", params=params.to_dict(), executors=list(params.executors), variants=w.variants)
         except WorkerError as e:
             hello.setdefault(w.label, {"error": str(e)})
     for w in workers:
@@ -236,22 +260,31 @@ def calibrate(worker: Worker, executor: str, params: Params) -> float | None:
     return min(hosts)
 
 
-def planted_cost(worker: Worker, executor: str, params: Params, delay_us: float) -> float | None:
-    """What a planted delay of ``delay_us`` adds to a step in one process: the median over
-    ``CALIBRATION_BLOCKS`` x 3 pairs of blocks (plain, then delayed) of their host-time difference, in µs.
-    The busy wait costs a few µs more than it waits (6.6 µs at 47.6 µs on the CPU machine), so this,
-    not the nominal delay, is the planted size."""
+def planted_cost(worker: Worker, executor: str, params: Params, delay_us: float = 0.0) -> dict | None:
+    """What a plant adds to a step in one process: ``CALIBRATION_BLOCKS`` x 3 pairs of blocks (plain, then
+    behind ``delay_us`` of busy wait, or, with none, the step with the planted ops), the median of their
+    host-time differences in µs (``us``); for the ops, also kernels per step and kernel µs added (the
+    profiler). The busy wait costs a few µs more than it waits (6.6 µs at 47.6 µs on the CPU machine), so
+    this, not the nominal delay, is the planted size."""
+    plant = {"delay_us": delay_us} if delay_us else {"variant": ab_worker.OPS}
     try:
         diffs = []
         for _ in range(3 * CALIBRATION_BLOCKS):
-            plain, delayed = (
-                worker.call("block", executor=executor, warmup=params.warmup, iters=params.iters, delay_us=d)["host_ms"]
-                for d in (0.0, delay_us)
+            plain, planted = (
+                worker.call("block", executor=executor, warmup=params.warmup, iters=params.iters, **extra)["host_ms"]
+                for extra in ({}, plant)
             )
-            diffs.append(1e3 * (delayed - plain))
+            diffs.append(1e3 * (planted - plain))
+        out = {"us": statistics.median(diffs)}
+        if not delay_us:
+            steps = max(3, min(params.iters, 10))
+            k0, k1 = (worker.call("kernels", executor=executor, steps=steps, variant=v) for v in ab_worker.VARIANTS)
+            if "reason" not in k0 and "reason" not in k1:
+                out["kernels_per_step"] = k1["kernels_per_step"] - k0["kernels_per_step"]
+                out["kernel_us"] = 1e3 * (k1["kernel_ms"] - k0["kernel_ms"])
     except WorkerError:
         return None
-    return statistics.median(diffs)
+    return out
 
 
 def entries_for(
@@ -266,6 +299,8 @@ def entries_for(
             continue
         take_parts = parts and registry.REGISTRY[name].needs_thunder
         planted = {planted_label(pct): us for pct, us in delays.get(name, {}).items()}
+        if params.planted_ops:
+            planted[ops_label(params.planted_ops)] = 0.0
         for w in workers:
             if not usable(built, w.label, name) or (w.arm not in (A, TWIN, B) and w.arm not in planted):
                 continue

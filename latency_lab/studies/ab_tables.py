@@ -15,7 +15,7 @@ from ..core import builds, host_state, model, paired
 from ..core.harness import Rounds
 from ..core.parameters import Params
 from ..core.verdicts import NOT_JUDGED, phrase
-from .ab_remote import TWIN, A, B, Worker, WorkerError, entry_name, planted_label, usable, worker_label
+from .ab_remote import TWIN, A, B, Worker, WorkerError, entry_name, ops_label, planted_label, usable, worker_label
 
 COMPARISON = {B: "B vs A", TWIN: "A' vs A (A/A control)"}
 
@@ -47,15 +47,24 @@ def changes(timed: Rounds, params: Params, name: str, metric: str) -> dict[str, 
         return {}
     every = [s for group in arms.values() for s in group]
     out = {}
-    for arm in (B, TWIN, *(planted_label(p) for p in params.planted_pct)):
+    for arm in (B, TWIN, *plant_labels(params)):
         if arm in arms and (c := paired.change(metric, arms[A], arms[arm], every, params.confidence)):
             out[arm] = c
     return out
 
 
+def plant_labels(params: Params) -> list[str]:
+    """The planted arms: one per planted delay, and the planted ops."""
+    return [
+        *(planted_label(p) for p in params.planted_pct),
+        *([ops_label(params.planted_ops)] if params.planted_ops else []),
+    ]
+
+
 def change_rows(timed: Rounds, params: Params, costs: dict) -> list[dict]:
     """The key table: per executor, comparison and metric, the change against A; B's verdict gated by
-    the same executor's controls (``gate``; ``costs``: per executor and planted %, what the delay adds, µs)."""
+    the same executor's controls (``gate``; ``costs``: per executor and planted arm, what the plant adds in
+    one process, ``ab_remote.planted_cost``)."""
     rows = []
     for name in params.executors:
         found = {metric: changes(timed, params, name, metric) for metric in metrics_for(params.device)}
@@ -67,8 +76,10 @@ def change_rows(timed: Rounds, params: Params, costs: dict) -> list[dict]:
                 row = change_row(name, comparison_of(arm), metric, c, errors)
                 if arm == B:
                     sizes = {
-                        pct: None if (us := costs.get(name, {}).get(pct)) is None else planted_share(timed, name, us)
-                        for pct in params.planted_pct
+                        label: None
+                        if (x := costs.get(name, {}).get(label)) is None
+                        else planted_share(timed, name, x["us"])
+                        for label in plant_labels(params)
                     }
                     row = gated(row, gate(found, metric, sizes))
                 rows.append(row)
@@ -115,9 +126,9 @@ def planted_share(timed: Rounds, name: str, us: float) -> float:
     return us / (1e3 * statistics.median(a)) if a else float("nan")
 
 
-def gate(found: dict, metric: str, planted: dict[float, float | None]) -> list[str]:
+def gate(found: dict, metric: str, planted: dict[str, float | None]) -> list[str]:
     """Why one executor's controls fail B's ``metric`` (docs/method.md), from its changes per metric and arm
-    (``changes``) and each planted size as a fraction of A's step (None: not measured): the A/A control
+    (``changes``) and each planted arm's size as a fraction of A's step (None: not measured): the A/A control
     called changed; a planted control whose interval excludes its size; a planted control at least twice
     B's resolution not detected. Empty: they pass."""
     why = []
@@ -127,10 +138,10 @@ def gate(found: dict, metric: str, planted: dict[float, float | None]) -> list[s
     elif aa.called:
         why.append(f"A/A called {aa.change_pct:+.2g}%")
     b = found.get(metric, {}).get(B)
-    for pct, size in planted.items():
-        c = found.get("host_ms", {}).get(planted_label(pct))
+    for label, size in planted.items():
+        c = found.get("host_ms", {}).get(label)
         if c is None or not c.judged or size is None:
-            why.append(f"planted {pct:g}% not measured")
+            why.append(f"{label} not measured")
         elif not c.covers(1 + size):
             why.append(
                 f"planted {100 * size:.2g}%: interval {100 * (c.lo - 1):+.2g} to {100 * (c.hi - 1):+.2g}% misses it"
@@ -152,28 +163,32 @@ def gated(row: dict, why: list[str]) -> dict:
     }
 
 
-def control_rows(table: list[dict], delays: dict, costs: dict, timed: Rounds) -> list[dict]:
-    """Each planted delay's host-time row: the delay asked and what it adds in one process (µs, and % of A's
-    host time in these rounds: the planted size), the change found with its interval, whether the interval
-    covers the planted size, and whether it was detected."""
+def control_rows(table: list[dict], delays: dict, costs: dict, timed: Rounds, params: Params) -> list[dict]:
+    """Each planted arm's host-time row: what was planted (the delay asked, or the ops) and what it adds in one
+    process (µs, and % of A's host time in these rounds: the planted size; for the ops, kernels and kernel µs
+    too), the change found with its interval, whether the interval covers the planted size, and whether it
+    was detected."""
     out = []
+    asked = {planted_label(p): p for p in params.planted_pct}
     for r in table:
-        if r["metric"] != "host_ms" or "planted" not in r["comparison"] or r.get("ratio_x") is None:
+        arm = r["comparison"].removesuffix(" vs A")
+        cost = costs.get(r["executor"], {}).get(arm)
+        if r["metric"] != "host_ms" or cost is None or r.get("ratio_x") is None:
             continue
-        pct = float(r["comparison"].split("+ ")[1].split("%")[0])
-        us = costs[r["executor"]][pct]
-        if us is None:
-            continue
-        planted = 100 * planted_share(timed, r["executor"], us)
+        planted = 100 * planted_share(timed, r["executor"], cost["us"])
         lo, hi = r["ratio_lo_x"], r["ratio_hi_x"]
+        pct = asked.get(arm)
         out.append(
             {
                 "executor": r["executor"],
                 "comparison": r["comparison"],
+                "plant": "busy wait" if pct is not None else f"{params.planted_ops} ops inside the step",
                 "planted_pct_asked": pct,
-                "delay_us": delays[r["executor"]][pct],
-                "planted_us": us,
+                "delay_us": None if pct is None else delays[r["executor"]][pct],
+                "planted_us": cost["us"],
                 "planted_pct": planted,
+                "kernels_per_step_added": cost.get("kernels_per_step"),
+                "kernel_us_added": cost.get("kernel_us"),
                 "found_pct": r["change_pct"],
                 "found_lo_pct": None if lo is None else 100 * (lo - 1),
                 "found_hi_pct": None if hi is None else 100 * (hi - 1),

@@ -15,6 +15,9 @@ import array
 import os
 import time
 
+PLAIN, OPS = "plain", "ops"  # a worker's variants of the step: as built, and with the planted ops inside
+VARIANTS = (PLAIN, OPS)
+
 # Sent to the build's interpreter by ``ab_builds`` (its variables are set when it starts): the first
 # message is ``{"paths"}``, the build's folders and this suite's root.
 BOOTSTRAP = """
@@ -41,18 +44,30 @@ class Worker:
 
         return {**builds.versions(), "pid": os.getpid()}
 
-    def build(self, params: dict, executors: list[str]) -> dict:
-        """The model and each executor, each with its first call; per executor its status, reason,
-        first-call seconds and logits (float32 bytes and shape, taken before any later call)."""
-        from ..core import harness, model, parameters, registry
+    def build(self, params: dict, executors: list[str], variants: tuple[str, ...] = (PLAIN,)) -> dict:
+        """The model and each executor, each with its first call, for each variant (``PLAIN``; ``OPS``: the
+        step with ``planted_ops`` more ops inside, ``planted.with_ops``); per executor of the last variant its
+        status, reason, first-call seconds and logits (float32 bytes and shape, taken before any later call)."""
+        from dataclasses import replace
+
+        from ..core import harness, model, parameters, planted
 
         p = parameters.resolved(params)
         harness.set_up(p)
         self.device = p.device
         self.setup = model.build(p)
         out = {}
+        for variant in variants:
+            ops = planted.with_ops(self.setup.model, p.planted_ops) if variant == OPS else self.setup.model
+            out = self.build_variant(variant, replace(self.setup, model=ops), executors)
+        return out
+
+    def build_variant(self, variant: str, setup, executors: list[str]) -> dict:
+        from ..core import harness, model, registry
+
+        out = {}
         for ex in registry.selected(executors):
-            prep = self.prepared[ex.name] = harness.prepare(ex, self.setup.model, self.setup.kwargs, p.device)
+            prep = self.prepared[variant, ex.name] = harness.prepare(ex, setup.model, setup.kwargs, self.device)
             record = {"status": prep.status, "reason": prep.reason, "notes": prep.notes}
             if prep.ok:
                 logits = model.logits_of(prep.output).detach().float().cpu().contiguous()
@@ -74,15 +89,17 @@ class Worker:
                 pass
         return core
 
-    def block(self, executor: str, warmup: int, iters: int, delay_us: float = 0.0, parts: bool = False) -> dict:
-        """One block of ``executor`` between two host references (``rounds.measure_block``), behind
-        ``delay_us`` of planted delay; with ``parts``, an in-place breakdown of the same step right
+    def block(
+        self, executor: str, warmup: int, iters: int, delay_us: float = 0.0, parts: bool = False, variant: str = PLAIN
+    ) -> dict:
+        """One block of ``executor`` (of ``variant``) between two host references (``rounds.measure_block``),
+        behind ``delay_us`` of planted delay; with ``parts``, an in-place breakdown of the same step right
         after it (a Thunder configuration that can be instrumented), else the reason it has none."""
         from ..core import planted
         from ..core.rounds import measure_block
 
         t0 = time.perf_counter()
-        fn = self.prepared[executor].fn
+        fn = self.prepared[variant, executor].fn
         probes = {"parts": lambda: self.parts(executor, iters)} if parts else {}
         m = measure_block(
             planted.delayed(fn, delay_us) if delay_us else fn, self.setup.kwargs, self.device, warmup, iters, probes
@@ -102,7 +119,9 @@ class Worker:
         from . import thunder_breakdown
 
         if executor not in self.insitu:
-            self.insitu[executor] = thunder_breakdown.insitu_probe(self.prepared[executor], self.setup.kwargs, calls)
+            self.insitu[executor] = thunder_breakdown.insitu_probe(
+                self.prepared[PLAIN, executor], self.setup.kwargs, calls
+            )
         ins, why = self.insitu[executor]
         if ins is None:
             return {"reason": why}
@@ -113,10 +132,10 @@ class Worker:
             out[label] = out.get(label, 0.0) + b["statements_us"][s.index]
         return {"us": out}
 
-    def kernels(self, executor: str, steps: int) -> dict:
+    def kernels(self, executor: str, steps: int, variant: str = PLAIN) -> dict:
         from ..core import timing
 
-        return timing.profile_kernels(self.prepared[executor].fn, self.setup.kwargs, self.device, steps)
+        return timing.profile_kernels(self.prepared[variant, executor].fn, self.setup.kwargs, self.device, steps)
 
 
 def serve(channel) -> None:
