@@ -230,6 +230,7 @@ class Stopping:
     build_s: float
     seconds: float
     workers_needed: int | None = None  # per arm, for the target at the spread measured (when rounds cannot help)
+    trace: list = field(default_factory=list)  # after each batch: [rounds, seconds since the start, half-width %]
 
     def text(self) -> str:
         got = "no interval" if self.half_width_pct is None else f"±{self.half_width_pct:.2g}%"
@@ -237,6 +238,12 @@ class Stopping:
             f"{'Resolved' if self.resolved else 'Not resolved'}: {got} against a target of ±{self.target_pct:.2g}% "
             f"after {self.rounds} rounds in {self.seconds:.0f} s ({self.build_s:.0f} s of builds); "
             f"stopped: {self.reason}."
+            + (
+                f" At the spread between processes measured, about {self.workers_needed} workers per arm would "
+                f"resolve ±{self.target_pct:.2g}%."
+                if not self.resolved and self.workers_needed and "workers per arm" not in self.reason
+                else ""
+            )
         )
 
 
@@ -313,7 +320,7 @@ class Session:
         p = self.params
         start = time.perf_counter()
         batches: list[Rounds] = []
-        timed, batch_s, reason, needed = None, 0.0, "", None
+        timed, batch_s, reason, needed, trace = None, 0.0, "", None, []
         self.entries = entries_for(self.workers, self.built, p, self.delays, parts=extras)
         while True:
             entries = [e for e in self.entries if not e.worker.error]
@@ -334,6 +341,7 @@ class Session:
             c = widest(timed, p)
             spent = time.perf_counter() - self.started
             hw = None if c is None or not c.judged else 100 * c.half_width
+            trace.append([timed.rounds, round(spent, 1), hw])
             say(
                 f"rounds: {timed.rounds} · ±{hw:.2g}% against ±{p.resolve_pct:g}% · {spent:.0f} s of {p.budget_s:g} s"
                 if hw is not None
@@ -365,7 +373,8 @@ class Session:
             timed.rounds if timed else 0,
             self.build_s,
             self.build_s + time.perf_counter() - start,
-            needed,
+            needed if needed is not None else (c.workers_for(p.resolve_pct / 100) if c is not None else None),
+            trace,
         )
 
     def trial(self, shuffle: int, extras: bool = True) -> Result:
