@@ -159,6 +159,32 @@ def test_a_part_that_moved_is_told_from_one_that_did_not():
     assert not paired.difference(a, list(a))["moved"]
 
 
+def test_planted_ops_add_that_many_ops_inside_the_step_and_change_nothing_it_returns():
+    """planted.with_ops(model, 3): the same logits, and three more multiplications in the step."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    from latency_lab.core import model, planted
+
+    class Count(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.muls = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            self.muls += func in (torch.Tensor.mul, torch.Tensor.__mul__, torch.mul)
+            return func(*args, **(kwargs or {}))
+
+    setup = model.build(parameters.resolved(preset="tiny", device="cpu"))
+    counts, outputs = [], []
+    for m in (setup.model, planted.with_ops(setup.model, 3)):
+        with Count() as c, torch.no_grad():
+            outputs.append(model.logits_of(m(**setup.kwargs)))
+        counts.append(c.muls)
+    assert counts[1] - counts[0] == 3, counts
+    assert torch.equal(outputs[0], outputs[1])
+
+
 # --- builds: parse, check, git_state, differences ---
 
 
