@@ -612,15 +612,17 @@ def test_the_controls_gate_b():
     from latency_lab.studies import ab_tables
 
     good = _found(1.0, 1.0, 1.05, k=12)
-    assert ab_tables.gate(good, "host_ms", {2.0: 0.05}) == []
+    assert ab_tables.gate(good, "host_ms", {"A + 2% planted": (0.05, 0.0)}) == []
     bad_aa = _found(1.10, 1.0, 1.05, k=12)
     aa = bad_aa["host_ms"]["A'"]
-    assert ab_tables.gate(bad_aa, "host_ms", {2.0: 0.05}) == [f"A/A called {aa.change_pct:+.2g}%"]
-    missed = ab_tables.gate(good, "host_ms", {2.0: 0.15})  # a 15% planted read as 5%: the interval misses it
-    assert len(missed) == 1 and missed[0].startswith("planted 15%: interval") and "misses it" in missed[0]
+    assert ab_tables.gate(bad_aa, "host_ms", {"A + 2% planted": (0.05, 0.0)}) == [f"A/A called {aa.change_pct:+.2g}%"]
+    missed = ab_tables.gate(good, "host_ms", {"A + 2% planted": (0.15, 0.001)})  # a 15% planted read as 5%
+    assert len(missed) == 1 and missed[0].startswith("planted 15% (±0.2 pp): found +") and missed[0].endswith("apart")
+    # the same 15%, measured with a 7% error of its own: the two estimates no longer disagree
+    assert ab_tables.gate(good, "host_ms", {"A + 2% planted": (0.15, 0.07)}) == []
     quiet = _found(1.0, 1.0, 1.0, k=12)  # a 0.1% planted read as nothing: below what B resolves, no failure
-    assert ab_tables.gate(quiet, "host_ms", {2.0: 0.001}) == []
-    assert ab_tables.gate(good, "host_ms", {2.0: None}) == ["planted 2% not measured"]
+    assert ab_tables.gate(quiet, "host_ms", {"A + 2% planted": (0.001, 0.0)}) == []
+    assert ab_tables.gate(good, "host_ms", {"A + 2% planted": None}) == ["A + 2% planted not measured"]
     row = {"change_pct": 4.0, "called": True, "verdict": "changed: B slower by 4% (1-7%)"}
     held = ab_tables.gated(row, ["A/A called +3%"])
     assert held["verdict"].startswith("not judged: the controls failed (A/A called +3%)") and not held["called"]

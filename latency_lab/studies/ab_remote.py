@@ -260,22 +260,29 @@ def calibrate(worker: Worker, executor: str, params: Params) -> float | None:
     return min(hosts)
 
 
+PLANTED_PAIRS = 40  # pairs of blocks that size a plant in one process (about 1 s on a GPU)
+
+
 def planted_cost(worker: Worker, executor: str, params: Params, delay_us: float = 0.0) -> dict | None:
-    """What a plant adds to a step in one process: ``CALIBRATION_BLOCKS`` x 3 pairs of blocks (plain, then
-    behind ``delay_us`` of busy wait, or, with none, the step with the planted ops), the median of their
-    host-time differences in µs (``us``); for the ops, also kernels per step and kernel µs added (the
-    profiler). The busy wait costs a few µs more than it waits (6.6 µs at 47.6 µs on the CPU machine), so
-    this, not the nominal delay, is the planted size."""
+    """What a plant adds to a step in one process: ``PLANTED_PAIRS`` pairs of blocks, plain and planted (behind
+    ``delay_us`` of busy wait, or, with none, the step with the planted ops), in alternating order; the median
+    of their host-time differences in µs (``us``) and its standard error (``us_se``, from their spread); for
+    the ops, also kernels per step and kernel µs added (the profiler). The busy wait costs more than it waits
+    (54 µs for 47.6 on the CPU machine: the step after it runs colder), so this, not the nominal delay, is
+    the planted size, and its error counts in the coverage check (``ab_tables.control_rows``)."""
     plant = {"delay_us": delay_us} if delay_us else {"variant": ab_worker.OPS}
     try:
         diffs = []
-        for _ in range(3 * CALIBRATION_BLOCKS):
-            plain, planted = (
+        for i in range(PLANTED_PAIRS):
+            order = ({}, plant) if i % 2 == 0 else (plant, {})
+            host = [
                 worker.call("block", executor=executor, warmup=params.warmup, iters=params.iters, **extra)["host_ms"]
-                for extra in ({}, plant)
-            )
-            diffs.append(1e3 * (planted - plain))
-        out = {"us": statistics.median(diffs)}
+                for extra in order
+            ]
+            diffs.append(1e3 * (host[1] - host[0]) * (1 if i % 2 == 0 else -1))
+        mid = statistics.median(diffs)
+        spread = 1.4826 * statistics.median(abs(d - mid) for d in diffs)
+        out = {"us": mid, "us_se": 1.2533 * spread / len(diffs) ** 0.5}
         if not delay_us:
             steps = max(3, min(params.iters, 10))
             k0, k1 = (worker.call("kernels", executor=executor, steps=steps, variant=v) for v in ab_worker.VARIANTS)

@@ -76,9 +76,7 @@ def change_rows(timed: Rounds, params: Params, costs: dict) -> list[dict]:
                 row = change_row(name, comparison_of(arm), metric, c, errors)
                 if arm == B:
                     sizes = {
-                        label: None
-                        if (x := costs.get(name, {}).get(label)) is None
-                        else planted_share(timed, name, x["us"])
+                        label: None if (x := costs.get(name, {}).get(label)) is None else planted_size(timed, name, x)
                         for label in plant_labels(params)
                     }
                     row = gated(row, gate(found, metric, sizes))
@@ -126,11 +124,27 @@ def planted_share(timed: Rounds, name: str, us: float) -> float:
     return us / (1e3 * statistics.median(a)) if a else float("nan")
 
 
-def gate(found: dict, metric: str, planted: dict[str, float | None]) -> list[str]:
+def planted_size(timed: Rounds, name: str, cost: dict) -> tuple[float, float]:
+    """A plant's size and its standard error, fractions of A's step (``planted_share`` of ``planted_cost``)."""
+    return planted_share(timed, name, cost["us"]), planted_share(timed, name, cost.get("us_se", 0.0))
+
+
+def covers(c: paired.Change, size: float, size_se: float) -> bool:
+    """Whether arm ``c``'s change agrees with a plant measured as ``size`` ± ``size_se`` (fractions): their
+    difference in log units within the root sum of squares of ``c``'s half-width and 1.96 x the size's
+    error (the planted size is measured too, not known)."""
+    if not c.judged:
+        return False
+    half = math.log(c.hi / c.lo) / 2
+    reach = math.hypot(half, 1.96 * size_se / (1 + size))
+    return abs(math.log(c.ratio) - math.log1p(size)) <= reach
+
+
+def gate(found: dict, metric: str, planted: dict[str, tuple[float, float] | None]) -> list[str]:
     """Why one executor's controls fail B's ``metric`` (docs/method.md), from its changes per metric and arm
-    (``changes``) and each planted arm's size as a fraction of A's step (None: not measured): the A/A control
-    called changed; a planted control whose interval excludes its size; a planted control at least twice
-    B's resolution not detected. Empty: they pass."""
+    (``changes``) and each planted arm's size and its error as fractions of A's step (None: not measured):
+    the A/A control called changed; a planted control that disagrees with its size (``covers``); a planted
+    control at least twice B's resolution not detected. Empty: they pass."""
     why = []
     aa = found.get(metric, {}).get(TWIN)
     if aa is None or not aa.judged:
@@ -138,13 +152,16 @@ def gate(found: dict, metric: str, planted: dict[str, float | None]) -> list[str
     elif aa.called:
         why.append(f"A/A called {aa.change_pct:+.2g}%")
     b = found.get(metric, {}).get(B)
-    for label, size in planted.items():
+    for label, measured in planted.items():
         c = found.get("host_ms", {}).get(label)
-        if c is None or not c.judged or size is None:
+        if c is None or not c.judged or measured is None:
             why.append(f"{label} not measured")
-        elif not c.covers(1 + size):
+            continue
+        size, size_se = measured
+        if not covers(c, size, size_se):
             why.append(
-                f"planted {100 * size:.2g}%: interval {100 * (c.lo - 1):+.2g} to {100 * (c.hi - 1):+.2g}% misses it"
+                f"planted {100 * size:.2g}% (±{196 * size_se:.2g} pp): found {100 * (c.lo - 1):+.2g} to "
+                f"{100 * (c.hi - 1):+.2g}%, apart"
             )
         elif b is not None and b.judged and size >= 2 * b.half_width and not (c.called and c.ratio > 1):
             why.append(f"planted {100 * size:.2g}% (over twice the ±{100 * b.half_width:.2g}% resolved) not detected")
@@ -170,13 +187,18 @@ def control_rows(table: list[dict], delays: dict, costs: dict, timed: Rounds, pa
     was detected."""
     out = []
     asked = {planted_label(p): p for p in params.planted_pct}
+    changes_of = {
+        (name, arm): c for name in params.executors for arm, c in changes(timed, params, name, "host_ms").items()
+    }
     for r in table:
         arm = r["comparison"].removesuffix(" vs A")
         cost = costs.get(r["executor"], {}).get(arm)
         if r["metric"] != "host_ms" or cost is None or r.get("ratio_x") is None:
             continue
-        planted = 100 * planted_share(timed, r["executor"], cost["us"])
+        size, size_se = planted_size(timed, r["executor"], cost)
+        planted = 100 * size
         lo, hi = r["ratio_lo_x"], r["ratio_hi_x"]
+        change = changes_of.get((r["executor"], arm))
         pct = asked.get(arm)
         out.append(
             {
@@ -186,14 +208,16 @@ def control_rows(table: list[dict], delays: dict, costs: dict, timed: Rounds, pa
                 "planted_pct_asked": pct,
                 "delay_us": None if pct is None else delays[r["executor"]][pct],
                 "planted_us": cost["us"],
+                "planted_us_se": cost.get("us_se"),
                 "planted_pct": planted,
+                "planted_se_pct": 100 * size_se,
                 "kernels_per_step_added": cost.get("kernels_per_step"),
                 "kernel_us_added": cost.get("kernel_us"),
                 "found_pct": r["change_pct"],
                 "found_lo_pct": None if lo is None else 100 * (lo - 1),
                 "found_hi_pct": None if hi is None else 100 * (hi - 1),
                 "error_pp": r["change_pct"] - planted,
-                "covered": lo is not None and lo <= 1 + planted / 100 <= hi,
+                "covered": change is not None and covers(change, size, size_se),
                 "detected": bool(r["called"]) and r["change_pct"] > 0,
                 "verdict": r["verdict"],
             }
