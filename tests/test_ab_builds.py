@@ -637,15 +637,24 @@ def test_the_validation_report_rederives_its_numbers_from_kept_runs(tmp_path):
     sys.path.insert(0, str(ROOT / "tools"))
     import ab_validate
 
-    columns = ["executor", "comparison", "metric", "called", "verdict", "p", "resolution_pct", "between_sd_pct"]
+    columns = ["executor", "comparison", "metric", "verdict", "p", "resolution_pct", "between_sd_pct"]
     for i, (detected, aa_called) in enumerate(((True, False), (True, True), (False, False))):
         rows = [
-            ["thunder", "A' vs A (A/A control)", "host_ms", aa_called, "same", 0.5, 1.0, 0.8],
-            ["thunder", "B vs A", "host_ms", False, "same: ...", 0.4, 1.2, 0.8],
+            [
+                "thunder",
+                "A' vs A (A/A control)",
+                "host_ms",
+                "changed: A' slower" if aa_called else "same",
+                0.5,
+                1.0,
+                0.8,
+            ],
+            ["thunder", "B vs A", "host_ms", "same: ...", 0.4, 1.2, 0.8],
         ]
         control = {"planted_pct_asked": 2.0, "planted_pct": 2.1, "detected": detected, "covered": True,
                    "error_pp": 0.1, "found_pct": 2.2, "found_lo_pct": 1.0 if detected else -0.1}  # fmt: skip
-        data = {"key_table": {"columns": columns, "rows": rows}, "controls": [control], "env": {"gpu": {"name": "X"}},
+        data = {"key_table": {"columns": columns, "rows": rows}, "controls": [control],
+                "environment": {"gpu": {"name": "X"}},
                 "params": {"device": "cuda", "workers": 6}, "validation": {"wall_s": 100.0 + i},
                 "stopping": {"rounds": 40, "resolved": False, "reason": "the next 20 rounds: ..."}}  # fmt: skip
         (tmp_path / f"run-{i}.json.xz").write_bytes(lzma.compress(json.dumps(data).encode()))

@@ -76,9 +76,18 @@ def load(folders: list[str]) -> list[dict]:
 
 
 def device_of(data: dict) -> str:
-    env = data.get("env") or {}
+    env = data.get("environment") or {}
     gpu = env.get("gpu") or {}
     return gpu.get("name") or f"cpu: {env.get('cpu')}, {env.get('cpu_count')} cores"
+
+
+def stop_kind(data: dict) -> str:
+    """Why a run stopped adding rounds, in a word or three."""
+    reason = (data.get("stopping") or {}).get("reason") or "no rounds"
+    for start, kind in (("resolved", "resolved"), ("the next", "budget"), ("more rounds cannot help", "spread")):
+        if reason.startswith(start):
+            return kind
+    return reason
 
 
 def quantile(xs: list[float], q: float) -> float | None:
@@ -124,10 +133,10 @@ def summary(runs: list[dict]) -> dict:
             "workers_per_arm": sorted({r["params"]["workers"] for r in mine}),
             "rounds_median": statistics.median(r["stopping"]["rounds"] for r in mine if r.get("stopping")),
             "resolved": sum(bool(r.get("stopping", {}).get("resolved")) for r in mine),
-            "stopped_because": sorted(
-                {r["stopping"]["reason"].split(":")[0].split(" (")[0] for r in mine if r.get("stopping")}
-            ),
-            "aa_called": sum(bool(x["called"]) for x in aa),
+            "stopped_because": {
+                why: sum(stop_kind(r) == why for r in mine) for why in sorted({stop_kind(r) for r in mine})
+            },
+            "aa_called": sum(x["verdict"].startswith("changed") for x in aa),
             "aa_numbers": len(aa),
             "b_is_a_called": sum(x["verdict"].startswith("changed") for x in bb),
             "b_not_judged": sum(x["verdict"].startswith("not judged") for x in bb),
@@ -152,7 +161,7 @@ def report(args: argparse.Namespace) -> int:
             f"{device}: {d['runs']} runs, {d['workers_per_arm']} workers per arm, "
             f"{d['seconds_per_run']['median']:.0f} s per run (max {d['seconds_per_run']['max']:.0f}), "
             f"median {d['rounds_median']:.0f} rounds, resolved in {d['resolved']}; "
-            f"stopped: {', '.join(d['stopped_because'])}"
+            "stopped: " + ", ".join(f"{k} {n}" for k, n in d["stopped_because"].items())
         )
         print(
             f"  A/A (A' vs A) called changed: {d['aa_called']} of {d['aa_numbers']}; B = A called changed: "
