@@ -136,15 +136,15 @@ def test_students_t_matches_its_table():
     assert paired.t_cdf(0.0, 5) == pytest.approx(0.5)
 
 
-def test_only_fast_blocks_make_a_workers_level():
-    """A worker's level is read over its fast blocks; with fewer than MIN_FAST of them, over every block."""
+def test_a_workers_level_reads_every_round_against_its_centre():
+    """A worker's level is the median of log time less the round's centre over all its rounds: slow blocks
+    in a minority of rounds do not move it, whether or not they were flagged fast."""
     centre = [0.0] * 20
-    values = [1.0] * 10 + [2.0] * 10
-    fast = [True] * 10 + [False] * 10
-    assert paired.level(paired.Series(values, fast), centre).value == pytest.approx(0.0)
-    few = [i < 3 for i in range(20)]
-    lv = paired.level(paired.Series(values, few), centre)
-    assert not lv.fast_only and lv.rounds == 20
+    values = [1.0] * 14 + [2.0] * 6
+    for fast in ([True] * 14 + [False] * 6, [i < 3 for i in range(20)], None):
+        lv = paired.level(paired.Series(values, fast), centre)
+        assert lv.value == pytest.approx(0.0) and lv.rounds == 20
+    assert paired.level(paired.Series(values, [True] * 20), [math.log(2)] * 20).value == pytest.approx(-math.log(2))
 
 
 def test_a_part_that_moved_is_told_from_one_that_did_not():

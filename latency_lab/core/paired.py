@@ -3,8 +3,8 @@ interval and the call from one procedure (docs/method.md, "Two builds in the sam
 
 The process is the level that varies: two workers of one build keep offsets of 1-2% for their whole
 life. So each worker is one replicate. Per round, the centre is the mean log time of every block in
-it (what moves every worker in a round cancels); a worker's **level** is the median of its log time
-less the centre over its fast blocks; the change is the difference of the two arms' mean levels, and
+it (what moves every worker in a round cancels); a worker's **level** is the median over its rounds of
+its log time less the centre; the change is the difference of the two arms' mean levels, and
 its 95% interval is Welch's t interval over the workers. **Changed** exactly when that interval
 excludes no change; **same** otherwise, with the half-width as the resolution. ``difference`` reads
 one in-place part of the step paired per round between two workers.
@@ -24,7 +24,7 @@ CONFIDENCE = 0.95
 # the rounds' own noise explains: only more workers narrow the interval then.
 PROCESS_BOUND = 4.0
 METHOD = (
-    "per worker, the median over its fast blocks of log time less the round's mean log time; the change is the "
+    "per worker, the median over its rounds of log time less the round's mean log time; the change is the "
     "difference of the two arms' mean levels (ratio exp(d)), its 95% interval Welch's t interval over the "
     "workers; changed exactly when that interval excludes no change (docs/method.md)"
 )
@@ -95,26 +95,23 @@ def centres(workers: list[Series]) -> list[float | None]:
 class Level:
     """One worker's level (``level``) and what its rounds say of its own precision."""
 
-    value: float  # median over the kept rounds of log time less the round's centre
+    value: float  # median over its rounds of log time less the round's centre
     rounds: int
-    fast_only: bool
+    fast_only: bool  # every one of its blocks ran in the host's fast state
     within_se: float  # the rounds' own standard error of that median (MAD-based, independent rounds assumed)
 
 
 def level(series: Series, centre: list[float | None]) -> Level | None:
-    """A worker's level against the rounds' centres over its fast blocks (all of its blocks when fewer than
-    ``host_state.MIN_FAST`` were fast); None without a round."""
-    rows = [
-        (math.log(v) - c, bool(series.fast and r < len(series.fast) and series.fast[r]))
-        for r, (v, c) in enumerate(zip(series.values, centre))
-        if v and v > 0 and c is not None
-    ]
-    if not rows:
+    """A worker's level against the rounds' centres: the median over all of its rounds of its log time less
+    the round's centre (every worker over the same kind of rounds: choosing fast blocks per worker mixed
+    states, since a worker with fewer than 6 fast blocks fell back to all of them); None without a round."""
+    chosen = [math.log(v) - c for v, c in zip(series.values, centre) if v and v > 0 and c is not None]
+    if not chosen:
         return None
-    chosen, fast_only = host_state.select([d for d, _ in rows], [k for _, k in rows])
     mid = statistics.median(chosen)
     sd = 1.4826 * statistics.median(abs(x - mid) for x in chosen)  # robust: a few slow blocks do not inflate it
-    return Level(mid, len(chosen), fast_only, 1.2533 * sd / math.sqrt(len(chosen)))
+    fast = bool(series.fast) and all(series.fast)
+    return Level(mid, len(chosen), fast, 1.2533 * sd / math.sqrt(len(chosen)))
 
 
 @dataclass(frozen=True)

@@ -83,7 +83,7 @@ def run_parser() -> argparse.ArgumentParser:
     return ap
 
 
-AB_HELP = """Notebook 08 on two builds of the stack, timed in the same rounds by one worker process each.
+AB_HELP = """Notebook 08 on two builds of the stack, timed in the same rounds by K worker processes each.
 
 Build A is this environment unless --a, --a-path or --a-env say otherwise; build B is what --b,
 --b-path and --b-env give (at least one of them). Every other argument is runner.py's own and applies

@@ -11,7 +11,7 @@ import math
 import statistics
 from pathlib import Path
 
-from ..core import builds, host_state, model, paired
+from ..core import builds, model, paired
 from ..core.harness import Rounds
 from ..core.parameters import Params
 from ..core.verdicts import NOT_JUDGED, phrase
@@ -114,13 +114,9 @@ def change_row(name: str, comparison: str, metric: str, c: paired.Change, error:
 
 
 def planted_share(timed: Rounds, name: str, us: float) -> float:
-    """A planted delay's share of A's median host time per step over the blocks the levels read (each
-    worker's fast blocks, ``paired.level``), a fraction: the change the delay makes there."""
-    a = [
-        v
-        for s in arm_series(timed, name, "host_ms").get(A, [])
-        for v in host_state.select(s.values, s.fast or [False] * len(s.values))[0]
-    ]
+    """A planted delay's share of A's median host time per step over the rounds (the blocks the levels read,
+    ``paired.level``), a fraction: the change the delay makes there."""
+    a = [v for s in arm_series(timed, name, "host_ms").get(A, []) for v in s.values]
     return us / (1e3 * statistics.median(a)) if a else float("nan")
 
 
