@@ -230,6 +230,11 @@ def test_a_notebook_that_holds_several_models_is_checked_with_all_of_them(monkey
     given = {"preset": "tiny", "device": "cpu", "layers": 2000}
     p = P.for_notebook(results.MODEL_SETUP, given)
     scaling = P.validate({**given, **P.own_defaults(results.SCALING, "cpu")})
+    ab = P.resolved(preset="seed", device="cuda", executors="thunder", planted_pct=[1, 2, 5], budget_s=600)
+    assert P.ab_processes(ab) == 4 * 5  # A, A', three planted arms, 4 workers each
+    with pytest.raises(P.ParameterError, match=r"invalid parameter workers=4: allowed at most 3 workers per arm on"):
+        P.check_workers_fit(ab, {}, (int(20 * 3.4 * 2**30), "GPU memory"))  # 20 x 3.4 GiB do not fit in 68
+    P.check_workers_fit(ab, {}, (int(80 * 2**30), "GPU memory"))
     held = P.models_held(results.SCALING, scaling)
     assert held == (1, 2, 2000, 2000) and P.models_held(results.MODEL_SETUP, p) == ()
     one, five = model_config.memory_needed(p), model_config.memory_needed(scaling, held)

@@ -101,7 +101,7 @@ CPU_DEFAULTS: dict[str, dict[str, object]] = {
 }
 # 08's per-device defaults: workers per arm, the half-width it stops at (%), the seconds it may take in all
 AB_DEFAULTS = {
-    "cuda": {"workers": 6, "resolve_pct": 1.0, "budget_s": 120},
+    "cuda": {"workers": 4, "resolve_pct": 1.0, "budget_s": 120},
     "cpu": {"workers": 4, "resolve_pct": 5.0, "budget_s": 180},
 }
 PLANTED_MIN = 0.1  # % of a step: below it a busy wait is under a µs of a fast step
@@ -201,7 +201,7 @@ SCHEMA: dict[str, tuple[object, str]] = {
     "workers": (
         None,
         "08's worker processes per arm, an integer >= 2, at most the cores this process may use or a multiple of "
-        "them (None: 6 on a GPU, 4 on a CPU)",
+        "them (None: 4)",
     ),
     "resolve_pct": (None, "08 stops once B's interval is this narrow on each side, a % in (0, 50) (None: per device)"),
     "budget_s": (
@@ -446,15 +446,13 @@ def _with_point(p: Params, name: str, n: int) -> Params:
 
 def models_held(notebook: str | None, p: Params) -> tuple[int, ...]:
     """The layers of each model ``notebook`` holds besides its deepest one: 06 one per sweep point
-    (every point is built before the rounds), 07 one per depth of its combination, 08 one per worker;
-    the others (and None: a notebook run by hand) none."""
+    (every point is built before the rounds), 07 one per depth of its combination; the others (and None: a
+    notebook run by hand) none. 08's workers are processes of their own (``check_workers_fit``)."""
     if notebook == results.SCALING:
         points = sorted([*p.depths, *[p.layers] * (len(p.prompt_lengths) + 1)])
         return tuple(points[:-1])
     if notebook == results.LEVERS:
         return tuple(p.depths)
-    if notebook == results.AB_BUILDS:
-        return (p.layers,) * (p.workers * (2 + len(p.planted_pct) + (p.planted_ops > 0) + (p.build_b is not None)) - 1)
     return ()
 
 
@@ -595,9 +593,42 @@ def for_notebook(notebook: str, given: dict) -> Params:
     if own != NOTEBOOK_DEFAULTS.get(notebook, {}):
         values = {**own, **given}
         p = validate(values)
-    if models_held(notebook, p):
+    if notebook == results.AB_BUILDS:
+        check_workers_fit(p, values)
+    elif models_held(notebook, p):
         check_fits(p, values, notebook=notebook)
     return p
+
+
+# What one worker process of 08 holds besides its model (``memory_needed``): the CUDA context, cuBLAS's and
+# nvFuser's workspaces, or on a CPU torch and Thunder imported. Measured: 3.16 GiB per worker on the H100
+# (seed, 1 layer, thunder; memory_needed 2.90), 0.8 GB of RSS per worker on the CPU machine (tiny)
+PROCESS_BYTES = {"cuda": 0.5 * 2**30, "cpu": 0.6 * 2**30}
+
+
+def ab_processes(p: Params) -> int:
+    """08's worker processes: ``workers`` per arm (A, A', each planted arm, B)."""
+    return p.workers * (2 + len(p.planted_pct) + (p.planted_ops > 0) + (p.build_b is not None))
+
+
+def check_workers_fit(p: Params, given: dict, memory: tuple[int, str] | None = None) -> None:
+    """ParameterError naming ``workers`` (or the model's size) when 08's worker processes, each its model and
+    ``PROCESS_BYTES``, need more memory than is available, with the most workers per arm that fit."""
+    memory, kind = memory or machine_memory(p.device)
+    each = memory_needed(p) + PROCESS_BYTES["cuda" if p.is_cuda else "cpu"]
+    if ab_processes(p) * each <= memory:
+        return
+    arms = ab_processes(p) // p.workers
+    fit = int(memory // (each * arms))
+    if fit < 2:
+        check_fits(p, given, (int(memory // arms // 2 - PROCESS_BYTES["cuda" if p.is_cuda else "cpu"]), kind))
+    raise ParameterError(
+        "workers",
+        given.get("workers", p.workers),
+        f"at most {fit} workers per arm on this machine: {arms} arms of {p.workers} workers would hold about "
+        f"{ab_processes(p) * each / 2**30:.3g} GiB ({each / 2**30:.2g} GiB each, estimate), more than its "
+        f"{memory / 2**30:.3g} GiB of {kind}; or fewer planted sizes",
+    )
 
 
 def injected(params: Params, names) -> dict:
