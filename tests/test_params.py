@@ -235,6 +235,7 @@ def test_a_notebook_that_holds_several_models_is_checked_with_all_of_them(monkey
     with pytest.raises(P.ParameterError, match=r"invalid parameter workers=4: allowed at most 3 workers per arm on"):
         P.check_workers_fit(ab, {}, (int(20 * 3.4 * 2**30), "GPU memory"))  # 20 x 3.4 GiB do not fit in 68
     P.check_workers_fit(ab, {}, (int(80 * 2**30), "GPU memory"))
+    assert P.workers_that_fit(ab, (int(20 * 3.4 * 2**30), "GPU memory")) == 3
     held = P.models_held(results.SCALING, scaling)
     assert held == (1, 2, 2000, 2000) and P.models_held(results.MODEL_SETUP, p) == ()
     one, five = model_config.memory_needed(p), model_config.memory_needed(scaling, held)
@@ -243,3 +244,16 @@ def test_a_notebook_that_holds_several_models_is_checked_with_all_of_them(monkey
     P.for_notebook(results.MODEL_SETUP, given)
     with pytest.raises(P.ParameterError, match=r"layers=2000: allowed an integer up to .*5 models held at once"):
         P.for_notebook(results.SCALING, given)
+
+
+def test_08_by_default_runs_as_many_workers_as_fit_and_refuses_more_when_asked(monkeypatch):
+    """In a run of every notebook, 08's default workers per arm shrink to what the memory holds (at least 2); a
+    number given with -p is checked as given."""
+    tiny = {"preset": "tiny", "device": "cpu"}
+    each = model_config.memory_needed(P.resolved(**tiny)) + P.PROCESS_BYTES["cpu"]
+    monkeypatch.setattr(P, "machine_memory", lambda device: (int(each * 3 * 2.5), "RAM available"))  # 3 arms
+    assert P.for_notebook(results.AB_BUILDS, tiny).workers == 2
+    with pytest.raises(P.ParameterError, match=r"invalid parameter workers=4: allowed at most 2 workers per arm"):
+        P.for_notebook(results.AB_BUILDS, {**tiny, "workers": 4})
+    monkeypatch.setattr(P, "machine_memory", lambda device: (int(each * 3 * 10), "RAM available"))
+    assert P.for_notebook(results.AB_BUILDS, tiny).workers == 4

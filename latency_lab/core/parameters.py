@@ -594,6 +594,9 @@ def for_notebook(notebook: str, given: dict) -> Params:
         values = {**own, **given}
         p = validate(values)
     if notebook == results.AB_BUILDS:
+        if "workers" not in given and (fit := workers_that_fit(p)) < p.workers:  # the default, as many as fit
+            values = {**values, "workers": max(2, fit)}
+            p = validate(values)
         check_workers_fit(p, values)
     elif models_held(notebook, p):
         check_fits(p, values, notebook=notebook)
@@ -611,6 +614,13 @@ def ab_processes(p: Params) -> int:
     return p.workers * (2 + len(p.planted_pct) + (p.planted_ops > 0) + (p.build_b is not None))
 
 
+def workers_that_fit(p: Params, memory: tuple[int, str] | None = None) -> int:
+    """The most workers per arm of 08 whose processes fit in the memory available (``check_workers_fit``)."""
+    memory, _ = memory or machine_memory(p.device)
+    each = memory_needed(p) + PROCESS_BYTES["cuda" if p.is_cuda else "cpu"]
+    return int(memory // (each * (ab_processes(p) // p.workers)))
+
+
 def check_workers_fit(p: Params, given: dict, memory: tuple[int, str] | None = None) -> None:
     """ParameterError naming ``workers`` (or the model's size) when 08's worker processes, each its model and
     ``PROCESS_BYTES``, need more memory than is available, with the most workers per arm that fit."""
@@ -619,7 +629,7 @@ def check_workers_fit(p: Params, given: dict, memory: tuple[int, str] | None = N
     if ab_processes(p) * each <= memory:
         return
     arms = ab_processes(p) // p.workers
-    fit = int(memory // (each * arms))
+    fit = workers_that_fit(p, (memory, kind))
     if fit < 2:
         check_fits(p, given, (int(memory // arms // 2 - PROCESS_BYTES["cuda" if p.is_cuda else "cpu"]), kind))
     raise ParameterError(
