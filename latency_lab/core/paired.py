@@ -30,6 +30,11 @@ METHOD = (
 )
 
 
+def pct(x: float, sign: str = "") -> str:
+    """A percentage in 2 significant digits, without an exponent (``1e+02`` reads 100)."""
+    return f"{x:{sign}.2g}" if abs(x) < 99.5 else f"{x:{sign}.0f}"
+
+
 def t_quantile(q: float, df: float) -> float:
     """Student's t quantile (``q`` in (0.5, 1)) with ``df`` > 0 degrees of freedom, by bisection on its
     distribution function."""
