@@ -261,9 +261,8 @@ def widest(timed: Rounds, p: Params) -> paired.Change | None:
 
 
 class Session:
-    """The workers of one run, started, built and pinned once (``with Session(params) as s``), their
-    planted delays sized against A; ``trial`` times them in rounds until resolved (docs/method.md) and
-    reads the verdicts, as often as asked (``tools/ab_benchmark.py`` runs many trials on one session)."""
+    """The workers of one run, started, built and pinned once (``with Session(params) as s``), their plants
+    sized against A; ``trial`` times them in rounds until resolved (docs/method.md) and reads the verdicts."""
 
     def __init__(self, params: Params):
         self.params = params
@@ -272,7 +271,7 @@ class Session:
         self.workers = workers_for(params, self.cache_root)
         self.by_label = {w.label: w for w in self.workers}
         self.hello, self.built, self.delays, self.cores = {}, {}, {}, {}
-        self.planted_us: dict = {}  # per executor and size: what the delay adds in one process (``planted_cost``)
+        self.planted_us: dict = {}  # per executor and planted arm: what the plant adds in one process (``planted_cost``)
         self.build_s = 0.0
         self.entries: list = []
 
