@@ -271,7 +271,7 @@ class Session:
         self.workers = workers_for(params, self.cache_root)
         self.by_label = {w.label: w for w in self.workers}
         self.hello, self.built, self.delays, self.cores = {}, {}, {}, {}
-        self.planted_us: dict = {}  # per executor and planted arm: what the plant adds in one process (``planted_cost``)
+        self.planted_us: dict = {}  # per executor and planted arm: what it adds in one process (``planted_cost``)
         self.build_s = 0.0
         self.entries: list = []
 
