@@ -27,13 +27,19 @@ def test_compare_rule_speaks_the_vocabulary(kind, a, b, ia, ib, effect, word):
     assert judged.verdict == word == verdicts.read_word(judged.decided)
 
 
-def test_the_paired_test_speaks_it_both_ways():
+def test_the_paired_test_speaks_it_all_three_ways():
     rng = random.Random(0)
-    a = [1.0 + rng.gauss(0, 0.005) for _ in range(60)]
+
+    def arm(scale, k=4):
+        return [paired.Series([scale * (1 + rng.gauss(0, 0.005)) for _ in range(60)]) for _ in range(k)]
+
+    a = arm(1.0)
     for scale, word in ((1.10, "changed"), (1.0, "same")):
-        b = [x * scale + rng.gauss(0, 0.005) for x in a]
-        c = paired.change("host_ms", a, b, [True] * 60, [True] * 60, min_effect=0.01)
+        b = arm(scale)
+        c = paired.change("host_ms", a, b, a + b)
         assert c.verdict == word == verdicts.read_word(c.text())
+    lone = paired.change("host_ms", a, arm(1.0, k=1), a)
+    assert lone.verdict == "not judged" == verdicts.read_word(lone.text())
 
 
 def test_said_and_word_of_refuse_other_words():
