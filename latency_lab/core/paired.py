@@ -191,11 +191,11 @@ class Change:
             return phrase(
                 NOT_JUDGED, f"fewer than 2 workers of an arm measured ({self.workers_a} and {self.workers_b})"
             )
-        interval = f"{100 * (self.lo - 1):+.2g} to {100 * (self.hi - 1):+.2g}%"
+        interval = f"{pct(100 * (self.lo - 1), '+')} to {pct(100 * (self.hi - 1), '+')}%"
         if self.called:
             lo, hi = sorted(abs(100 * (x - 1)) for x in (self.lo, self.hi))
             way = "slower" if self.ratio > 1 else "faster"
-            return phrase(CHANGED, f"{who} {way} by {abs(self.change_pct):.2g}% ({lo:.2g}-{hi:.2g}%)")
+            return phrase(CHANGED, f"{who} {way} by {pct(abs(self.change_pct))}% ({pct(lo)}-{pct(hi)}%)")
         return phrase(
             SAME, f"this run resolves ±{100 * self.half_width:.2g}% ({who} {self.change_pct:+.2g}%, {interval})"
         )

@@ -594,10 +594,10 @@ def for_notebook(notebook: str, given: dict) -> Params:
         values = {**own, **given}
         p = validate(values)
     if notebook == results.AB_BUILDS:
-        if "workers" not in given and (fit := workers_that_fit(p)) < p.workers:  # the default, as many as fit
-            values = {**values, "workers": max(2, fit)}
-            p = validate(values)
-        check_workers_fit(p, values)
+        if "workers" in given:
+            check_workers_fit(p, values)
+        elif (fit := workers_that_fit(p)) < p.workers:  # the default: as many as the memory holds now, at least 2
+            p = validate({**values, "workers": max(2, fit)})
     elif models_held(notebook, p):
         check_fits(p, values, notebook=notebook)
     return p

@@ -68,12 +68,9 @@ def change_rows(timed: Rounds, params: Params, costs: dict) -> list[dict]:
     rows = []
     for name in params.executors:
         found = {metric: changes(timed, params, name, metric) for metric in metrics_for(params.device)}
-        errors = "; ".join(
-            sorted({t.error for k, t in timed.entries.items() if k.startswith(entry_name(name, "")) and t.error})
-        )
         for metric, by_arm in found.items():
             for arm, c in by_arm.items():
-                row = change_row(name, comparison_of(arm), metric, c, errors)
+                row = change_row(name, comparison_of(arm), metric, c, arm_errors(timed, name, (A, arm)))
                 if arm == B:
                     sizes = {
                         label: None if (x := costs.get(name, {}).get(label)) is None else planted_size(timed, name, x)
@@ -82,6 +79,20 @@ def change_rows(timed: Rounds, params: Params, costs: dict) -> list[dict]:
                     row = gated(row, gate(found, metric, sizes))
                 rows.append(row)
     return rows
+
+
+def arm_errors(timed: Rounds, name: str, arms: tuple[str, ...]) -> str:
+    """The errors that stopped any worker of ``arms`` early for executor ``name``, joined."""
+    prefix = entry_name(name, "")
+    return "; ".join(
+        sorted(
+            {
+                t.error
+                for k, t in timed.entries.items()
+                if k.startswith(prefix) and t.error and k.removeprefix(prefix).rsplit(" #", 1)[0] in arms
+            }
+        )
+    )
 
 
 def change_row(name: str, comparison: str, metric: str, c: paired.Change, error: str) -> dict:
