@@ -430,8 +430,8 @@ def test_runner_ab_reads_b_and_the_controls_against_a(wrapper_run):
     assert control["detected"] and control["found_pct"] > control["planted_pct"] / 2, control
     # Two arms of one build, and B the same build: far less apart than the planted delay (how often an A/A is
     # called at all, about 1 in 20 by design, is tools/ab_validate.py's to say)
-    for row in (aa, _row(rows, B_VS_A)):
-        assert abs(row["change_pct"]) < control["found_pct"] / 3, row
+    for row in (aa, _row(rows, B_VS_A)):  # under load an interval may be wide: then it must hold no change
+        assert abs(row["change_pct"]) < control["found_pct"] / 3 or row["verdict"].startswith("same"), row
     by_arm = {b["arm"]: b for b in data["builds"]}
     assert set(by_arm) == {"A", "A'", ab_remote.planted_label(PLANTED), "B"}
     assert all(b["workers"] == 2 for b in data["builds"])
@@ -523,7 +523,7 @@ def test_a_changed_source_tree_as_build_b_is_called_slower(tmp_path):
     # the interval excludes no change; under load the gate may withhold the word ("not judged: the controls failed")
     assert b["ratio_lo_x"] > 1 and b["verdict"].split(":")[0] in ("changed", "not judged"), b
     assert b["change_pct"] >= expected / 2, b  # the tree's delay, not a stray move
-    assert abs(aa["change_pct"]) < b["change_pct"] / 4, aa  # two workers of A: far less apart (see above)
+    assert abs(aa["change_pct"]) < b["change_pct"] / 4 or aa["verdict"].startswith("same"), aa  # far less apart
     (row_b,) = [x for x in result.builds if x["arm"] == "B"]
     assert row_b["build"] == f"this Python, {tree.resolve()} first on the module path"
     assert row_b["folders"] == [{"folder": str(tree.resolve()), "git": None}]
