@@ -23,15 +23,16 @@ from latency_lab.core import builds, paired, parameters
 from latency_lab.core.parameters import ParameterError
 from latency_lab.studies import ab_builds, ab_remote
 
-# The real runs here plant 100% (the step twice as long) and run 2 workers per arm: on the 2-core machine, beside
-# the other tests (CI runs two at once, each real run here starts eight processes, and two busy loops may run beside
-# them: test_runner_ab_on_a_loaded_machine_...), that is far beyond what load moves. How finely 08 resolves at its
-# defaults is tools/ab_validate.py's to measure (benchmarks/ab/); these tests check that it tells a large change
-# from none.
+# The real runs here plant 100% (the step twice as long) and run 4 workers per arm (with 2, Welch's interval can
+# fall to 1 degree of freedom, Student's t 12.7: on CI a tree 4x slower read from -48%): on the 2-core machine,
+# beside the other tests (CI runs two at once, each real run here starts 16 processes, and two busy loops may run
+# beside them: test_runner_ab_on_a_loaded_machine_...), that is far beyond what load moves. How finely 08 resolves
+# at its defaults is tools/ab_validate.py's to measure (benchmarks/ab/); these tests check that it tells a large
+# change from none.
 PLANTED = 100
 B_VS_A, AA, PLANTED_ROW = "B vs A", "A' vs A (A/A control)", f"{ab_remote.planted_label(PLANTED)} vs A"
-# every real run here: tiny, CPU, 2 workers per arm, 8 rounds a batch, stop at ±40% or 150 s, the planted delay
-SMALL = {"workers": 2, "repeats": 4, "resolve_pct": 40.0, "budget_s": 150, "planted_pct": [PLANTED]}
+# every real run here: tiny, CPU, 4 workers per arm, 8 rounds a batch, stop at ±40% or 300 s, the planted delay
+SMALL = {"workers": 4, "repeats": 4, "resolve_pct": 40.0, "budget_s": 300, "planted_pct": [PLANTED]}
 AB_ARGS = ("--preset", "tiny", "--device", "cpu", *(x for k, v in SMALL.items() for x in ("-p", f"{k}={v}")))
 
 
@@ -434,9 +435,9 @@ def test_runner_ab_reads_b_and_the_controls_against_a(wrapper_run):
         assert abs(row["change_pct"]) < control["found_pct"] / 3 or row["verdict"].startswith("same"), row
     by_arm = {b["arm"]: b for b in data["builds"]}
     assert set(by_arm) == {"A", "A'", ab_remote.planted_label(PLANTED), "B"}
-    assert all(b["workers"] == 2 for b in data["builds"])
+    assert all(b["workers"] == 4 for b in data["builds"])
     assert by_arm["B"]["build"] == f"python {wrapper}" and by_arm["A"]["build"] == "this Python"
-    assert len(data["levels"]) == 8 and data["stopping"]["rounds"] >= 8
+    assert len(data["levels"]) == 16 and data["stopping"]["rounds"] >= 8
     # the wrapper ran for the checks' probes (python -c PROBE) and for B's worker (execnet's python -u -c ...)
     assert "-u" in (Path(wrapper).parent / "started").read_text().split()
     assert all(b["error"] is None and b["torch"] == by_arm["A"]["torch"] for b in data["builds"])
@@ -456,9 +457,7 @@ def test_runner_ab_on_a_loaded_machine_never_calls_an_identical_b_and_still_find
     try:
         out = tmp_path / "out"
         proc = run_runner(
-            *("ab", "--b-env", "LATENCY_LAB_SAME_BUILD=1", "--preset", "tiny", "--device", "cpu"),
-            # 4 workers per arm: at 99.9%, 2 would give Student's t 31.6 (2 degrees of freedom), 4 about 6
-            *(x for k, v in {**SMALL, "workers": 4, "budget_s": 300}.items() for x in ("-p", f"{k}={v}")),
+            *("ab", "--b-env", "LATENCY_LAB_SAME_BUILD=1", *AB_ARGS),
             *("-p", "executors=thunder:torch", "-p", "confidence=0.999"),
             *("--output-dir", str(out), "--run-id", "loaded"),
             timeout=600,
@@ -538,7 +537,7 @@ def test_a_closed_session_leaves_no_worker_process_behind(tmp_path):
     params = parameters.validate(preset="tiny", device="cpu", executors="eager", output_dir=str(tmp_path), **SMALL)
     with ab_builds.Session(params) as session:
         pids = [h["pid"] for h in session.hello.values()]
-        assert len(pids) == 6  # 2 workers of A, A' and the planted arm
+        assert len(pids) == 12  # 4 workers of A, A' and the planted arm
         assert all(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids)
     time.sleep(1)
     left = {}
@@ -592,9 +591,9 @@ def test_a_worker_that_dies_during_the_rounds_leaves_a_partial_run(tmp_path):
     blocks = json.loads((run / "08_ab_builds.results.json").read_text())["rounds"]
     print({name: (x["rounds"], x["error"]) for name, x in blocks.items()})
     dead = {n: x for n, x in blocks.items() if " · B #" in n}
-    assert len(dead) == 2 and all(x["rounds"] < 8 and "is gone" in x["error"] for x in dead.values()), dead
+    assert len(dead) == 4 and all(x["rounds"] < 8 and "is gone" in x["error"] for x in dead.values()), dead
     others = [x for n, x in blocks.items() if n not in dead]
-    assert len(others) == 6 and all(x["rounds"] >= 8 and x["error"] is None for x in others)
+    assert len(others) == 12 and all(x["rounds"] >= 8 and x["error"] is None for x in others)
     assert "rounds: 8 of 8 done" in proc.stdout  # A, A' and the planted arm went on
 
 
