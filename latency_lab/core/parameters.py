@@ -614,24 +614,29 @@ def ab_processes(p: Params) -> int:
     return p.workers * (2 + len(p.planted_pct) + (p.planted_ops > 0) + (p.build_b is not None))
 
 
+def process_bytes(p: Params) -> int:
+    """Memory one worker process of 08 holds: its model (``memory_needed``) and ``PROCESS_BYTES``."""
+    return memory_needed(p) + int(PROCESS_BYTES["cuda" if p.is_cuda else "cpu"])
+
+
 def workers_that_fit(p: Params, memory: tuple[int, str] | None = None) -> int:
     """The most workers per arm of 08 whose processes fit in the memory available (``check_workers_fit``)."""
     memory, _ = memory or machine_memory(p.device)
-    each = memory_needed(p) + PROCESS_BYTES["cuda" if p.is_cuda else "cpu"]
-    return int(memory // (each * (ab_processes(p) // p.workers)))
+    return int(memory // (process_bytes(p) * (ab_processes(p) // p.workers)))
 
 
 def check_workers_fit(p: Params, given: dict, memory: tuple[int, str] | None = None) -> None:
     """ParameterError naming ``workers`` (or the model's size) when 08's worker processes, each its model and
     ``PROCESS_BYTES``, need more memory than is available, with the most workers per arm that fit."""
     memory, kind = memory or machine_memory(p.device)
-    each = memory_needed(p) + PROCESS_BYTES["cuda" if p.is_cuda else "cpu"]
+    each = process_bytes(p)
     if ab_processes(p) * each <= memory:
         return
     arms = ab_processes(p) // p.workers
     fit = workers_that_fit(p, (memory, kind))
-    if fit < 2:
-        check_fits(p, given, (int(memory // arms // 2 - PROCESS_BYTES["cuda" if p.is_cuda else "cpu"]), kind))
+    if fit < 2:  # not even 2 workers per arm: the model is too large; name the size that fits 2 per arm
+        share = memory // (2 * arms) - (each - memory_needed(p))
+        check_fits(p, given, (int(share), kind))
     raise ParameterError(
         "workers",
         given.get("workers", p.workers),

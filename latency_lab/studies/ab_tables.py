@@ -14,6 +14,7 @@ from pathlib import Path
 from ..core import builds, model, paired
 from ..core.harness import Rounds
 from ..core.parameters import Params
+from ..core.rounds import Timed
 from ..core.verdicts import NOT_JUDGED, phrase
 from .ab_remote import TWIN, A, B, Worker, WorkerError, entry_name, ops_label, planted_label, usable, worker_label
 
@@ -24,14 +25,21 @@ def comparison_of(arm: str) -> str:
     return COMPARISON.get(arm, f"{arm} vs A")
 
 
-def arm_series(timed: Rounds, name: str, metric: str) -> dict[str, list[paired.Series]]:
-    """Per arm, its workers' ``paired.Series`` of ``metric`` for executor ``name`` (entries ``name · ARM #i``)."""
-    out: dict[str, list[paired.Series]] = {}
+def workers_of(timed: Rounds, name: str) -> list[tuple[str, str, Timed]]:
+    """Executor ``name``'s entries (``name · ARM #i``) as (worker, arm, its blocks)."""
     prefix = entry_name(name, "")
-    for key, t in timed.entries.items():
-        if key.startswith(prefix):
-            arm = key.removeprefix(prefix).rsplit(" #", 1)[0]
-            out.setdefault(arm, []).append(paired.Series(getattr(t, metric), t.keep()))
+    return [
+        (key.removeprefix(prefix), key.removeprefix(prefix).rsplit(" #", 1)[0], t)
+        for key, t in timed.entries.items()
+        if key.startswith(prefix)
+    ]
+
+
+def arm_series(timed: Rounds, name: str, metric: str) -> dict[str, list[paired.Series]]:
+    """Per arm, its workers' ``paired.Series`` of ``metric`` for executor ``name``."""
+    out: dict[str, list[paired.Series]] = {}
+    for _, arm, t in workers_of(timed, name):
+        out.setdefault(arm, []).append(paired.Series(getattr(t, metric), t.keep()))
     return out
 
 
@@ -83,16 +91,7 @@ def change_rows(timed: Rounds, params: Params, costs: dict) -> list[dict]:
 
 def arm_errors(timed: Rounds, name: str, arms: tuple[str, ...]) -> str:
     """The errors that stopped any worker of ``arms`` early for executor ``name``, joined."""
-    prefix = entry_name(name, "")
-    return "; ".join(
-        sorted(
-            {
-                t.error
-                for k, t in timed.entries.items()
-                if k.startswith(prefix) and t.error and k.removeprefix(prefix).rsplit(" #", 1)[0] in arms
-            }
-        )
-    )
+    return "; ".join(sorted({t.error for _, arm, t in workers_of(timed, name) if t.error and arm in arms}))
 
 
 def change_row(name: str, comparison: str, metric: str, c: paired.Change, error: str) -> dict:
@@ -136,15 +135,14 @@ def planted_size(timed: Rounds, name: str, cost: dict) -> tuple[float, float]:
     return planted_share(timed, name, cost["us"]), planted_share(timed, name, cost.get("us_se", 0.0))
 
 
-def covers(c: paired.Change, size: float, size_se: float) -> bool:
-    """Whether arm ``c``'s change agrees with a plant measured as ``size`` ± ``size_se`` (fractions): their
-    difference in log units within the root sum of squares of ``c``'s half-width and 1.96 x the size's
-    error (the planted size is measured too, not known)."""
-    if not c.judged:
+def covers(ratio: float, lo: float | None, hi: float | None, size: float, size_se: float) -> bool:
+    """Whether a change ``ratio`` (interval ``lo``-``hi``) agrees with a plant measured as ``size`` ±
+    ``size_se`` (fractions): their difference in log units within the root sum of squares of the interval's
+    half-width and 1.96 x the size's error (the planted size is measured too, not known)."""
+    if lo is None or hi is None:
         return False
-    half = math.log(c.hi / c.lo) / 2
-    reach = math.hypot(half, 1.96 * size_se / (1 + size))
-    return abs(math.log(c.ratio) - math.log1p(size)) <= reach
+    reach = math.hypot(math.log(hi / lo) / 2, 1.96 * size_se / (1 + size))
+    return abs(math.log(ratio) - math.log1p(size)) <= reach
 
 
 def gate(found: dict, metric: str, planted: dict[str, tuple[float, float] | None]) -> list[str]:
@@ -165,7 +163,7 @@ def gate(found: dict, metric: str, planted: dict[str, tuple[float, float] | None
             why.append(f"{label} not measured")
             continue
         size, size_se = measured
-        if not covers(c, size, size_se):
+        if not covers(c.ratio, c.lo, c.hi, size, size_se):
             why.append(
                 f"planted {100 * size:.2g}% (±{196 * size_se:.2g} pp): found {100 * (c.lo - 1):+.2g} to "
                 f"{100 * (c.hi - 1):+.2g}%, apart"
@@ -194,9 +192,6 @@ def control_rows(table: list[dict], delays: dict, costs: dict, timed: Rounds, pa
     was detected."""
     out = []
     asked = {planted_label(p): p for p in params.planted_pct}
-    changes_of = {
-        (name, arm): c for name in params.executors for arm, c in changes(timed, params, name, "host_ms").items()
-    }
     for r in table:
         arm = r["comparison"].removesuffix(" vs A")
         cost = costs.get(r["executor"], {}).get(arm)
@@ -205,7 +200,6 @@ def control_rows(table: list[dict], delays: dict, costs: dict, timed: Rounds, pa
         size, size_se = planted_size(timed, r["executor"], cost)
         planted = 100 * size
         lo, hi = r["ratio_lo_x"], r["ratio_hi_x"]
-        change = changes_of.get((r["executor"], arm))
         pct = asked.get(arm)
         out.append(
             {
@@ -224,7 +218,7 @@ def control_rows(table: list[dict], delays: dict, costs: dict, timed: Rounds, pa
                 "found_lo_pct": None if lo is None else 100 * (lo - 1),
                 "found_hi_pct": None if hi is None else 100 * (hi - 1),
                 "error_pp": r["change_pct"] - planted,
-                "covered": change is not None and covers(change, size, size_se),
+                "covered": covers(r["ratio_x"], lo, hi, size, size_se),
                 "detected": bool(r["called"]) and r["change_pct"] > 0,
                 "verdict": r["verdict"],
             }
@@ -244,15 +238,13 @@ def level_rows(timed: Rounds, params: Params) -> list[dict]:
         centre = paired.centres(every)
         base = [x.value for s in arms[A] if (x := paired.level(s, centre))]
         ref = statistics.fmean(base) if base else 0.0
-        prefix = entry_name(name, "")
-        for key, t in timed.entries.items():
-            if key.startswith(prefix) and (x := paired.level(paired.Series(t.host_ms, t.keep()), centre)):
-                worker = key.removeprefix(prefix)
+        for worker, arm, t in workers_of(timed, name):
+            if x := paired.level(paired.Series(t.host_ms, t.keep()), centre):
                 rows.append(
                     {
                         "executor": name,
                         "worker": worker,
-                        "arm": worker.rsplit(" #", 1)[0],
+                        "arm": arm,
                         "level_pct": 100 * (math.exp(x.value - ref) - 1),
                         "within_se_pct": 100 * x.within_se,
                         "rounds": x.rounds,
