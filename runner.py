@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Run the latency-lab notebooks headlessly (papermill, real kernel) into ``outputs/<run-id>/``, and its
-subcommands ``ab``, ``compare`` and ``publish``. Its options and help: ``latency_lab/run/cli.py``
+subcommands ``ab``, ``bisect``, ``compare`` and ``publish``. Its options and help: ``latency_lab/run/cli.py``
 (``python runner.py --help``); every option, output file and error: docs/cli.md.
 """
 
@@ -406,19 +406,66 @@ def ab(argv: list[str]) -> int:
         if "--notebooks" in rest or any(r.startswith("--notebooks=") for r in rest):
             raise SetupError("runner.py ab runs notebook 08 only: leave out --notebooks")
         specs = {side: ab_build(args, side) for side in ("a", "b")}
-        given = ["-p", f"build_a={specs['a']!r}", "-p", f"build_b={specs['b']!r}"]
-        for flag, name, unit in (
-            ("resolve", "resolve_pct", "%"),
-            ("budget", "budget_s", "s"),
-            ("workers", "workers", ""),
-        ):
-            value = getattr(args, flag)
-            if value is not None:
-                given += ["-p", f"{name}={ab_number(flag, value, unit)!r}"]
+        given = ["-p", f"build_a={specs['a']!r}", "-p", f"build_b={specs['b']!r}", *ab_values(args)]
     except ValueError as e:
         print(f"runner.py ab: error: {e}", file=sys.stderr)
         return EXIT_SETUP
     return main(["--notebooks", results.AB_BUILDS, *rest, *given])
+
+
+def ab_values(args: argparse.Namespace) -> list[str]:
+    """``--resolve``, ``--budget``, ``--workers`` as ``-p`` pairs."""
+    given = []
+    for flag, name, unit in (("resolve", "resolve_pct", "%"), ("budget", "budget_s", "s"), ("workers", "workers", "")):
+        value = getattr(args, flag)
+        if value is not None:
+            given += ["-p", f"{name}={ab_number(flag, value, unit)!r}"]
+    return given
+
+
+def bisect(argv: list[str]) -> int:
+    """``runner.py bisect``: the range, the parameters and the good and bad builds checked (exit 2 before
+    any timing), then the bisection (``latency_lab.run.bisect``) into a run folder of its own."""
+    from latency_lab.run import bisect, bisect_builds, bisect_page
+
+    args, rest = cli.bisect_parser().parse_known_args(argv)
+    cands = None
+    try:
+        run_args = cli.run_parser().parse_args([*rest, *ab_values(args)])
+        if run_args.notebooks is not None:
+            raise SetupError("runner.py bisect runs notebook 08's steps only: leave out --notebooks")
+        run_folder.check_run_id(run_args.run_id)
+        values = run_values(run_args)
+        bisect.step_params(values, {}, {})  # the values and the one executor, before any build is made
+        if args.repo is not None:
+            cands = bisect_builds.Commits(args.repo, args.good, args.bad)
+        else:
+            cands = bisect_builds.Releases(args.package, args.good, args.bad)
+        for flag, c in (("good", cands.items[0]), ("bad", cands.items[-1])):
+            try:
+                why = bisect_builds.why_not(cands.build(c), values.get("cache_mode", SCHEMA["cache_mode"][0]))
+            except RuntimeError as e:
+                why = str(e)
+            if why:
+                raise SetupError(f"invalid --{flag} {c.name}: the build cannot run the step: {why}")
+        params = bisect.step_params(values, cands.build(cands.items[0]), cands.build(cands.items[-1]))
+        root = run_folder.output_root(run_args.output_dir)
+        check_writable(root, run_args.output_dir)
+        run_dir = run_folder.new_run_dir(root, run_args.run_id, f"bisect-{params.preset}", params.device)
+    except (ValueError, RuntimeError) as e:
+        if cands is not None:
+            cands.close()
+        print(f"runner.py bisect: error: {e}", file=sys.stderr)
+        return EXIT_SETUP
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C: the steps done are kept and written
+    try:
+        data = bisect.run(cands, params)
+    finally:
+        cands.close()
+    page, out = bisect_page.write(data, run_dir)
+    print(bisect_page.text(data))
+    print(f"wrote {page} and {out}")
+    return 130 if data["status"] == "interrupted" else 0
 
 
 def ab_number(flag: str, text: str, unit: str) -> float | int:
@@ -475,4 +522,6 @@ if __name__ == "__main__":
         sys.exit(publish(sys.argv[2:]))
     if sys.argv[1:2] == ["ab"]:
         sys.exit(ab(sys.argv[2:]))
+    if sys.argv[1:2] == ["bisect"]:
+        sys.exit(bisect(sys.argv[2:]))
     sys.exit(main())

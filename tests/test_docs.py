@@ -51,6 +51,9 @@ def check_command(line: str) -> None:
     elif argv[:1] == ["ab"]:
         _, rest_argv = cli.ab_parser().parse_known_args(argv[1:])
         check_run_options(rest_argv)
+    elif argv[:1] == ["bisect"]:
+        _, rest_argv = cli.bisect_parser().parse_known_args(argv[1:])
+        check_run_options(rest_argv)
     else:
         check_run_options(argv)
 

@@ -1,4 +1,4 @@
-"""``runner.py``'s command line: the parsers of a run, of ``ab`` and of ``publish`` (``compare.parser`` is
+"""``runner.py``'s command line: the parsers of a run, of ``ab``, ``bisect`` and ``publish`` (``compare.parser`` is
 compare's own), with their help and exit statuses. Every option, output file and error: docs/cli.md."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ RUN_HELP = """Run the latency-lab notebooks headlessly (papermill, real kernel) 
     python runner.py --notebooks 01,02 -p cache_mode=static -p executors=eager,thunder
     python runner.py --list                   # notebooks and their parameters
     python runner.py ab --b-path ~/src/lightning-thunder   # two builds in the same rounds (notebook 08)
+    python runner.py bisect --repo PATH --good REV --bad REV   # which commit (or --package release) moved it
     python runner.py compare RUN_A RUN_B      # two runs side by side (ids, paths or latest)
     python runner.py publish RUN DEST         # a small copy of a run to commit or send
     python runner.py --ray [ADDRESS]          # on a Ray cluster: one run folder per GPU type, one fleet page
@@ -138,6 +139,40 @@ def ab_parser() -> argparse.ArgumentParser:
             metavar="NAME=VALUE",
             help="a variable of its process (repeatable)",
         )
+    return ap
+
+
+BISECT_HELP = """The first build between a good and a bad one whose step moved: each step times the midpoint
+against the current good and bad builds in the same rounds (notebook 08's workers, controls and
+stopping rule) and never guesses.
+
+    python runner.py bisect --repo ~/src/lightning-thunder --good v0.2.5 --bad main -p executors=thunder
+    python runner.py bisect --package transformers --good 4.44.0 --bad 4.51.3 -p cache_mode=none
+
+Every other argument is runner.py's own (--preset, --device, -p executors=ONE, -p ...,
+--output-dir, --run-id). Writes bisect.html and bisect.json into outputs/<run-id>/; the same command
+run again resumes from the steps kept in the cache (~/.cache/latency-lab).
+"""
+
+
+def bisect_parser() -> argparse.ArgumentParser:
+    """``runner.py bisect``'s own options (the range and the stopping rule); the rest are ``run_parser``'s."""
+    ap = argparse.ArgumentParser(
+        prog="runner.py bisect",
+        description=BISECT_HELP,
+        epilog="exit status: 0 the bisection ended (found, or why not); 2 bad input (nothing timed); 130 interrupted "
+        "(the steps done are kept). Every option: docs/cli.md.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    where = ap.add_mutually_exclusive_group(required=True)
+    where.add_argument("--repo", metavar="PATH", help="a git checkout: its commits from --good to --bad")
+    where.add_argument("--package", metavar="NAME", help="a package on the index: its releases from --good to --bad")
+    ap.add_argument("--good", required=True, metavar="REV|VERSION", help="the last build known good")
+    ap.add_argument("--bad", required=True, metavar="REV|VERSION", help="a build known bad, after --good")
+    ap.add_argument("--resolve", metavar="PCT%", help="per step, as runner.py ab's (-p resolve_pct)")
+    ap.add_argument("--budget", metavar="SECONDS[s]", help="per step, builds included (-p budget_s)")
+    ap.add_argument("--workers", metavar="K", help="worker processes per build (-p workers)")
     return ap
 
 

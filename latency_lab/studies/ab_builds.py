@@ -55,6 +55,7 @@ from .ab_tables import (
     control_rows,
     executor_rows,
     failed_entries,
+    is_build,
     kernel_rows,
     level_rows,
     logits_rows,
@@ -247,14 +248,16 @@ class Stopping:
         )
 
 
-def primary(found: dict[str, paired.Change], has_b: bool) -> paired.Change | None:
-    return found.get(B if has_b else TWIN)
+def primary(found: dict[str, paired.Change], p: Params) -> list[paired.Change]:
+    """The changes the rounds are for: every build's against A (B's, a bisection's midpoint's); without a
+    build, the A/A control's."""
+    builds_ = [c for arm, c in found.items() if is_build(arm, p)]
+    return builds_ or [c for arm, c in found.items() if arm == TWIN]
 
 
 def widest(timed: Rounds, p: Params) -> paired.Change | None:
-    """The widest primary host-time interval over the executors (B against A; without B, A/A)."""
-    found = [primary(changes(timed, p, name, "host_ms"), p.build_b is not None) for name in p.executors]
-    found = [c for c in found if c is not None]
+    """The widest primary host-time interval over the executors (``primary``)."""
+    found = [c for name in p.executors for c in primary(changes(timed, p, name, "host_ms"), p)]
     if not found or any(not c.judged for c in found):
         return next((c for c in found if not c.judged), None)
     return max(found, key=lambda c: c.half_width)
@@ -264,11 +267,12 @@ class Session:
     """The workers of one run, started, built and pinned once (``with Session(params) as s``), their plants
     sized against A; ``trial`` times them in rounds until resolved (docs/method.md) and reads the verdicts."""
 
-    def __init__(self, params: Params):
+    def __init__(self, params: Params, more: tuple = ()):
+        """``more``: builds beyond A and B, (name, ``builds.Build``), each an arm read against A like B."""
         self.params = params
         self.started = time.perf_counter()
         self.cache_root = Path(tempfile.mkdtemp(prefix="latency-lab-ab-"))
-        self.workers = workers_for(params, self.cache_root)
+        self.workers = workers_for(params, self.cache_root, more)
         self.by_label = {w.label: w for w in self.workers}
         self.hello, self.built, self.delays, self.cores = {}, {}, {}, {}
         self.planted_us: dict = {}  # per executor and planted arm: what it adds in one process (``planted_cost``)

@@ -168,18 +168,19 @@ def worker_label(arm: str, slot: int) -> str:
     return f"{arm} #{slot + 1}"
 
 
-def arms_for(params: Params) -> list[tuple[str, Build]]:
-    """The arms: A, its twin A' (the control), one arm of build A per planted delay, and B when given."""
+def arms_for(params: Params, more: tuple[tuple[str, Build], ...] = ()) -> list[tuple[str, Build]]:
+    """The arms: A, its twin A' (the control), one arm of build A per planted delay, B when given, then
+    ``more`` builds (name, build), each read against A like B (a bisection's midpoint)."""
     a = builds.parse("build_a", params.build_a)
     out = [(A, a), (TWIN, a), *((planted_label(p), a) for p in params.planted_pct)]
     if params.planted_ops:
         out.append((ops_label(params.planted_ops), a))
     if params.build_b is not None:
         out.append((B, builds.parse("build_b", params.build_b)))
-    return out
+    return out + list(more)
 
 
-def workers_for(params: Params, cache_root: Path) -> list[Worker]:
+def workers_for(params: Params, cache_root: Path, more: tuple[tuple[str, Build], ...] = ()) -> list[Worker]:
     """``params.workers`` workers per arm (``arms_for``), each with its own cache folder and one entry
     per executor: a worker that ran the block before is warmer than one that did not (on the CPU
     machine, a worker serving three entries read 3% faster than one serving one), so every block
@@ -187,7 +188,7 @@ def workers_for(params: Params, cache_root: Path) -> list[Worker]:
     ops = ops_label(params.planted_ops) if params.planted_ops else None
     return [
         Worker(worker_label(arm, i), build, cache_root / f"arm{n}-{i}", arm, i, variants_of(arm == ops, i))
-        for n, (arm, build) in enumerate(arms_for(params))
+        for n, (arm, build) in enumerate(arms_for(params, more))
         for i in range(params.workers)
     ]
 
@@ -308,8 +309,9 @@ def entries_for(
         planted = {planted_label(pct): us for pct, us in delays.get(name, {}).items()}
         if params.planted_ops:
             planted[ops_label(params.planted_ops)] = 0.0
-        for w in workers:
-            if not usable(built, w.label, name) or (w.arm not in (A, TWIN, B) and w.arm not in planted):
+        asked = {planted_label(pct) for pct in params.planted_pct} | set(planted)
+        for w in workers:  # a planted arm whose delay was not sized is left out
+            if not usable(built, w.label, name) or (w.arm in asked and w.arm not in planted):
                 continue
             probe = take_parts and w.slot == 0 and w.arm in (A, TWIN, B)
             out.append(RemoteEntry(entry_name(name, w.label), w, name, delay_us=planted.get(w.arm, 0.0), parts=probe))

@@ -54,11 +54,17 @@ def changes(timed: Rounds, params: Params, name: str, metric: str) -> dict[str, 
     if A not in arms:
         return {}
     every = [s for group in arms.values() for s in group]
+    known = (B, TWIN, *plant_labels(params))
     out = {}
-    for arm in (B, TWIN, *plant_labels(params)):
+    for arm in (*known, *(x for x in arms if x not in (A, *known))):
         if arm in arms and (c := paired.change(metric, arms[A], arms[arm], every, params.confidence)):
             out[arm] = c
     return out
+
+
+def is_build(arm: str, params: Params) -> bool:
+    """Whether an arm is a build read against A (B, a bisection's midpoint), not a control of A's."""
+    return arm not in (A, TWIN, *plant_labels(params))
 
 
 def plant_labels(params: Params) -> list[str]:
@@ -70,21 +76,21 @@ def plant_labels(params: Params) -> list[str]:
 
 
 def change_rows(timed: Rounds, params: Params, costs: dict) -> list[dict]:
-    """The key table: per executor, comparison and metric, the change against A; B's verdict gated by
-    the same executor's controls (``gate``; ``costs``: per executor and planted arm, what the plant adds in
-    one process, ``ab_remote.planted_cost``)."""
+    """The key table: per executor, comparison and metric, the change against A; a build's verdict (B's,
+    ``is_build``) gated by the same executor's controls (``gate``; ``costs``: per executor and planted arm,
+    what the plant adds in one process, ``ab_remote.planted_cost``)."""
     rows = []
     for name in params.executors:
         found = {metric: changes(timed, params, name, metric) for metric in metrics_for(params.device)}
         for metric, by_arm in found.items():
             for arm, c in by_arm.items():
                 row = change_row(name, comparison_of(arm), metric, c, arm_errors(timed, name, (A, arm)))
-                if arm == B:
+                if is_build(arm, params):
                     sizes = {
                         label: None if (x := costs.get(name, {}).get(label)) is None else planted_size(timed, name, x)
                         for label in plant_labels(params)
                     }
-                    row = gated(row, gate(found, metric, sizes))
+                    row = gated(row, gate(found, metric, sizes, arm))
                 rows.append(row)
     return rows
 
@@ -145,18 +151,18 @@ def covers(ratio: float, lo: float | None, hi: float | None, size: float, size_s
     return abs(math.log(ratio) - math.log1p(size)) <= reach
 
 
-def gate(found: dict, metric: str, planted: dict[str, tuple[float, float] | None]) -> list[str]:
-    """Why one executor's controls fail B's ``metric`` (docs/method.md), from its changes per metric and arm
-    (``changes``) and each planted arm's size and its error as fractions of A's step (None: not measured):
-    the A/A control called changed; a planted control that disagrees with its size (``covers``); a planted
-    control at least twice B's resolution not detected. Empty: they pass."""
+def gate(found: dict, metric: str, planted: dict[str, tuple[float, float] | None], arm: str = B) -> list[str]:
+    """Why one executor's controls fail build ``arm``'s ``metric`` (docs/method.md), from its changes per metric
+    and arm (``changes``) and each planted arm's size and its error as fractions of A's step (None: not
+    measured): the A/A control called changed; a planted control that disagrees with its size (``covers``); a
+    planted control at least twice the build's resolution not detected. Empty: they pass."""
     why = []
     aa = found.get(metric, {}).get(TWIN)
     if aa is None or not aa.judged:
         why.append("no A/A control")
     elif aa.called:
         why.append(f"A/A called {aa.change_pct:+.2g}%")
-    b = found.get(metric, {}).get(B)
+    b = found.get(metric, {}).get(arm)
     for label, measured in planted.items():
         c = found.get("host_ms", {}).get(label)
         if c is None or not c.judged or measured is None:
@@ -174,14 +180,17 @@ def gate(found: dict, metric: str, planted: dict[str, tuple[float, float] | None
 
 
 def gated(row: dict, why: list[str]) -> dict:
-    """B's row with its verdict withheld when its controls failed (``gate``)."""
+    """A build's row with its verdict withheld when its controls failed (``gate``)."""
     if not why:
         return {**row, "controls": "passed"}
     return {
         **row,
         "controls": "; ".join(why),
         "called": False,
-        "verdict": phrase(NOT_JUDGED, f"the controls failed ({'; '.join(why)}); B {row['change_pct']:+.2g}%"),
+        "verdict": phrase(
+            NOT_JUDGED,
+            f"the controls failed ({'; '.join(why)}); {row['comparison'].split(' vs ')[0]} {row['change_pct']:+.2g}%",
+        ),
     }
 
 

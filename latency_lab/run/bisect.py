@@ -1,0 +1,238 @@
+"""``runner.py bisect``: the first build between a good and a bad one whose step's host time moved.
+
+Each step times the midpoint (arm M) against the current good (A) and bad (B) builds in the same rounds,
+with 08's workers, controls and stopping rule (``ab_builds.Session``), and reads it against both:
+M is good when it differs from the bad build and not from the good one, bad the other way round. A step
+whose M reads the same as both, differs from both, or whose controls failed ends the bisection with what
+it found; it never guesses. A midpoint that cannot run is skipped with its reason (``git bisect skip``).
+Steps are kept in the cache as they end, so the same command run again resumes (``State``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from dataclasses import replace
+
+from ..core import builds, paired, parameters, results
+from ..core.parameters import Params
+from ..core.progress import say
+from ..studies import ab_builds, ab_tables
+from ..studies.ab_remote import B
+from .bisect_builds import Candidate, cache_dir, why_not
+from .run_folder import SetupError
+
+MID = "M"
+METRIC = "host_ms"
+
+
+def step_params(values: dict, good: dict, bad: dict) -> Params:
+    """08's parameters for a step with build A ``good``, build B ``bad`` and a midpoint (its workers fit the
+    memory too); ``SetupError`` unless the values name exactly one executor."""
+    p = parameters.for_notebook(results.AB_BUILDS, {**values, "build_a": good, "build_b": bad}, more_arms=1)
+    if len(p.executors) != 1:
+        raise SetupError(
+            f"invalid -p executors={','.join(p.executors)}: a bisection follows one executor, e.g. -p executors=thunder"
+        )
+    return p
+
+
+def side(c: paired.Change | None, who: str, controls: str) -> dict | None:
+    """One comparison of a step as data: the change (%), its interval, whether called, and its verdict
+    (withheld, as 08's, when the controls failed)."""
+    if c is None:
+        return None
+    row = {
+        "change_pct": c.change_pct,
+        "lo_pct": None if c.lo is None else 100 * (c.lo - 1),
+        "hi_pct": None if c.hi is None else 100 * (c.hi - 1),
+        "half_width_pct": None if c.half_width is None else 100 * c.half_width,
+        "called": c.called and controls == "passed",
+        "verdict": c.text(who),
+    }
+    if controls != "passed":
+        row["verdict"] = f"not judged: the controls failed ({controls}); {who} {c.change_pct:+.2g}%"
+    return row
+
+
+def time_step(p: Params, mid: dict | None, seed: int) -> dict:
+    """Build M (``mid``; None: no midpoint, A against B alone) against A and B in the same rounds until
+    resolved: M against A and against B, B against A, the controls' outcome, the stopping, the seconds."""
+    t0 = time.perf_counter()
+    more = () if mid is None else ((MID, builds.parse("build_mid", mid)),)
+    with ab_builds.Session(p, more=more) as session:
+        r = session.trial(seed, extras=False)
+    name = p.executors[0]
+    failed = {
+        row["comparison"].removesuffix(" build"): row["reason"]
+        for row in r.table
+        if row["executor"] == name and row["comparison"].endswith(" build")
+    }
+    rows = {row["comparison"]: row for row in r.table if row["executor"] == name and row["metric"] == METRIC}
+    found = ab_tables.changes(r.timed, p, name, METRIC) if r.timed else {}
+    controls = rows.get("B vs A", {}).get("controls") or "no rounds"
+    mb = None
+    if r.timed and mid is not None:
+        arms = ab_tables.arm_series(r.timed, name, METRIC)
+        every = [s for group in arms.values() for s in group]
+        if B in arms and MID in arms:
+            mb = paired.change(METRIC, arms[B], arms[MID], every, p.confidence)
+    return {
+        "failed": failed,
+        "controls": controls,
+        "bad_vs_good": side(found.get(B), "bad", controls),
+        "mid_vs_good": side(found.get(MID), "M", controls),
+        "mid_vs_bad": side(mb, "M", controls),
+        "aa": rows.get("A' vs A (A/A control)", {}).get("verdict"),
+        "stopping": r.stopping.text() if r.stopping else None,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+
+
+def call(step: dict) -> tuple[str, str]:
+    """What a timed step says of its midpoint: ``good``, ``bad``, ``skip`` (M's workers could not run it) or
+    ``stop``, with the reason in words."""
+    if MID in step["failed"]:
+        return "skip", f"its workers could not run the step: {step['failed'][MID]}"
+    if step["failed"]:
+        arm, why = next(iter(step["failed"].items()))
+        return "stop", f"build {arm} could not run the step: {why}"
+    if step["controls"] != "passed":
+        return "stop", f"the controls failed ({step['controls']})"
+    g, b, bg = step["mid_vs_good"], step["mid_vs_bad"], step["bad_vs_good"]
+    if g is None or b is None or bg is None:
+        return "stop", "a comparison has no interval (fewer than 2 workers measured)"
+    if not g["called"] and not b["called"]:
+        return "stop", (
+            f"M reads the same as both: the change between them is smaller than this run resolves "
+            f"(±{max(g['half_width_pct'], b['half_width_pct']):.2g}%)"
+        )
+    if g["called"] and b["called"]:
+        return "stop", (
+            f"M differs from both ({g['change_pct']:+.2g}% against good, {b['change_pct']:+.2g}% against bad): "
+            "more than one change between them; bisect each side on its own"
+        )
+    moved = bg["change_pct"]
+    if g["called"] and g["change_pct"] * moved > 0:
+        return "bad", f"M moved as bad did ({g['verdict']}) and reads the same as bad"
+    if b["called"] and b["change_pct"] * moved < 0:
+        return "good", f"M differs from bad ({b['verdict']}) and reads the same as good"
+    return "stop", f"M moved the other way from bad (bad {moved:+.2g}% against good)"
+
+
+class State:
+    """The steps of one bisection (its range and parameters: ``key``), kept in the cache as each ends."""
+
+    def __init__(self, identity: dict, p: Params):
+        given = {k: v for k, v in p.to_dict().items() if k not in ("output_dir", "build_a", "build_b")}
+        text = json.dumps({"range": identity, "params": given}, sort_keys=True, default=str)
+        self.path = cache_dir() / "bisect" / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
+        self.steps: dict = json.loads(self.path.read_text()) if self.path.is_file() else {}
+
+    def get(self, good: Candidate, bad: Candidate, mid: Candidate | None) -> dict | None:
+        return self.steps.get(self.key(good, bad, mid))
+
+    def put(self, good: Candidate, bad: Candidate, mid: Candidate | None, step: dict) -> None:
+        self.steps[self.key(good, bad, mid)] = step
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        results.write_atomic(self.path, json.dumps(self.steps, indent=1))
+
+    @staticmethod
+    def key(good: Candidate, bad: Candidate, mid: Candidate | None) -> str:
+        return f"{good.ref}..{bad.ref}@{mid.ref if mid else '-'}"
+
+
+def pick(lo: int, hi: int, skipped: dict) -> int | None:
+    """The untried build nearest the middle of ``lo``..``hi`` (the lower one on a tie), or None."""
+    left = [i for i in range(lo + 1, hi) if i not in skipped]
+    return min(left, key=lambda i: (abs(2 * i - lo - hi), i)) if left else None
+
+
+def run(cands, p: Params) -> dict:
+    """The bisection of ``cands`` (``bisect_builds.Commits`` or ``Releases``, their ends checked) with 08's
+    parameters ``p`` (``step_params``): its steps and skipped builds, where it ended and why, as data
+    (``bisect_page``)."""
+    items = cands.items
+    state = State(cands.identity(), p)
+    lo, hi, skipped, steps, stop, t0 = 0, len(items) - 1, {}, [], None, time.perf_counter()
+    say(
+        f"bisect: {len(items) - 2} {cands.kind}s between good {items[0].name} and bad {items[-1].name}, about "
+        f"{max(1, math.ceil(math.log2(len(items) - 1)))} steps · {p.executors[0]} · {p.device} · state {state.path}"
+    )
+    try:
+        while True:
+            i = pick(lo, hi, skipped)
+            if i is None and steps:
+                break
+            mid = None if i is None else items[i]
+            try:
+                mid_build = None if mid is None else cands.build(mid)
+            except RuntimeError as e:
+                skipped[i] = str(e)
+                say(f"skip {mid.name}: {e}")
+                continue
+            reason = None if mid is None else why_not(mid_build, p.cache_mode)
+            if reason:
+                skipped[i] = reason
+                say(f"skip {mid.name}: {reason}")
+                continue
+            step_p = replace(p, build_a=cands.build(items[lo]), build_b=cands.build(items[hi]))
+            what = f"{mid.name} (M) against" if mid else "bad against"
+            n = len(steps) + 1
+            say(f"step {n}: {what} good {items[lo].name} and bad {items[hi].name} in the same rounds")
+            step = state.get(items[lo], items[hi], mid)
+            if step is None:
+                step = time_step(step_p, mid_build, p.seed + n)
+                state.put(items[lo], items[hi], mid, step)
+            else:
+                say(f"step {n}: taken from an earlier run of the same bisection ({state.path})")
+            verdict, why = call(step) if mid else direct(step)
+            steps.append({"step": n, "good": lo, "bad": hi, "mid": i, "call": verdict, "why": why, **step})
+            say(f"step {n}: {verdict}: {why} ({step['seconds']:.0f} s)")
+            if verdict == "skip":
+                skipped[i] = why
+            elif verdict == "good":
+                lo = i
+            elif verdict == "bad":
+                hi = i
+            else:
+                stop = why
+                break
+            if mid is None:
+                break
+        status = "complete"
+    except KeyboardInterrupt:
+        status = "interrupted"
+    return {
+        "kind": cands.kind,
+        "range": cands.identity(),
+        "executor": p.executors[0],
+        "metric": METRIC,
+        "params": {k: v for k, v in p.to_dict().items() if k not in ("build_a", "build_b")},
+        "builds": [{"index": n, "name": c.name, "title": c.title, "ref": c.ref} for n, c in enumerate(items)],
+        "skipped": {str(k): v for k, v in sorted(skipped.items())},
+        "steps": steps,
+        "good": lo,
+        "bad": hi,
+        "stop": stop,
+        "status": status,
+        "state": str(state.path),
+        "seconds": round(time.perf_counter() - t0, 1),
+        "confidence": p.confidence,
+    }
+
+
+def direct(step: dict) -> tuple[str, str]:
+    """A step without a midpoint (good and bad adjacent, or every build between them skipped): ``bad``
+    when bad differs from good, else ``stop``."""
+    if step["failed"]:
+        arm, why = next(iter(step["failed"].items()))
+        return "stop", f"build {arm} could not run the step: {why}"
+    bg = step["bad_vs_good"]
+    if step["controls"] != "passed" or bg is None:
+        return "stop", f"the controls failed ({step['controls']})"
+    if not bg["called"]:
+        return "stop", f"bad reads the same as good: smaller than this run resolves (±{bg['half_width_pct']:.2g}%)"
+    return "bad", f"bad differs from good ({bg['verdict']})"

@@ -1,0 +1,183 @@
+"""``runner.py bisect``: bad input refused before any timing; the reading of a step (``bisect.call``) and
+the choice of the next build; real bisections of a synthetic checkout (tests/bisect_repo.py) whose one
+commit makes the step 20% longer, and of one where no commit moves it; resuming from the kept steps; the
+release form's folders from the real package index."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import bisect_repo
+import pytest
+from conftest import chromium_dom, run_runner
+
+from latency_lab.run import bisect, bisect_builds, bisect_page
+
+SERIAL_WITH_TINY_RUN = pytest.mark.xdist_group("tiny_run")  # real runs of many workers: one at a time
+# every real bisection here: tiny, CPU, eager, 4 workers per build, a step resolved to ±12% or 300 s
+STEP = ("--preset", "tiny", "--device", "cpu", "-p", "executors=eager", "-p", "workers=4", "-p", "planted_pct=[40]")
+STEP += ("--resolve", "12%", "--budget", "300s")
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> tuple[Path, list[str]]:
+    """8 commits: 5 makes the step 20% longer, 3 breaks the import (4 fixes it)."""
+    root = tmp_path_factory.mktemp("bisect") / "repo"
+    return root, bisect_repo.make(root, 8, slow_at=5, broken_at=3)
+
+
+def bisect_cli(*args: str, cache: Path, timeout: int = 1500, env: dict | None = None):
+    return run_runner("bisect", *args, timeout=timeout, env={"LATENCY_LAB_CACHE": str(cache), **(env or {})})
+
+
+def side(change: float, lo: float, hi: float, called: bool) -> dict:
+    words = f"{'changed' if called else 'same'}: {change:+g}% ({lo:+g} to {hi:+g}%)"
+    return {"change_pct": change, "lo_pct": lo, "hi_pct": hi, "half_width_pct": (hi - lo) / 2, "called": called} | {
+        "verdict": words
+    }
+
+
+def step(g: dict, b: dict, bg: dict | None = None, controls: str = "passed", failed: dict | None = None) -> dict:
+    bg = bg or side(20, 15, 25, True)
+    return {"failed": failed or {}, "controls": controls, "mid_vs_good": g, "mid_vs_bad": b, "bad_vs_good": bg}
+
+
+SAME, SLOWER, FASTER = side(0.5, -4, 5, False), side(20, 14, 26, True), side(-17, -22, -12, True)
+
+
+@pytest.mark.parametrize(
+    ("g", "b", "extra", "expected", "words"),
+    [
+        (SAME, FASTER, {}, "good", "reads the same as good"),
+        (SLOWER, SAME, {}, "bad", "reads the same as bad"),
+        (SAME, SAME, {}, "stop", "smaller than this run resolves (±4.5%)"),
+        (SLOWER, FASTER, {}, "stop", "more than one change"),
+        (FASTER, SAME, {}, "stop", "the other way"),
+        (SAME, FASTER, {"controls": "A/A called +3%"}, "stop", "the controls failed (A/A called +3%)"),
+        (SAME, FASTER, {"failed": {"M": "1 of 4 workers: ImportError"}}, "skip", "ImportError"),
+        (SAME, FASTER, {"failed": {"B": "4 of 4 workers: ImportError"}}, "stop", "build B could not run"),
+    ],
+)
+def test_a_step_calls_its_midpoint_only_when_one_side_moved_and_the_other_did_not(g, b, extra, expected, words):
+    verdict, why = bisect.call(step(g, b, **extra))
+    assert verdict == expected and words in why, why
+
+
+def test_the_next_build_is_the_untried_one_nearest_the_middle():
+    assert bisect.pick(0, 7, {}) == 3
+    assert bisect.pick(0, 7, {3: "broken"}) == 4
+    assert bisect.pick(4, 5, {}) is None
+    assert bisect.pick(0, 3, {1: "x", 2: "y"}) is None
+
+
+def test_the_outcome_names_the_first_bad_build_with_its_change_and_how_sure():
+    builds = [{"index": i, "name": f"c{i}", "title": f"commit {i}", "ref": f"c{i}"} for i in range(4)]
+    s1 = {"step": 1, "good": 0, "bad": 3, "mid": 1, "call": "good", "why": "", "seconds": 10.0, **step(SAME, FASTER)}
+    s2 = {"step": 2, "good": 1, "bad": 3, "mid": 2, "call": "bad", "why": "", "seconds": 10.0, **step(SLOWER, SAME)}
+    data = {"builds": builds, "steps": [s1, s2], "good": 1, "bad": 2, "stop": None, "status": "complete"}
+    data |= {"confidence": 0.95, "skipped": {}, "kind": "commit", "seconds": 25.0}
+    out = bisect_page.outcome(data)
+    assert out["found"] == "c2" and out["change"]["change_pct"] == 20 and out["sure_pct"] == pytest.approx(90)
+    assert "First bad build: c2 (commit 2): +20 (+14 to +26)% against c1" in out["text"]
+    rows = {r["build"]: r for r in bisect_page.build_rows(data)}
+    assert [r["status"] for r in rows.values()] == ["good", "good", "first bad", "bad"]
+    stopped = {**data, "steps": [{**s1, "call": "stop"}], "good": 0, "bad": 3, "stop": "M reads the same as both"}
+    assert bisect_page.outcome(stopped)["found"] is None
+    assert (
+        "No first bad build: between c0 (good) and c3 (bad), M reads the same as both"
+        in (bisect_page.outcome(stopped)["text"])
+    )
+
+
+def test_bad_input_is_one_line_and_exit_2_before_any_timing(repo, tmp_path):
+    root, commits = repo
+    good, bad = commits[0], commits[-1]
+    cases = [
+        (["--repo", str(tmp_path), "--good", good, "--bad", bad], "invalid --repo"),
+        (["--repo", str(root), "--good", "no-such-rev", "--bad", bad], "invalid --good 'no-such-rev': not a commit"),
+        (["--repo", str(root), "--good", bad, "--bad", bad], "the same commit as --good"),
+        (["--repo", str(root), "--good", bad, "--bad", good], "not an ancestor of --bad"),
+        (["--repo", str(root), "--good", commits[3], "--bad", bad], "the build cannot run the step: "),
+        (["--repo", str(root), "--good", good, "--bad", bad, "-p", "executors=eager,thunder:torch"], "one executor"),
+        (["--repo", str(root), "--good", good, "--bad", bad, "--resolve", "x"], "--resolve"),
+        (["--package", "transformers", "--good", "0.0.1", "--bad", "4.46.3"], "invalid --"),
+        (["--package", "not a name", "--good", "1", "--bad", "2"], "invalid --package"),
+    ]
+    for args, words in cases:
+        proc = bisect_cli(*args, "--output-dir", str(tmp_path / "out"), cache=tmp_path / "cache", timeout=300)
+        assert proc.returncode == 2, (args, proc.stdout[-2000:], proc.stderr[-2000:])
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("runner.py bisect: error: ") and words in lines[0], lines
+        assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_no_package_index_is_one_line_and_exit_2(tmp_path):
+    proc = bisect_cli(
+        *("--package", "transformers", "--good", "4.45.2", "--bad", "4.46.3"),
+        cache=tmp_path / "cache",
+        timeout=300,
+        env={  # pip's configuration files (local mirrors, find-links) left out, its index unreachable
+            "PIP_CONFIG_FILE": os.devnull,
+            "PIP_FIND_LINKS": str(tmp_path),
+            "PIP_INDEX_URL": "http://127.0.0.1:9/simple",
+            "PIP_RETRIES": "0",
+            "PIP_TIMEOUT": "2",
+        },
+    )
+    assert proc.returncode == 2 and "the package index gave no releases" in proc.stderr, proc.stderr
+
+
+def test_releases_between_two_versions_each_become_a_folder_with_what_they_need(tmp_path, monkeypatch):
+    """The real index: six's releases 1.14.0 to 1.16.0, each folder importing its own six."""
+    monkeypatch.setenv("LATENCY_LAB_CACHE", str(tmp_path / "cache"))
+    releases = bisect_builds.Releases("six", "1.14.0", "1.16.0")
+    assert [c.name for c in releases.items] == ["1.14.0", "1.15.0", "1.16.0"]
+    folder = releases.build(releases.items[1])["path"][0]
+    got = subprocess.run(
+        [sys.executable, "-c", f"import sys; sys.path.insert(0, {folder!r}); import six; print(six.__version__)"],
+        capture_output=True,
+        text=True,
+    )
+    assert got.stdout.strip() == "1.15.0", got.stderr
+    assert (tmp_path / "cache" / "wheels").is_dir() and bisect_builds.unmet(Path(folder)) == []
+
+
+@SERIAL_WITH_TINY_RUN
+def test_the_bisection_names_the_commit_that_makes_the_step_20pct_longer_and_resumes(repo, tmp_path):
+    root, commits = repo
+    args = ("--repo", str(root), "--good", commits[0], "--bad", "main", *STEP, "--output-dir", str(tmp_path))
+    proc = bisect_cli(*args, "--run-id", "first", cache=tmp_path / "cache")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    print(proc.stdout[-3000:])
+    data = json.loads((tmp_path / "first" / "bisect.json").read_text())
+    assert data["outcome"]["found"] == commits[5][:12], data["outcome"]
+    assert data["skipped"] == {"3": data["skipped"]["3"]} and "SyntaxError" in data["skipped"]["3"]
+    assert "skip " + commits[3][:12] in proc.stdout and "step 1: " in proc.stdout
+    change = data["outcome"]["change"]
+    assert change["lo_pct"] > 0, change  # the commit's step is longer than its parent's, the interval says so
+    assert not list((tmp_path / "cache" / "worktrees").rglob("latency_lab"))  # the worktrees are removed
+    dom = chromium_dom((tmp_path / "first" / "bisect.html").as_uri(), tmp_path / "profile")
+    assert "First bad build: " + commits[5][:12] in dom and "Builds in order" in dom
+    again = bisect_cli(*args, "--run-id", "again", cache=tmp_path / "cache", timeout=600)
+    assert again.returncode == 0 and "taken from an earlier run" in again.stdout, again.stdout[-3000:]
+    resumed = json.loads((tmp_path / "again" / "bisect.json").read_text())
+    assert resumed["outcome"]["found"] == data["outcome"]["found"] and resumed["seconds"] < 120
+
+
+@SERIAL_WITH_TINY_RUN
+def test_a_range_where_no_commit_moves_the_step_says_so(tmp_path):
+    root = tmp_path / "flat"
+    commits = bisect_repo.make(root, 4, slow_at=None)
+    proc = bisect_cli(
+        *("--repo", str(root), "--good", commits[0], "--bad", commits[-1], *STEP, "--output-dir", str(tmp_path)),
+        *("--run-id", "flat"),
+        cache=tmp_path / "cache",
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    out = json.loads((tmp_path / "flat" / "bisect.json").read_text())["outcome"]
+    print(out["text"])
+    assert out["found"] is None and "smaller than this run resolves" in out["text"], out
