@@ -170,7 +170,7 @@ def test_the_bisection_names_the_commit_that_makes_the_step_20pct_longer_and_res
 
 @SERIAL_WITH_TINY_RUN
 def test_a_range_where_no_commit_moves_the_step_says_so(tmp_path):
-    root = tmp_path / "flat"
+    root = tmp_path / "repo"
     commits = bisect_repo.make(root, 4, slow_at=None)
     proc = bisect_cli(
         *("--repo", str(root), "--good", commits[0], "--bad", commits[-1], *STEP, "--output-dir", str(tmp_path)),

@@ -21,7 +21,7 @@ from ..core.parameters import Params
 from ..core.progress import say
 from ..studies import ab_builds, ab_tables
 from ..studies.ab_remote import B
-from .bisect_builds import Candidate, cache_dir, why_not
+from .bisect_builds import Candidate, cache_dir, imported, why_not
 from .run_folder import SetupError
 
 MID = "M"
@@ -155,6 +155,7 @@ def run(cands, p: Params) -> dict:
     parameters ``p`` (``step_params``): its steps and skipped builds, where it ended and why, as data
     (``bisect_page``)."""
     items = cands.items
+    need = imported(p.build_a)  # what the good build imports, every midpoint must import too
     state = State(cands.identity(), p)
     lo, hi, skipped, steps, stop, t0 = 0, len(items) - 1, {}, [], None, time.perf_counter()
     say(
@@ -173,7 +174,7 @@ def run(cands, p: Params) -> dict:
                 skipped[i] = str(e)
                 say(f"skip {mid.name}: {e}")
                 continue
-            reason = None if mid is None else why_not(mid_build, p.cache_mode)
+            reason = None if mid is None else why_not(mid_build, p.cache_mode, need)
             if reason:
                 skipped[i] = reason
                 say(f"skip {mid.name}: {reason}")

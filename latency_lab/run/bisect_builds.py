@@ -212,14 +212,14 @@ def unmet(folder: Path) -> list[str]:
     return out
 
 
-def why_not(build: dict, cache_mode: str) -> str | None:
-    """Why a build cannot run the step (its interpreter does not answer, torch or transformers do not import,
-    its transformers refuses the seed's call), or None."""
+def why_not(build: dict, cache_mode: str, need: tuple[str, ...] = ("torch", "transformers")) -> str | None:
+    """Why a build cannot run the step (its interpreter does not answer, a package of ``need`` does not
+    import, its transformers refuses the seed's call), or None."""
     try:
         found = builds.probe(builds.parse("build", build))
     except RuntimeError as e:
         return str(e)
-    for dist in ("torch", "transformers"):
+    for dist in need:
         got = found["packages"].get(dist) or {}
         if got.get("version") is None:
             return f"{dist} does not import: {got.get('error')}"
@@ -227,3 +227,9 @@ def why_not(build: dict, cache_mode: str) -> str | None:
         version = found["packages"]["transformers"]["version"]
         return f"its transformers {version} refuses the seed's call (cache_positions); -p cache_mode=none runs it"
     return None
+
+
+def imported(build: dict) -> tuple[str, ...]:
+    """The packages of ``builds.PACKAGES`` that ``build`` imports (what every build of its range must import)."""
+    found = builds.probe(builds.parse("build", build))["packages"]
+    return tuple(dist for _, dist in builds.PACKAGES if (found.get(dist) or {}).get("version"))
