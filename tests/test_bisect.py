@@ -41,30 +41,51 @@ def side(change: float, lo: float, hi: float, called: bool) -> dict:
     }
 
 
-def step(g: dict, b: dict, bg: dict | None = None, controls: str = "passed", failed: dict | None = None) -> dict:
+def step(where: dict | None, bg: dict | None = None, controls: str = "passed", failed: dict | None = None) -> dict:
+    """A timed step as ``bisect.time_step`` keeps it: bad +20% against good unless ``bg`` says otherwise."""
     bg = bg or side(20, 15, 25, True)
-    return {"failed": failed or {}, "controls": controls, "mid_vs_good": g, "mid_vs_bad": b, "bad_vs_good": bg}
+    mg, mb = (SAME, FASTER) if where and where["vs_middle_pct"] < 0 else (SLOWER, SAME)
+    return {"failed": failed or {}, "controls": controls, "bad_vs_good": bg, "mid_vs_good": mg, "mid_vs_bad": mb} | {
+        "side": where
+    }
+
+
+def middle(pct: float, lo: float, hi: float, share: float) -> dict:
+    return {"vs_middle_pct": pct, "lo_pct": lo, "hi_pct": hi, "share": share, "called": lo > 0 or hi < 0}
 
 
 SAME, SLOWER, FASTER = side(0.5, -4, 5, False), side(20, 14, 26, True), side(-17, -22, -12, True)
+NEAR_GOOD, NEAR_BAD, BETWEEN = middle(-8.5, -11, -6, 0.05), middle(9, 6, 12, 0.95), middle(1, -3, 5, 0.55)
 
 
 @pytest.mark.parametrize(
-    ("g", "b", "extra", "expected", "words"),
+    ("where", "extra", "expected", "words"),
     [
-        (SAME, FASTER, {}, "good", "reads the same as good"),
-        (SLOWER, SAME, {}, "bad", "reads the same as bad"),
-        (SAME, SAME, {}, "stop", "smaller than this run resolves (±4.5%)"),
-        (SLOWER, FASTER, {}, "stop", "more than one change"),
-        (FASTER, SAME, {}, "stop", "the other way"),
-        (SAME, FASTER, {"controls": "A/A called +3%"}, "stop", "the controls failed (A/A called +3%)"),
-        (SAME, FASTER, {"failed": {"M": "1 of 4 workers: ImportError"}}, "skip", "ImportError"),
-        (SAME, FASTER, {"failed": {"B": "4 of 4 workers: ImportError"}}, "stop", "build B could not run"),
+        (NEAR_GOOD, {}, "good", "5% of the change at M, -8.5% against the middle of good and bad (-11 to -6%)"),
+        (NEAR_BAD, {}, "bad", "95% of the change at M"),
+        (BETWEEN, {}, "stop", "M is not told from the middle"),
+        (
+            NEAR_GOOD,
+            {"bg": SAME},
+            "stop",
+            "bad reads the same as good: the change between them is smaller than this run resolves (±4.5%)",
+        ),
+        (NEAR_GOOD, {"controls": "A/A called +3%"}, "stop", "the controls failed (A/A called +3%)"),
+        (NEAR_GOOD, {"failed": {"M": "1 of 4 workers: ImportError"}}, "skip", "ImportError"),
+        (NEAR_GOOD, {"failed": {"B": "4 of 4 workers: ImportError"}}, "stop", "build B could not run"),
     ],
 )
-def test_a_step_calls_its_midpoint_only_when_one_side_moved_and_the_other_did_not(g, b, extra, expected, words):
-    verdict, why = bisect.call(step(g, b, **extra))
+def test_a_step_calls_its_midpoint_by_the_side_of_the_middle_its_interval_lies_on(where, extra, expected, words):
+    verdict, why = bisect.call(step(where, **extra))
     assert verdict == expected and words in why, why
+
+
+def test_a_small_second_change_does_not_stop_the_bisection_but_is_named():
+    """M 2% off good while the change is 20%: M is on good's side, and the 2% is said."""
+    s = step(middle(-8, -9, -7, 0.1))
+    s["mid_vs_good"] = side(-2, -3.4, -0.7, True)
+    verdict, why = bisect.call(s)
+    assert verdict == "good" and "M also differs from good (changed: -2% (-3.4 to -0.7%))" in why, why
 
 
 def test_the_next_build_is_the_untried_one_nearest_the_middle():
@@ -76,8 +97,8 @@ def test_the_next_build_is_the_untried_one_nearest_the_middle():
 
 def test_the_outcome_names_the_first_bad_build_with_its_change_and_how_sure():
     builds = [{"index": i, "name": f"c{i}", "title": f"commit {i}", "ref": f"c{i}"} for i in range(4)]
-    s1 = {"step": 1, "good": 0, "bad": 3, "mid": 1, "call": "good", "why": "", "seconds": 10.0, **step(SAME, FASTER)}
-    s2 = {"step": 2, "good": 1, "bad": 3, "mid": 2, "call": "bad", "why": "", "seconds": 10.0, **step(SLOWER, SAME)}
+    s1 = {"step": 1, "good": 0, "bad": 3, "mid": 1, "call": "good", "why": "", "seconds": 10.0, **step(NEAR_GOOD)}
+    s2 = {"step": 2, "good": 1, "bad": 3, "mid": 2, "call": "bad", "why": "", "seconds": 10.0, **step(NEAR_BAD)}
     data = {"builds": builds, "steps": [s1, s2], "good": 1, "bad": 2, "stop": None, "status": "complete"}
     data |= {"confidence": 0.95, "skipped": {}, "kind": "commit", "seconds": 25.0}
     out = bisect_page.outcome(data)
@@ -181,3 +202,23 @@ def test_a_range_where_no_commit_moves_the_step_says_so(tmp_path):
     out = json.loads((tmp_path / "flat" / "bisect.json").read_text())["outcome"]
     print(out["text"])
     assert out["found"] is None and "smaller than this run resolves" in out["text"], out
+
+
+def test_the_side_of_the_middle_is_read_from_the_workers_levels():
+    """Arms of 4 workers, 30 rounds: M at good's level, B 20% slower; M's interval lies on good's side and
+    carries about none of the change; M halfway is not told from the middle."""
+    import random
+
+    from latency_lab.core import paired
+
+    rng = random.Random(1)
+
+    def arm(level: float) -> list[paired.Series]:  # each worker 2% off its arm (SD), each block 3%
+        workers = [level * (1 + rng.gauss(0, 0.02)) for _ in range(4)]
+        return [paired.Series([w * (1 + rng.gauss(0, 0.03)) for _ in range(30)]) for w in workers]
+
+    a, b, near, half = arm(1.0), arm(1.2), arm(1.0), arm(1.2**0.5)
+    where = paired.side_of("host_ms", a, b, near, a + b + near)
+    assert where["called"] and where["hi_pct"] < 0 and abs(where["share"]) < 0.1, where
+    where = paired.side_of("host_ms", a, b, half, a + b + half)
+    assert not where["called"] and 0.3 < where["share"] < 0.7, where

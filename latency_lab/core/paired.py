@@ -222,15 +222,10 @@ def change(
     if not la or not lb:
         return None
     ya, yb = [x.value for x in la], [x.value for x in lb]
-    d = statistics.fmean(yb) - statistics.fmean(ya)
-    lo = hi = p = df = between = None
-    if len(ya) >= 2 and len(yb) >= 2:
-        va, vb = statistics.variance(ya) / len(ya), statistics.variance(yb) / len(yb)
-        se = math.sqrt(va + vb)
-        df = (va + vb) ** 2 / (va**2 / (len(ya) - 1) + vb**2 / (len(yb) - 1)) if se > 0 else len(ya) + len(yb) - 2
-        half = t_quantile(1 - (1 - confidence) / 2, df) * se
+    d, half, p, df = welch([(-1.0, ya), (1.0, yb)], confidence)
+    lo = hi = between = None
+    if half is not None:
         lo, hi = math.exp(d - half), math.exp(d + half)
-        p = 2 * (1 - t_cdf(abs(d) / se, df)) if se > 0 else (0.0 if d else 1.0)
         pooled = ((len(ya) - 1) * statistics.variance(ya) + (len(yb) - 1) * statistics.variance(yb)) / (
             len(ya) + len(yb) - 2
         )
@@ -255,6 +250,49 @@ def change(
         statistics.median(x.within_se for x in la + lb),
         df,
     )
+
+
+def welch(groups: list[tuple[float, list[float]]], confidence: float = CONFIDENCE):
+    """A contrast of group means, sum of weight x mean over ``groups`` (weight, the workers' levels), with
+    Welch-Satterthwaite's t interval: (estimate, half-width, two-sided p, df); the last three None where a
+    group has fewer than 2 levels."""
+    d = sum(w * statistics.fmean(y) for w, y in groups)
+    if any(len(y) < 2 for _, y in groups):
+        return d, None, None, None
+    parts = [w * w * statistics.variance(y) / len(y) for w, y in groups]
+    se = math.sqrt(sum(parts))
+    if se > 0:
+        df = sum(parts) ** 2 / sum(v * v / (len(y) - 1) for v, (_, y) in zip(parts, groups))
+    else:
+        df = sum(len(y) for _, y in groups) - len(groups)
+    half = t_quantile(1 - (1 - confidence) / 2, df) * se
+    p = 2 * (1 - t_cdf(abs(d) / se, df)) if se > 0 else (0.0 if d else 1.0)
+    return d, half, p, df
+
+
+def side_of(
+    metric: str, a: list[Series], b: list[Series], m: list[Series], every: list[Series], confidence: float = CONFIDENCE
+) -> dict | None:
+    """Where arm ``m`` lies between arms ``a`` and ``b``: the contrast of its mean level against the mean
+    of theirs (2 m - a - b, log units) with its interval and p (``welch``), and the share of the change from
+    a to b that m carries (0: at a, 1: at b); None when an arm has no level or fewer than 2."""
+    centre = centres(every)
+    levels = [[x.value for s in arm if (x := level(s, centre))] for arm in (a, b, m)]
+    if any(len(y) < 2 for y in levels):
+        return None
+    ya, yb, ym = levels
+    d, half, p, df = welch([(-1.0, ya), (-1.0, yb), (2.0, ym)], confidence)
+    span = statistics.fmean(yb) - statistics.fmean(ya)
+    return {
+        "metric": metric,
+        "vs_middle_pct": 100 * (math.exp(d / 2) - 1),  # m against the geometric middle of a and b
+        "lo_pct": 100 * (math.exp((d - half) / 2) - 1),
+        "hi_pct": 100 * (math.exp((d + half) / 2) - 1),
+        "p": p,
+        "df": df,
+        "share": None if span == 0 else (statistics.fmean(ym) - statistics.fmean(ya)) / span,
+        "called": (d - half) > 0 or (d + half) < 0,
+    }
 
 
 def difference(a: list[float], b: list[float]) -> dict | None:

@@ -1,11 +1,12 @@
 """``runner.py bisect``: the first build between a good and a bad one whose step's host time moved.
 
 Each step times the midpoint (arm M) against the current good (A) and bad (B) builds in the same rounds,
-with 08's workers, controls and stopping rule (``ab_builds.Session``), and reads it against both:
-M is good when it differs from the bad build and not from the good one, bad the other way round. A step
-whose M reads the same as both, differs from both, or whose controls failed ends the bisection with what
-it found; it never guesses. A midpoint that cannot run is skipped with its reason (``git bisect skip``).
-Steps are kept in the cache as they end, so the same command run again resumes (``State``).
+with 08's workers, A/A control and stopping rule (``ab_builds.Session``); the change itself, bad against
+good in the same rounds, is the step's positive control. M is good or bad by the side of the middle of
+good and bad its interval lies on (``paired.side_of``); a step where bad is not told from good, M is not
+told from the middle, or the A/A is called ends the bisection with what it found: it never guesses. A
+midpoint that cannot run is skipped with its reason (``git bisect skip``). Steps are kept in the cache
+as they end, so the same command run again resumes (``State``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from ..core import builds, paired, parameters, results
 from ..core.parameters import Params
 from ..core.progress import say
 from ..studies import ab_builds, ab_tables
-from ..studies.ab_remote import B
+from ..studies.ab_remote import A, B
 from .bisect_builds import Candidate, cache_dir, imported, why_not
 from .run_folder import SetupError
 
@@ -59,9 +60,12 @@ def side(c: paired.Change | None, who: str, controls: str) -> dict | None:
 
 def time_step(p: Params, mid: dict | None, seed: int) -> dict:
     """Build M (``mid``; None: no midpoint, A against B alone) against A and B in the same rounds until
-    resolved: M against A and against B, B against A, the controls' outcome, the stopping, the seconds."""
+    resolved, with the A/A control and no planted arm (the change itself is the step's positive control):
+    B against A, M against each and where M lies between them (``paired.side_of``), the A/A's outcome,
+    the stopping, the seconds."""
     t0 = time.perf_counter()
     more = () if mid is None else ((MID, builds.parse("build_mid", mid)),)
+    p = replace(p, planted_pct=(), planted_ops=0)
     with ab_builds.Session(p, more=more) as session:
         r = session.trial(seed, extras=False)
     name = p.executors[0]
@@ -73,27 +77,29 @@ def time_step(p: Params, mid: dict | None, seed: int) -> dict:
     rows = {row["comparison"]: row for row in r.table if row["executor"] == name and row["metric"] == METRIC}
     found = ab_tables.changes(r.timed, p, name, METRIC) if r.timed else {}
     controls = rows.get("B vs A", {}).get("controls") or "no rounds"
-    mb = None
+    mb = where = None
     if r.timed and mid is not None:
         arms = ab_tables.arm_series(r.timed, name, METRIC)
         every = [s for group in arms.values() for s in group]
-        if B in arms and MID in arms:
+        if all(x in arms for x in (A, B, MID)):
             mb = paired.change(METRIC, arms[B], arms[MID], every, p.confidence)
+            where = paired.side_of(METRIC, arms[A], arms[B], arms[MID], every, p.confidence)
     return {
         "failed": failed,
         "controls": controls,
         "bad_vs_good": side(found.get(B), "bad", controls),
         "mid_vs_good": side(found.get(MID), "M", controls),
         "mid_vs_bad": side(mb, "M", controls),
+        "side": where,
         "aa": rows.get("A' vs A (A/A control)", {}).get("verdict"),
         "stopping": r.stopping.text() if r.stopping else None,
         "seconds": round(time.perf_counter() - t0, 1),
     }
 
 
-def call(step: dict) -> tuple[str, str]:
-    """What a timed step says of its midpoint: ``good``, ``bad``, ``skip`` (M's workers could not run it) or
-    ``stop``, with the reason in words."""
+def checked(step: dict) -> tuple[str, str] | None:
+    """Why a step cannot be read: a build that could not run it (``skip`` for M, else ``stop``), the A/A
+    control called, or bad not told from good here (the change is the step's positive control); None: read on."""
     if MID in step["failed"]:
         return "skip", f"its workers could not run the step: {step['failed'][MID]}"
     if step["failed"]:
@@ -101,25 +107,37 @@ def call(step: dict) -> tuple[str, str]:
         return "stop", f"build {arm} could not run the step: {why}"
     if step["controls"] != "passed":
         return "stop", f"the controls failed ({step['controls']})"
-    g, b, bg = step["mid_vs_good"], step["mid_vs_bad"], step["bad_vs_good"]
-    if g is None or b is None or bg is None:
-        return "stop", "a comparison has no interval (fewer than 2 workers measured)"
-    if not g["called"] and not b["called"]:
+    bg = step["bad_vs_good"]
+    if bg is None or bg["lo_pct"] is None:
+        return "stop", "bad against good has no interval (fewer than 2 workers measured)"
+    if not bg["called"]:
         return "stop", (
-            f"M reads the same as both: the change between them is smaller than this run resolves "
-            f"(±{max(g['half_width_pct'], b['half_width_pct']):.2g}%)"
+            f"bad reads the same as good: the change between them is smaller than this run resolves "
+            f"(±{bg['half_width_pct']:.2g}%)"
         )
-    if g["called"] and b["called"]:
-        return "stop", (
-            f"M differs from both ({g['change_pct']:+.2g}% against good, {b['change_pct']:+.2g}% against bad): "
-            "more than one change between them; bisect each side on its own"
+    return None
+
+
+def call(step: dict) -> tuple[str, str]:
+    """What a timed step says of its midpoint: ``good`` or ``bad`` (the interval of M against the middle of
+    good and bad lies on that side), ``skip`` (M's workers could not run it) or ``stop``, with the reason."""
+    if (cannot := checked(step)) is not None:
+        return cannot
+    where, bg = step["side"], step["bad_vs_good"]
+    if where is None:
+        return "stop", "M has no interval (fewer than 2 workers measured)"
+    span = f"{where['lo_pct']:+.2g} to {where['hi_pct']:+.2g}%"
+    at = f"{where['vs_middle_pct']:+.2g}% against the middle of good and bad ({span})"
+    share = f"{100 * where['share']:.0f}% of the change at M" if where["share"] is not None else "no change"
+    if not where["called"]:
+        return (
+            "stop",
+            f"M is not told from the middle ({at}; {share}): more than one change between them, or too few rounds",
         )
-    moved = bg["change_pct"]
-    if g["called"] and g["change_pct"] * moved > 0:
-        return "bad", f"M moved as bad did ({g['verdict']}) and reads the same as bad"
-    if b["called"] and b["change_pct"] * moved < 0:
-        return "good", f"M differs from bad ({b['verdict']}) and reads the same as good"
-    return "stop", f"M moved the other way from bad (bad {moved:+.2g}% against good)"
+    bad = (where["vs_middle_pct"] > 0) == (bg["change_pct"] > 0)
+    other = step["mid_vs_bad" if bad else "mid_vs_good"]
+    also = f"; M also differs from {'bad' if bad else 'good'} ({other['verdict']})" if other and other["called"] else ""
+    return ("bad" if bad else "good"), f"{share}, {at}{also}"
 
 
 class State:
@@ -228,12 +246,6 @@ def run(cands, p: Params) -> dict:
 def direct(step: dict) -> tuple[str, str]:
     """A step without a midpoint (good and bad adjacent, or every build between them skipped): ``bad``
     when bad differs from good, else ``stop``."""
-    if step["failed"]:
-        arm, why = next(iter(step["failed"].items()))
-        return "stop", f"build {arm} could not run the step: {why}"
-    bg = step["bad_vs_good"]
-    if step["controls"] != "passed" or bg is None:
-        return "stop", f"the controls failed ({step['controls']})"
-    if not bg["called"]:
-        return "stop", f"bad reads the same as good: smaller than this run resolves (±{bg['half_width_pct']:.2g}%)"
-    return "bad", f"bad differs from good ({bg['verdict']})"
+    if (cannot := checked(step)) is not None:
+        return cannot
+    return "bad", f"bad differs from good ({step['bad_vs_good']['verdict']})"

@@ -143,8 +143,8 @@ def ab_parser() -> argparse.ArgumentParser:
 
 
 BISECT_HELP = """The first build between a good and a bad one whose step moved: each step times the midpoint
-against the current good and bad builds in the same rounds (notebook 08's workers, controls and
-stopping rule) and never guesses.
+against the current good and bad builds in the same rounds (notebook 08's workers, A/A control and
+stopping rule; bad must read changed against good) and never guesses.
 
     python runner.py bisect --repo ~/src/lightning-thunder --good v0.2.5 --bad main -p executors=thunder
     python runner.py bisect --package transformers --good 4.44.0 --bad 4.51.3 -p cache_mode=none

@@ -251,8 +251,8 @@ class Stopping:
 def primary(found: dict[str, paired.Change], p: Params) -> list[paired.Change]:
     """The changes the rounds are for: every build's against A (B's, a bisection's midpoint's); without a
     build, the A/A control's."""
-    builds_ = [c for arm, c in found.items() if is_build(arm, p)]
-    return builds_ or [c for arm, c in found.items() if arm == TWIN]
+    of_builds = [c for arm, c in found.items() if is_build(arm, p)]
+    return of_builds or [c for arm, c in found.items() if arm == TWIN]
 
 
 def widest(timed: Rounds, p: Params) -> paired.Change | None:

@@ -228,7 +228,9 @@ def start_and_build(workers: list[Worker], params: Params) -> tuple[dict, dict]:
     for w in workers:
         try:
             hello[w.label] = w.receive()
-            w.send("build", params=params.to_dict(), executors=list(params.executors), variants=w.variants)
+            # the arms are the coordinator's: a worker builds its model and executors from the rest
+            mine = {k: v for k, v in params.to_dict().items() if k != "planted_pct"}
+            w.send("build", params=mine, executors=list(params.executors), variants=w.variants)
         except WorkerError as e:
             hello.setdefault(w.label, {"error": str(e)})
     for w in workers:
