@@ -216,7 +216,7 @@ def run(cands, p: Params) -> dict:
                     say(f"step {n}: taken from an earlier run of the same bisection ({state.path})")
                 verdict, why = call(step) if mid else direct(step)
                 if verdict == "stop" and not step["resolved"] and not step["failed"] and attempt < ATTEMPTS:
-                    verdict, why = "again", f"{why}; not resolved ({step['stopping']}): again with fresh workers"
+                    verdict, why = "again", f"{why}; its interval did not reach the target: again with fresh workers"
                 steps.append({"step": n, "good": lo, "bad": hi, "mid": i, "call": verdict, "why": why, **step})
                 say(f"step {n}: {verdict}: {why} ({step['seconds']:.0f} s)")
                 if verdict != "again":
