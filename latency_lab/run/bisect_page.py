@@ -118,9 +118,10 @@ def build_rows(data: dict) -> list[dict]:
             status = "bad" if i in timed or i == len(data["builds"]) - 1 else "bad (by order)"
         else:
             status = "undecided" if i in timed else "not timed"
-        first = data["steps"][0] if data["steps"] else None
-        if i == len(data["builds"]) - 1 and first:
-            vs_good, vs_bad = f"{interval(first['bad_vs_good'])} vs {name(data, first['good'])}", ""
+        last = len(data["builds"]) - 1
+        ends = [x for x in data["steps"] if (x["good"], x["bad"]) == (0, last)]  # the range's own ends timed
+        if i == last and ends:
+            vs_good, vs_bad = f"{interval(ends[-1]['bad_vs_good'])} vs {name(data, 0)}", ""
         else:
             vs_good = f"{interval(s['mid_vs_good'])} vs {name(data, s['good'])}" if s else ""
             vs_bad = f"{interval(s['mid_vs_bad'])} vs {name(data, s['bad'])}" if s else ""
