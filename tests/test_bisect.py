@@ -19,7 +19,7 @@ from latency_lab.run import bisect, bisect_builds, bisect_page
 
 SERIAL_WITH_TINY_RUN = pytest.mark.xdist_group("tiny_run")  # real runs of many workers: one at a time
 # every real bisection here: tiny, CPU, eager, 4 workers per build, a step resolved to ±12% or 300 s
-STEP = ("--preset", "tiny", "--device", "cpu", "-p", "executors=eager", "-p", "workers=4", "-p", "planted_pct=[40]")
+STEP = ("--preset", "tiny", "--device", "cpu", "-p", "executors=eager", "-p", "workers=4")
 STEP += ("--resolve", "12%", "--budget", "300s")
 
 
@@ -125,6 +125,7 @@ def test_bad_input_is_one_line_and_exit_2_before_any_timing(repo, tmp_path):
         (["--repo", str(root), "--good", commits[3], "--bad", bad], "the build cannot run the step: "),
         (["--repo", str(root), "--good", good, "--bad", bad, "-p", "executors=eager,thunder:torch"], "one executor"),
         (["--repo", str(root), "--good", good, "--bad", bad, "--resolve", "x"], "--resolve"),
+        (["--repo", str(root), "--good", good, "--bad", bad, "-p", "planted_pct=[5]"], "plants nothing"),
         (["--package", "transformers", "--good", "0.0.1", "--bad", "4.46.3"], "invalid --"),
         (["--package", "not a name", "--good", "1", "--bad", "2"], "invalid --package"),
     ]

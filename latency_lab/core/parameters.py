@@ -584,10 +584,9 @@ def own_defaults(notebook: str, device: str) -> dict:
     return NOTEBOOK_DEFAULTS.get(notebook, {}) | (CPU_DEFAULTS.get(notebook, {}) if device == "cpu" else {})
 
 
-def for_notebook(notebook: str, given: dict, more_arms: int = 0) -> Params:
+def for_notebook(notebook: str, given: dict) -> Params:
     """The parameters ``notebook`` runs with in a batch run: ``given`` over its package defaults on the
-    device it resolves to (``own_defaults``), checked to fit with the models it holds at once (for 08, with
-    ``more_arms`` builds beside A and B: a bisection's midpoint)."""
+    device it resolves to (``own_defaults``), checked to fit with the models it holds at once."""
     values = {**NOTEBOOK_DEFAULTS.get(notebook, {}), **given}
     p = validate(values)
     own = own_defaults(notebook, p.device)
@@ -596,10 +595,8 @@ def for_notebook(notebook: str, given: dict, more_arms: int = 0) -> Params:
         p = validate(values)
     if notebook == results.AB_BUILDS:
         if "workers" in given:
-            check_workers_fit(p, values, more_arms=more_arms)
-        elif (
-            fit := workers_that_fit(p, more_arms=more_arms)
-        ) < p.workers:  # the default: as many as the memory holds now, at least 2
+            check_workers_fit(p, values)
+        elif (fit := workers_that_fit(p)) < p.workers:  # the default: as many as the memory holds now, at least 2
             p = validate({**values, "workers": max(2, fit)})
     elif models_held(notebook, p):
         check_fits(p, values, notebook=notebook)
@@ -612,9 +609,9 @@ def for_notebook(notebook: str, given: dict, more_arms: int = 0) -> Params:
 PROCESS_BYTES = {"cuda": 0.5 * 2**30, "cpu": 0.6 * 2**30}
 
 
-def ab_processes(p: Params, more_arms: int = 0) -> int:
-    """08's worker processes: ``workers`` per arm (A, A', each planted arm, B, ``more_arms``)."""
-    return p.workers * (2 + len(p.planted_pct) + (p.planted_ops > 0) + (p.build_b is not None) + more_arms)
+def ab_processes(p: Params) -> int:
+    """08's worker processes: ``workers`` per arm (A, A', each planted arm, B)."""
+    return p.workers * (2 + len(p.planted_pct) + (p.planted_ops > 0) + (p.build_b is not None))
 
 
 def process_bytes(p: Params) -> int:
@@ -622,21 +619,21 @@ def process_bytes(p: Params) -> int:
     return memory_needed(p) + int(PROCESS_BYTES["cuda" if p.is_cuda else "cpu"])
 
 
-def workers_that_fit(p: Params, memory: tuple[int, str] | None = None, more_arms: int = 0) -> int:
+def workers_that_fit(p: Params, memory: tuple[int, str] | None = None) -> int:
     """The most workers per arm of 08 whose processes fit in the memory available (``check_workers_fit``)."""
     memory, _ = memory or machine_memory(p.device)
-    return int(memory // (process_bytes(p) * (ab_processes(p, more_arms) // p.workers)))
+    return int(memory // (process_bytes(p) * (ab_processes(p) // p.workers)))
 
 
-def check_workers_fit(p: Params, given: dict, memory: tuple[int, str] | None = None, more_arms: int = 0) -> None:
+def check_workers_fit(p: Params, given: dict, memory: tuple[int, str] | None = None) -> None:
     """ParameterError naming ``workers`` (or the model's size) when 08's worker processes, each its model and
     ``PROCESS_BYTES``, need more memory than is available, with the most workers per arm that fit."""
     memory, kind = memory or machine_memory(p.device)
     each = process_bytes(p)
-    if ab_processes(p, more_arms) * each <= memory:
+    if ab_processes(p) * each <= memory:
         return
-    arms = ab_processes(p, more_arms) // p.workers
-    fit = workers_that_fit(p, (memory, kind), more_arms)
+    arms = ab_processes(p) // p.workers
+    fit = workers_that_fit(p, (memory, kind))
     if fit < 2:  # not even 2 workers per arm: the model is too large; name the size that fits 2 per arm
         share = memory // (2 * arms) - (each - memory_needed(p))
         check_fits(p, given, (int(share), kind))
@@ -644,7 +641,7 @@ def check_workers_fit(p: Params, given: dict, memory: tuple[int, str] | None = N
         "workers",
         given.get("workers", p.workers),
         f"at most {fit} workers per arm on this machine: {arms} arms of {p.workers} workers would hold about "
-        f"{ab_processes(p, more_arms) * each / 2**30:.3g} GiB ({each / 2**30:.2g} GiB each, estimate), more than its "
+        f"{ab_processes(p) * each / 2**30:.3g} GiB ({each / 2**30:.2g} GiB each, estimate), more than its "
         f"{memory / 2**30:.3g} GiB of {kind}; or fewer planted sizes",
     )
 

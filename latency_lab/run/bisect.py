@@ -34,14 +34,21 @@ ATTEMPTS = 2
 
 
 def step_params(values: dict, good: dict, bad: dict) -> Params:
-    """08's parameters for a step with build A ``good``, build B ``bad`` and a midpoint (its workers fit the
-    memory too); ``SetupError`` unless the values name exactly one executor."""
-    p = parameters.for_notebook(results.AB_BUILDS, {**values, "build_a": good, "build_b": bad}, more_arms=1)
+    """08's parameters for a step with build A ``good``, build B ``bad`` and a midpoint, without a planted arm
+    (the change is a step's positive control): its 4 arms' workers fit the memory. ``SetupError`` for a
+    planted control asked for, or unless the values name exactly one executor."""
+    for name in ("planted_pct", "planted_ops"):
+        if name in values:
+            raise SetupError(
+                f"invalid -p {name}: a bisection plants nothing, its positive control is the change itself"
+            )
+    # the default single planted arm counts in the memory check where M will be: A, A', B and M
+    p = parameters.for_notebook(results.AB_BUILDS, {**values, "build_a": good, "build_b": bad})
     if len(p.executors) != 1:
         raise SetupError(
             f"invalid -p executors={','.join(p.executors)}: a bisection follows one executor, e.g. -p executors=thunder"
         )
-    return p
+    return replace(p, planted_pct=(), planted_ops=0)
 
 
 def side(c: paired.Change | None, who: str, controls: str) -> dict | None:
@@ -69,7 +76,6 @@ def time_step(p: Params, mid: dict | None, seed: int) -> dict:
     the stopping, the seconds."""
     t0 = time.perf_counter()
     more = () if mid is None else ((MID, builds.parse("build_mid", mid)),)
-    p = replace(p, planted_pct=(), planted_ops=0)
     with ab_builds.Session(p, more=more) as session:
         r = session.trial(seed, extras=False)
     name = p.executors[0]
