@@ -441,9 +441,11 @@ def bisect(argv: list[str]) -> int:
             cands = bisect_builds.Commits(args.repo, args.good, args.bad)
         else:
             cands = bisect_builds.Releases(args.package, args.good, args.bad)
+        need = ("torch", "transformers")
         for flag, c in (("good", cands.items[0]), ("bad", cands.items[-1])):
             try:
-                why = bisect_builds.why_not(cands.build(c), values.get("cache_mode", SCHEMA["cache_mode"][0]))
+                why = bisect_builds.why_not(cands.build(c), values.get("cache_mode", SCHEMA["cache_mode"][0]), need)
+                need = bisect_builds.imported(cands.build(c))  # bad must import what good does
             except RuntimeError as e:
                 why = str(e)
             if why:

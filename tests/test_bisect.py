@@ -126,7 +126,7 @@ def test_bad_input_is_one_line_and_exit_2_before_any_timing(repo, tmp_path):
         (["--repo", str(root), "--good", good, "--bad", bad, "-p", "executors=eager,thunder:torch"], "one executor"),
         (["--repo", str(root), "--good", good, "--bad", bad, "--resolve", "x"], "--resolve"),
         (["--repo", str(root), "--good", good, "--bad", bad, "-p", "planted_pct=[5]"], "plants nothing"),
-        (["--package", "transformers", "--good", "0.0.1", "--bad", "4.46.3"], "invalid --"),
+        (["--package", "transformers", "--good", "0.0.1", "--bad", "4.46.3"], "transformers has no such release"),
         (["--package", "not a name", "--good", "1", "--bad", "2"], "invalid --package"),
     ]
     for args, words in cases:
@@ -153,8 +153,8 @@ def test_no_package_index_is_one_line_and_exit_2(tmp_path):
     assert proc.returncode == 2 and "the package index gave no releases" in proc.stderr, proc.stderr
 
 
-def test_releases_between_two_versions_each_become_a_folder_with_what_they_need(tmp_path, monkeypatch):
-    """The real index: six's releases 1.14.0 to 1.16.0, each folder importing its own six."""
+def test_the_releases_between_two_versions_are_listed_and_one_becomes_a_folder_of_its_own(tmp_path, monkeypatch):
+    """The real index: six's releases 1.14.0 to 1.16.0 listed, 1.15.0's folder importing its own six."""
     monkeypatch.setenv("LATENCY_LAB_CACHE", str(tmp_path / "cache"))
     releases = bisect_builds.Releases("six", "1.14.0", "1.16.0")
     assert [c.name for c in releases.items] == ["1.14.0", "1.15.0", "1.16.0"]
@@ -223,3 +223,33 @@ def test_the_side_of_the_middle_is_read_from_the_workers_levels():
     assert where["called"] and where["hi_pct"] < 0 and abs(where["share"]) < 0.1, where
     where = paired.side_of("host_ms", a, b, half, a + b + half)
     assert not where["called"] and 0.3 < where["share"] < 0.7, where
+
+
+class Adjacent:
+    """Two builds and nothing between them: a bisection's one step times bad against good directly."""
+
+    kind = "commit"
+    items = [bisect_builds.Candidate("c0", "commit 0", "c0"), bisect_builds.Candidate("c1", "commit 1", "c1")]
+
+    def identity(self) -> dict:
+        return {"commits": ["c0", "c1"]}
+
+    def build(self, c) -> dict:
+        return {}
+
+
+def test_adjacent_builds_are_one_direct_step_named_first_bad_or_not(monkeypatch, tmp_path):
+    """bisect.run with the timing replaced by a step's record: bad against good changed names bad, same
+    stops; the page reads both."""
+    from latency_lab.core import parameters
+
+    p = parameters.resolved(preset="tiny", device="cpu", executors="eager", build_b={})
+    for bg, found in ((SLOWER, "c1"), (SAME, None)):
+        monkeypatch.setenv("LATENCY_LAB_CACHE", str(tmp_path / str(found)))  # no step read back from the other
+        record = step(None, bg) | {"aa": "same", "stopping": "", "resolved": True, "seconds": 1.0}
+        monkeypatch.setattr(bisect, "time_step", lambda *_, record=record: record)
+        monkeypatch.setattr(bisect, "imported", lambda build: ("torch",))
+        data = bisect.run(Adjacent(), p)
+        assert [s["mid"] for s in data["steps"]] == [None] and data["bad"] == 1, data
+        assert bisect_page.outcome(data)["found"] == found, bisect_page.outcome(data)
+        assert "Builds in order" in bisect_page.to_html(data)

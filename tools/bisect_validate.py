@@ -3,13 +3,13 @@
 synthetic checkouts (``tests/bisect_repo.py``: the suite's package, one commit making every step a known
 share longer, at a random place) and keep each bisection's JSON; then re-derive every number from them.
 
-    python tools/bisect_validate.py run --runs 5 --commits 16 --out benchmarks/bisect/cpu-2026-12-06 -- \\
-        --preset tiny --device cpu -p executors=eager
+    python tools/bisect_validate.py run --runs 4 --commits 16 --out benchmarks/bisect/cpu-2026-12-06 -- \\
+        --preset tiny --device cpu
     python tools/bisect_validate.py report benchmarks/bisect/cpu-2026-12-06
 
 ``run`` passes what follows ``--`` to every bisection, each with an empty cache (nothing resumed).
 ``report`` prints, per folder: found (the planted commit named), stopped without a build, named another;
-the seconds per bisection and per step; the steps and skips (``--json``: the same as data).
+the seconds per bisection and per step; the steps per bisection (``--json``: the same as data).
 """
 
 from __future__ import annotations

@@ -152,11 +152,14 @@ def call(step: dict) -> tuple[str, str]:
 
 
 class State:
-    """The steps of one bisection (its range and parameters: ``key``), kept in the cache as each ends."""
+    """The steps of one bisection (its range, parameters, interpreter and good build's versions), kept in the
+    cache as each ends."""
 
     def __init__(self, identity: dict, p: Params):
         given = {k: v for k, v in p.to_dict().items() if k not in ("output_dir", "build_a", "build_b")}
-        text = json.dumps({"range": identity, "params": given}, sort_keys=True, default=str)
+        here = builds.probe(builds.parse("build_a", p.build_a))  # the interpreter and the versions it runs with
+        stack = {"python": here["executable"], "packages": {k: v.get("version") for k, v in here["packages"].items()}}
+        text = json.dumps({"range": identity, "params": given, "stack": stack}, sort_keys=True, default=str)
         self.path = cache_dir() / "bisect" / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
         self.steps: dict = json.loads(self.path.read_text()) if self.path.is_file() else {}
 
@@ -232,7 +235,7 @@ def run(cands, p: Params) -> dict:
             elif verdict == "good":
                 lo = i
             elif verdict == "bad":
-                hi = i
+                hi = hi if i is None else i  # a direct step's bad is the bracket's bad already
             else:
                 stop = why
                 break

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -22,6 +23,7 @@ from ..core.input_errors import short
 from .run_folder import SetupError
 
 PIP_TIMEOUT_S = 600
+MAX_DEPTH = 5  # levels of requirements installed beside a release
 
 
 def cache_dir() -> Path:
@@ -72,6 +74,8 @@ class Commits:
         if ancestor.returncode != 0:
             raise SetupError(f"invalid --good {short(good)}: not an ancestor of --bad {short(bad)}")
         log = git(self.repo, "log", "--reverse", "--first-parent", "--format=%H %s", f"{ends['good']}..{ends['bad']}")
+        if git(self.repo, "rev-parse", f"{log.split()[0]}^1") != ends["good"]:
+            raise SetupError(f"invalid --good {short(good)}: not on --bad {short(bad)}'s first-parent line")
         first = git(self.repo, "log", "-1", "--format=%H %s", ends["good"])
         self.items = [
             Candidate(sha[:12], subject, sha)
@@ -163,12 +167,18 @@ class Releases:
     def build(self, c: Candidate) -> dict:
         """``c``'s folder (made once and kept in the cache) first on the module path; ``RuntimeError``
         saying why where pip cannot make it."""
-        folder = self.folders / f"{self.package}-{c.ref}"
+        folder = (
+            self.folders / f"{self.package}-{c.ref}-py{sys.version_info[0]}{sys.version_info[1]}-{platform.machine()}"
+        )
         if not (folder / ".complete").is_file():
             shutil.rmtree(folder, ignore_errors=True)
             self.install(f"{self.package}=={c.ref}", folder)
-            for need in unmet(folder):
-                self.install(need, folder)
+            for _ in range(MAX_DEPTH):  # the requirements' own requirements, level by level
+                needs = unmet(folder)
+                if not needs:
+                    break
+                for need in needs:
+                    self.install(need, folder)
             (folder / ".complete").write_text("")
         return {"path": [str(folder)]}
 

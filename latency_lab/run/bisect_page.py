@@ -39,17 +39,26 @@ def inverted(c: dict) -> dict:
     return {**c, "change_pct": inv(c["change_pct"]), "lo_pct": inv(c["hi_pct"]), "hi_pct": inv(c["lo_pct"])}
 
 
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def signed(x: float) -> str:
     """A change in %, 3 significant figures, without an exponent."""
     return f"{x:+.0f}" if abs(x) >= 1000 else f"{x:+.3g}"
 
 
 def interval(c: dict | None) -> str:
-    if c is None:
+    if c is None or c.get("change_pct") is None:
         return ""
     if c["lo_pct"] is None:
         return signed(c["change_pct"])
     return f"{signed(c['change_pct'])} ({signed(c['lo_pct'])} to {signed(c['hi_pct'])})"
+
+
+def against(c: dict | None, data: dict, i: int) -> str:
+    """A change and its interval against build ``i``, or nothing where none was measured."""
+    return f"{interval(c)} vs {name(data, i)}" if interval(c) else ""
 
 
 def outcome(data: dict) -> dict:
@@ -57,7 +66,7 @@ def outcome(data: dict) -> dict:
     skipped ones between), the sentence, the change it brings against the last good build, and how sure:
     a wrong turn needs a false call, at most 1 - confidence per step (Bonferroni over the steps)."""
     lo, hi, timed = data["good"], data["bad"], [s for s in data["steps"] if s["call"] in ("good", "bad")]
-    sure = max(0.0, 1 - len(timed) * (1 - data["confidence"]))
+    sure = max(0.0, 1 - len(data["steps"]) * (1 - data["confidence"]))  # every timing a chance of a false call
     among = [i for i in range(lo + 1, hi + 1)]
     done = data["status"] == "complete" and data["stop"] is None and timed
     out = {"found": None, "among": [name(data, i) for i in among], "sure_pct": 100 * sure, "change": None}
@@ -77,8 +86,8 @@ def outcome(data: dict) -> dict:
         moved = f": {interval(out['change'])}% against {name(data, lo)}" if out["change"] else ""
         out["text"] = (
             f"First bad build: {name(data, hi)} ({data['builds'][hi]['title']}){moved}. "
-            f"Sure at {out['sure_pct']:.3g}% or more: {len(timed)} steps, each a wrong turn only through a "
-            f"false call (at most {100 * (1 - data['confidence']):.3g}% each)."
+            f"Sure at {out['sure_pct']:.3g}% or more: {plural(len(data['steps']), 'step')}, each a wrong turn only "
+            f"through a false call (at most {100 * (1 - data['confidence']):.3g}% each)."
         )
     else:
         out["text"] = (
@@ -94,7 +103,7 @@ def findings(data: dict) -> list[str]:
     per = ", ".join(f"{s['seconds']:.0f}" for s in steps)
     return [
         outcome(data)["text"],
-        f"{len(data['builds'])} {data['kind']}s from {name(data, 0)} to {name(data, -1)}; {len(steps)} steps "
+        f"{len(data['builds'])} {data['kind']}s from {name(data, 0)} to {name(data, -1)}; {plural(len(steps), 'step')} "
         f"({per} s), {len(data['skipped'])} skipped, {data['seconds']:.0f} s in all.",
     ]
 
@@ -121,10 +130,10 @@ def build_rows(data: dict) -> list[dict]:
         last = len(data["builds"]) - 1
         ends = [x for x in data["steps"] if (x["good"], x["bad"]) == (0, last)]  # the range's own ends timed
         if i == last and ends:
-            vs_good, vs_bad = f"{interval(ends[-1]['bad_vs_good'])} vs {name(data, 0)}", ""
+            vs_good, vs_bad = against(ends[-1]["bad_vs_good"], data, 0), ""
         else:
-            vs_good = f"{interval(s['mid_vs_good'])} vs {name(data, s['good'])}" if s else ""
-            vs_bad = f"{interval(s['mid_vs_bad'])} vs {name(data, s['bad'])}" if s else ""
+            vs_good = against(s["mid_vs_good"], data, s["good"]) if s else ""
+            vs_bad = against(s["mid_vs_bad"], data, s["bad"]) if s else ""
         rows.append(
             {
                 "build": b["name"],
