@@ -29,12 +29,14 @@ import shutil
 import signal
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PY = VENV / "bin" / "python"
 STAMP = VENV / ".installed"
+LOCK = ROOT / ".venv.lock"  # held while ``.venv`` is created or updated: set-ups started side by side take turns
 KERNEL = "latency-lab"
 FILTER = "notebook-outputs"  # .gitattributes applies it to notebooks/*.ipynb
 START_PAGE = "notebooks/START.md"  # written by ``tasks.py lab`` (latency_lab.run.start_page); not tracked
@@ -84,11 +86,50 @@ def is_set_up() -> bool:
     return STAMP.exists() and STAMP.read_text() == _stamp(has_gpu(), wants_cluster())
 
 
+@contextmanager
+def setup_lock():
+    """Hold ``LOCK`` (an exclusive ``flock``) for the block. Another process's set-up holding it is
+    waited for, with one line saying so; it is let go however that one ends, even killed. Where the
+    OS has no ``flock`` (Windows) there is no lock."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    with open(LOCK, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "?"
+            print(f"tasks.py: another set-up of {VENV} is running (pid {holder}); waiting for it ...", flush=True)
+            fcntl.flock(f, fcntl.LOCK_EX)
+        f.seek(0)
+        f.truncate()
+        f.write(str(os.getpid()))
+        f.flush()
+        try:
+            yield
+        finally:
+            f.seek(0)
+            f.truncate()  # the lock goes with the file's closing
+
+
 def install(cluster: bool = False) -> None:
+    """Set up ``.venv`` for pyproject.toml (and the cluster extra when asked), unless it is already:
+    one set-up at a time (``setup_lock``); one that waited finds the other's ``.venv`` and stops there."""
     gpu, cluster = has_gpu(), wants_cluster(cluster)
     want = _stamp(gpu, cluster)
     if STAMP.exists() and STAMP.read_text() == want:
         return
+    with setup_lock():
+        if not (STAMP.exists() and STAMP.read_text() == want):
+            _set_up(gpu, cluster, want)
+
+
+def _set_up(gpu: bool, cluster: bool, want: str) -> None:
+    """Create or update ``.venv``: pip, the project with its extras, the Jupyter kernel, then the stamp."""
+    STAMP.unlink(missing_ok=True)  # a set-up cut short leaves none: the next one starts over
     extra = "; Ray (the cluster extra, for runner.py --ray)" if cluster else ""
     print(f"tasks.py: setting up {VENV}: {install_plan(gpu)}{extra} ...", flush=True)
     if not PY.exists():

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -55,3 +57,35 @@ def test_an_unknown_task_is_named_in_one_line(capsys):
 def test_help_is_printed_on_request(capsys):
     assert tasks.main(["--help"]) == 0
     assert capsys.readouterr().out.startswith(tasks.__doc__)
+
+
+def test_two_set_ups_at_once_take_turns_and_both_end_with_a_working_venv(tmp_path):
+    """Two ``tasks.py install`` started together on a fresh project: the second, started once the first
+    is setting up, says in one line that it waits, then finds the first's ``.venv`` and installs
+    nothing; both exit 0 and ``.venv`` works. (A small project of ``tasks.py`` and a pyproject.toml
+    that needs only ipykernel, so that the two set-ups overlap in seconds, not minutes.)"""
+    project = tmp_path / "project"
+    (project / "probe").mkdir(parents=True)
+    (project / "probe" / "__init__.py").write_text("")
+    shutil.copy(ROOT / "tasks.py", project / "tasks.py")
+    (project / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "probe"\nversion = "0"\ndependencies = ["ipykernel"]\n'
+        "[project.optional-dependencies]\ntest = []\ngpu = []\ncluster = []\n"
+        '[tool.setuptools]\npackages = ["probe"]\n'
+    )
+    command = [sys.executable, str(project / "tasks.py"), "install"]
+    env = {**os.environ, "PATH": os.environ.get("PATH", "")}  # no nvidia-smi matters: has_gpu decides
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    said = first.stdout.readline()
+    assert said.startswith("tasks.py: setting up"), said
+    second = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+    rest, _ = first.communicate(timeout=900)
+    if "NewConnectionError" in rest + second.stdout + second.stderr:
+        pytest.skip("no package index is reachable from this machine")
+    assert first.returncode == 0, said + rest
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert second.stdout.startswith("tasks.py: another set-up of ") and "waiting for it" in second.stdout
+    assert "setting up" not in second.stdout, second.stdout
+    venv_python = project / ".venv" / "bin" / "python"
+    assert subprocess.run([str(venv_python), "-c", "import ipykernel, probe"]).returncode == 0

@@ -18,6 +18,7 @@ import torch
 from . import compile_cache, parameters, planted, timing
 from .failures import describe, lost_context
 from .model import compare_to_eager, logits_of
+from .phases import phase
 from .progress import say
 from .registry import Executor
 from .rounds import Entry, Rounds, Timed, rounds
@@ -76,9 +77,10 @@ def prepare(executor: Executor, module, kwargs: dict, device: str) -> Prepared:
         return Prepared(executor, "failed", reason=lost)
     notes: list[str] = []
     try:
-        fn, notes = executor.build(module)
-        fn = planted.wrap(executor.name, fn)
-        seconds, output = timing.first_call(fn, kwargs, device)
+        with phase("build"):
+            fn, notes = executor.build(module)
+            fn = planted.wrap(executor.name, fn)
+            seconds, output = timing.first_call(fn, kwargs, device)
     except Exception as e:
         return Prepared(executor, "failed", reason=f"first call: {describe(e)}", notes=notes)
     return Prepared(executor, "ok", fn=fn, notes=notes, first_call_s=seconds, output=output)

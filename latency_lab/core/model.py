@@ -19,6 +19,7 @@ from torch.overrides import TorchFunctionMode
 from . import timing
 from .model_config import config_dict
 from .parameters import Params
+from .phases import phase
 
 SEED_TOKEN_IDS = [128000, 791, 1401, 311, 2324, 374]
 
@@ -105,6 +106,7 @@ def default_dtype(dtype: torch.dtype):
         torch.set_default_dtype(before)
 
 
+@phase("build")
 def build(params: Params) -> Setup:
     """Instantiate the model as the seed does (random weights, eval, no grad) and its inputs. The model is
     made in its dtype, with no float32 copy, and holds the weights the float32 model converted to that

@@ -10,10 +10,11 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import metrics
+from . import metrics, phases
 from .metrics import SCHEMA_VERSION
 
 SUFFIX = ".results.json"
+PHASES_SUFFIX = ".phases.json"  # beside a results file: its process's seconds per phase (core.phases)
 REQUIRED = ("notebook", "created", "params", "environment", "key_table")
 
 # The suite's notebooks, in order: the one table of their names.
@@ -113,7 +114,10 @@ def save(output_dir: str | Path, notebook: str, params, environment: dict, table
         "key_table": table,
         **sections,
     }
-    return write_atomic(path, json.dumps(_clean(payload), indent=1))
+    with phases.phase("write"):
+        written = write_atomic(path, json.dumps(_clean(payload), indent=1))
+    write_atomic(path.with_name(f"{notebook}{PHASES_SUFFIX}"), json.dumps(phases.totals()))
+    return written
 
 
 def write_atomic(path: str | Path, text: str) -> Path:

@@ -19,6 +19,7 @@ from typing import Callable
 from . import host_state, timing
 from .failures import describe, lost_context
 from .metrics import Stat
+from .phases import phase
 from .progress import say
 
 HOST_REFERENCE = "host reference"  # the fixed Python loop timed in every round
@@ -288,6 +289,7 @@ class Rounds:
         }
 
 
+@phase("rounds")
 def rounds(
     entries: list[Entry],
     device: str,

@@ -21,6 +21,7 @@ from typing import Callable
 import torch
 
 from .metrics import Stat
+from .phases import phase
 
 
 def sync(device: str) -> None:
@@ -62,6 +63,7 @@ def first_call(fn: Callable, kwargs: dict, device: str):
     return time.perf_counter() - t0, out
 
 
+@phase("warm-up")
 def warm_up(fn: Callable, kwargs: dict, calls: int) -> dict:
     """``calls`` untimed calls: caches, autotuning and CUDA-graph recording happen here."""
     for _ in range(calls):
@@ -116,6 +118,7 @@ def host_reference_ms(loops: int = HOST_REFERENCE_LOOPS) -> float:
         return (time.perf_counter() - t0) * 1e3
 
 
+@phase("rounds")
 def latency_from_idle(fn: Callable, kwargs: dict, device: str, calls: int) -> Stat:
     """ms for one call to return when the device was drained before it (``calls`` samples): the
     latency of a call issued to an idle GPU, not a steady-state cost. Sections that run one region
@@ -160,6 +163,7 @@ def device_event_kind(event) -> str | None:
     return "copy" if event.key.startswith(("Memcpy", "Memset")) else "kernel"
 
 
+@phase("profile")
 def profile_kernels(fn: Callable, kwargs: dict, device: str, steps: int, top: int = 12) -> dict:
     """Device kernels per step and their summed device time per step, from ``torch.profiler``
     (CUDA activity), averaged over ``steps`` profiled steps after one unprofiled call."""

@@ -25,12 +25,13 @@ class Outcome:
 
     name: str
     status: str = "pending"  # ok / failed / interrupted (cut by a signal; also while it runs) / not run
-    seconds: float = 0.0
+    seconds: float = 0.0  # executing it: the kernel's start and every cell
     error: dict | None = None
     files: dict = field(default_factory=dict)
     gpu: str | None = None  # "cpu", or the GPU as CUDA_VISIBLE_DEVICES names it (runner.py --gpus)
     cpus: list[int] | None = None  # the CPU cores its kernel was pinned to, side by side
     started: float | None = None  # time.perf_counter() when it started, for the seconds of a cut one
+    html_seconds: float = 0.0  # rendering the executed notebook as HTML, after
 
 
 @contextmanager
@@ -208,7 +209,9 @@ def execute(path: Path, run_dir: Path, injected: dict, kernel: str, timeout: int
         try:
             if cut_short:
                 mark_stop(executed, outcome)
+            rendering = time.perf_counter()
             outcome.files["html"] = to_html(executed).name
+            outcome.html_seconds = time.perf_counter() - rendering
         except Exception as e:  # the executed notebook and its results stay; the run goes on
             outcome.status = "failed"
             outcome.error = outcome.error or {

@@ -32,6 +32,7 @@ def summarize(run_dir: Path, meta: dict, outcomes: list) -> dict:
             "name": o.name,
             "status": o.status,
             "seconds": round(o.seconds, 1),
+            "html_seconds": round(o.html_seconds, 1),
             "error": o.error,
             "gpu": o.gpu,
             "cpus": o.cpus,

@@ -29,6 +29,7 @@ from pathlib import Path
 from ..core import builds, environment, harness, paired, results
 from ..core.harness import Rounds
 from ..core.parameters import Params
+from ..core.phases import phase
 from ..core.progress import say
 from ..pages.tables import number
 from .ab_remote import (
@@ -281,7 +282,8 @@ class Session:
 
     def __enter__(self) -> Session:
         try:
-            self.hello, self.built = start_and_build(self.workers, self.params)
+            with phase("build"):
+                self.hello, self.built = start_and_build(self.workers, self.params)
             for arm, group in by_arm(self.workers).items():
                 bad = [w for w in group if (self.built.get(w.label) or {}).get("error")]
                 print(

@@ -16,6 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Callable
 
+from ..core.phases import phase
 from ..core.timing import device_event_kind, sync
 
 MARK = "latency_lab"  # prefix of the annotation around each profiled call
@@ -86,6 +87,7 @@ def spans_from_chrome(trace: dict) -> list[Span]:
     return spans
 
 
+@phase("profile")
 def profile_calls(calls: list[tuple[str, Callable]], device: str, repeat: int) -> dict:
     """Run each ``(label, fn)`` ``repeat`` times under the profiler (CPU, and CUDA on a GPU), each call
     in its own annotation with the device drained after it; the Chrome trace as a dict."""
