@@ -263,11 +263,14 @@ def calibrate(worker: Worker, executor: str, params: Params) -> float | None:
     return min(hosts)
 
 
-PLANTED_PAIRS = 40  # pairs of blocks that size a plant in one process (about 1 s on a GPU)
+# Pairs of blocks that size a plant in one process: PLANTED_PAIRS (about 1 s on a GPU), or as many as
+# PLANTED_SECONDS hold once PLANTED_MIN_PAIRS are in (a seed step on the CPU machine: 1.4 s a pair)
+PLANTED_PAIRS, PLANTED_MIN_PAIRS, PLANTED_SECONDS = 40, 10, 5.0
 
 
 def planted_cost(worker: Worker, executor: str, params: Params, delay_us: float = 0.0) -> dict | None:
-    """What a plant adds to a step in one process: ``PLANTED_PAIRS`` pairs of blocks, plain and planted (behind
+    """What a plant adds to a step in one process: ``PLANTED_PAIRS`` pairs of blocks (fewer where they take
+    longer than ``PLANTED_SECONDS``, at least ``PLANTED_MIN_PAIRS``), plain and planted (behind
     ``delay_us`` of busy wait, or, with none, the step with the planted ops), in alternating order; the median
     of their host-time differences in µs (``us``) and its standard error (``us_se``, from their spread); for
     the ops, also kernels per step and kernel µs added (the profiler). The busy wait costs more than it waits
@@ -275,8 +278,10 @@ def planted_cost(worker: Worker, executor: str, params: Params, delay_us: float 
     the planted size, and its error counts in the coverage check (``ab_tables.control_rows``)."""
     plant = {"delay_us": delay_us} if delay_us else {"variant": ab_worker.OPS}
     try:
-        diffs = []
+        diffs, start = [], time.perf_counter()
         for i in range(PLANTED_PAIRS):
+            if i >= PLANTED_MIN_PAIRS and time.perf_counter() - start > PLANTED_SECONDS:
+                break
             order = ({}, plant) if i % 2 == 0 else (plant, {})
             host = [
                 worker.call("block", executor=executor, warmup=params.warmup, iters=params.iters, **extra)["host_ms"]
