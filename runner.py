@@ -272,7 +272,10 @@ def run_fleet(tasks: fleet.Fleet, stop: interrupts.Stop, cluster: dict, meta: di
         _say(f"INTERRUPTED ({interrupted}) · {page}")
         return 128 + stop.received
     failed = [
-        f"{t} {n['name']}" for t, sm in zip(tasks.types, summaries) for n in sm["notebooks"] if n["status"] != "ok"
+        f"{t} {n['name']}"
+        for t, sm in zip(tasks.types, summaries)
+        for n in sm["notebooks"]
+        if n["status"] not in ("ok", report.UNAVAILABLE)
     ]
     rows = [
         f"{t} {n['name']}: {', '.join(n['failed_rows'])}"
@@ -321,10 +324,12 @@ def finish(
     if interrupted:
         _say(f"INTERRUPTED ({interrupted}) · {page}")
         return 128 + stop.received
-    failed = [n["name"] for n in summary["notebooks"] if n["status"] != "ok"]
+    failed = [n["name"] for n in summary["notebooks"] if n["status"] not in ("ok", report.UNAVAILABLE)]
     rows = [f"{n['name']}: {', '.join(n['failed_rows'])}" for n in summary["notebooks"] if n.get("failed_rows")]
+    unavailable = [n["name"] for n in summary["notebooks"] if n["status"] == report.UNAVAILABLE]
     _say(
         f"{'FAILED: ' + ', '.join(failed) if failed else 'all notebooks ok'}"
+        f"{' (' + ', '.join(unavailable) + ': nothing it measures can run here)' if unavailable else ''}"
         f"{' · FAILED ROWS: ' + '; '.join(rows) if rows else ''} · {summary['seconds']} s · {page}"
     )
     return EXIT_FAILED if failed or rows or problems else 0

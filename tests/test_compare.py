@@ -164,12 +164,17 @@ def test_rows_that_share_a_key_are_skipped_not_paired(runs):
     assert {e["row"] for e in report["rows"] if e["notebook"] == "02_executor_timing"} == {"torch.compile"}
 
 
-def test_status_change_is_a_row(runs):
-    path = runs / "b" / "02_executor_timing.results.json"
-    data = json.loads(path.read_text())
-    data["rows"][1].update({"status": "failed", "wall_ms": None, "reason": "boom"})
-    path.write_text(json.dumps(data))
-    report = C.compare(C.load_run(runs / "a"), C.load_run(runs / "b"), effects=EFFECTS)
+def test_status_change_is_a_row_and_not_comparable_across_stacks(runs, tmp_path):
+    """A row whose status differs is a row of its own: changed between runs of one stack, not comparable
+    between stacks (torch 2.9.1 against 2.11.0), where the tally lists it apart."""
+    c = tmp_path / "c"  # A's stack and parameters
+    timing_notebook(c, {"eager": (20, 19, 21), "torch.compile": (5.5, 5, 6.5)}, {"eager": 12})
+    for run in (runs / "b", c):
+        path = run / "02_executor_timing.results.json"
+        data = json.loads(path.read_text())
+        data["rows"][1].update({"status": "failed", "wall_ms": None, "reason": "boom"})
+        path.write_text(json.dumps(data))
+    report = C.compare(C.load_run(runs / "a"), C.load_run(c), effects=EFFECTS)
     got = entries(report)
     status = got[("02_executor_timing", "torch.compile", "status")]
     assert (
@@ -183,6 +188,11 @@ def test_status_change_is_a_row(runs):
     numbers = [e for e in report["rows"] if e["metric"] != "status"]
     assert C.tally(report).startswith(f"{len(numbers)} numbers: ") and len(numbers) == len(report["rows"]) - 1
     assert "; 1 rows changed status." in C.tally(report)
+    apart = C.compare(C.load_run(runs / "a"), C.load_run(runs / "b"), effects=EFFECTS)
+    status = entries(apart)[("02_executor_timing", "torch.compile", "status")]
+    assert (status["a"], status["b"], status["verdict"]) == ("ok", "failed", "not comparable")
+    assert "; 1 rows differ in status, not compared." in C.tally(apart) and "changed status" not in C.tally(apart)
+    assert "changed: none" in C.text(apart)
 
 
 def test_lists_print_as_lists_and_only_spreads_as_ranges(runs, tmp_path):
@@ -196,7 +206,7 @@ def test_lists_print_as_lists_and_only_spreads_as_ranges(runs, tmp_path):
     data = json.loads(a.read_text())
     data["params"]["executors"] = ["eager", "thunder", "torch.compile"]
     a.write_text(json.dumps(data))
-    out = C.text(C.compare(C.load_run(runs / "a"), C.load_run(c), effects=EFFECTS))
+    out = C.text(C.compare(C.load_run(runs / "a"), C.load_run(c), effects=EFFECTS), every_row=True)
     assert "executors: [eager, thunder, torch.compile] -> [eager, thunder]" in out, out
     eager = next(
         line
@@ -227,10 +237,10 @@ def test_environment_differences_read_as_lines(runs):
         env = {"gpu": {"name": gpu, "count": 1}, "quieted_noise": [{"message": m, "why": "noise"} for m in quieted]}
         (runs / run / "environment.json").write_text(json.dumps(env))
     report = C.compare(C.load_run(runs / "a"), C.load_run(runs / "b"))
-    out = C.text(report)
+    out = C.text(report, every_row=True)
     assert "  gpu.name: NVIDIA H200 -> NVIDIA L40S" in out, out
     assert "  quieted_noise: TF32 settings; No CUDA runtime -> []" in out
-    assert "{" not in out and "'" not in out.split("environment that differs:")[1].split("skipped")[0]
+    assert "{" not in out and "'" not in out.split("\nenvironment that differs:\n")[1].split("skipped")[0]
     assert "<td>NVIDIA L40S</td>" in C.to_html(report)
 
 
@@ -259,8 +269,9 @@ WRONG_SHAPES = {
 
 @pytest.mark.parametrize("shape", WRONG_SHAPES)
 def test_results_of_the_wrong_shape_are_unreadable_not_a_traceback(runs, shape, capsys):
-    """A hand-edited or truncated results file: skipped as unreadable (saying why) while the other
-    notebooks compare; when it was the only notebook in common, a one-line error that says so."""
+    """A hand-edited or truncated results file: a warning that names it first, in the terminal and on the
+    page, and exit 1, while the other notebooks compare; when it was the only notebook in common, a
+    one-line error that says so (exit 2)."""
     path = runs / "b" / "02_executor_timing.results.json"
     data = json.loads(path.read_text())
     if shape == "key_table null":
@@ -277,12 +288,16 @@ def test_results_of_the_wrong_shape_are_unreadable_not_a_traceback(runs, shape, 
     if shape == "truncated":
         text = text[: len(text) // 2]
     path.write_bytes(b"\xff\xfe" + text.encode() if shape == "not UTF-8" else text.encode())
-    assert C.main(["a", "b", "--output-dir", str(runs)]) == 0
+    code = C.main(["a", "b", "--output-dir", str(runs)])
     out = capsys.readouterr().out
     if shape == "measured a list":  # a section compare does not read may hold anything
-        assert "02_executor_timing" in out and "host_ms" in out
+        assert code == 0 and "ran on: not recorded -> not recorded (02_executor_timing, 04_op_microbenchmarks)" in out
         return
-    assert "unreadable in B: 02_executor_timing.results.json: " in out and "04_op_microbenchmarks" in out
+    warning = "warning: run B (b): could not read 02_executor_timing.results.json: "
+    assert code == 1 and out.startswith(warning), out
+    page = (runs / "b" / "compare-a-vs-b.html").read_text()
+    assert warning in page and page.index(warning) < page.index("Changed, largest first")
+    assert "ran on: not recorded -> not recorded (04_op_microbenchmarks)" in out  # 04 compared
     (runs / "a" / "04_op_microbenchmarks.results.json").unlink()
     assert C.main(["a", "b", "--output-dir", str(runs)]) == 2
     err = capsys.readouterr().err
@@ -323,17 +338,22 @@ def test_nothing_is_written_into_a_published_copy(runs, tmp_path, capsys):
 
 def test_cli_prints_and_writes_the_report_into_run_b(runs):
     written_last(runs / "b")
-    proc = run_runner("compare", "a", "latest", "--output-dir", str(runs), timeout=300)
+    short = run_runner("compare", "a", "latest", "--output-dir", str(runs), timeout=300, env={"COLUMNS": "72"})
+    assert short.returncode == 0, short.stderr
+    lines = short.stdout.splitlines()
+    assert len(lines) <= 40 and all(len(t) <= 72 for t in lines[:-2]), short.stdout  # the last two: the files
+    assert lines[0].startswith("A: a (") and lines[1].startswith("B: b (") and lines[-2].startswith("report: ")
+    assert "changed: none" in lines and "7 not comparable: another stack" in lines
+    proc = run_runner("compare", "a", "latest", "--all", "--output-dir", str(runs), timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "parameters that differ:" in proc.stdout and "cache_mode: seed -> none" in proc.stdout
     assert "packages.torch: 2.9.1 -> 2.11.0" in proc.stdout
     # another stack: whatever run_to_run.json holds, nothing is judged; no interval, so no resolution
     line = next(t for t in proc.stdout.splitlines() if t.startswith("02_executor_timing") and "wall_ms" in t)
     assert re.search(r"19-21 +2\.00 +not comparable: another stack$", line), line
-    assert (
-        "7 numbers: 0 changed (0 higher in B, 0 lower), 0 same, 7 not comparable, 0 not judged. "
-        "Not comparable: another stack (packages.torch 2.9.1 -> 2.11.0); time both in one run: runner.py ab."
-    ) in proc.stdout
+    said = " ".join(proc.stdout.split())
+    assert "7 numbers: 0 changed (0 higher in B, 0 lower), 0 same, 7 not comparable, 0 not judged." in said
+    assert "Not comparable: another stack (packages.torch 2.9.1 -> 2.11.0); time both in one run: runner.py ab." in said
     page, data = runs / "b" / "compare-a-vs-b.html", runs / "b" / "compare-a-vs-b.json"
     written = json.loads(data.read_text())
     assert written["notebooks"] == ["02_executor_timing", "04_op_microbenchmarks"]
@@ -460,7 +480,9 @@ def test_a_time_without_an_interval_is_not_judged_and_a_kernel_time_is_judged_by
     assert kernel["kind"] == run_to_run.KERNEL and kernel["verdict"] == "changed" and kernel["p"] < 0.05
     assert kernel["resolution"] == pytest.approx(max(0.05, run_to_run.Z95 * 0.02))  # sigma alone: no interval
     assert "1 changed (1 higher in B, 0 lower), 0 same, 0 not comparable, 1 not judged" in C.tally(report)
-    unmeasured = C.compare(C.load_run(tmp_path / "a"), C.load_run(tmp_path / "b"), effects={})
+    a, b = C.load_run(tmp_path / "a"), C.load_run(tmp_path / "b")
+    a["environment"]["machine"] = b["environment"]["machine"] = "m1"  # one machine: its device's effects
+    unmeasured = C.compare(a, b, effects={})
     assert {e["metric"]: e["verdict"] for e in unmeasured["rows"]} == {
         "wall_ms": "not judged",
         "kernel_ms": "not judged",
@@ -508,7 +530,7 @@ def test_many_runs_set_a_against_each_other_run_on_one_page(tmp_path, capsys, mo
     verdict ``compare A B`` gives that pair (same, changed, and not comparable on another GPU); the
     seed's tables get one column per run; the CLI writes ``compare-A-vs-B-vs-...`` into the last run's
     folder."""
-    monkeypatch.setattr(run_to_run, "effects", lambda device: EFFECTS)  # not run_to_run.json's
+    monkeypatch.setattr(run_to_run, "effects", lambda device, across=False: EFFECTS)  # not run_to_run.json's
     names = ("H100", "H100-2", "H100-3", "L40S")
     for name, scale in zip(names, (1.0, 1.02, 2.0, 2.0)):
         seed_timing(tmp_path / name, scale, gpu=name.split("-")[0])
@@ -568,8 +590,8 @@ def test_06_points_are_compared_with_their_intervals_not_the_key_tables_bare_val
     assert row.key == "prefill · 1 · 6 · thunder" and row.fields["status"] == "ok"
     host = row.measured("host_ms")
     assert host.interval == pytest.approx((1.35, 1.65)) and host.spread == (1.5, 1.5)
-    same, _ = compare_pair.compare_notebook(results.SCALING, data(1.5), data(1.55), EFFECTS)
-    far, _ = compare_pair.compare_notebook(results.SCALING, data(1.5), data(1.9), EFFECTS)
+    same, _ = compare_pair.compare_notebook(data(1.5), data(1.55), compare_pair.Judging(results.SCALING, EFFECTS))
+    far, _ = compare_pair.compare_notebook(data(1.5), data(1.9), compare_pair.Judging(results.SCALING, EFFECTS))
     assert [e["verdict"] for e in same if e["metric"] == "host_ms"] == ["same"]
     assert [e["a_interval"] for e in same if e["metric"] == "host_ms"] == [pytest.approx((1.35, 1.65))]
     assert [e["verdict"] for e in far if e["metric"] == "host_ms"] == ["changed"]
@@ -592,13 +614,14 @@ def test_within_round_ratios_are_compared_beside_the_rows_they_come_from():
         combination[0]["vs_baseline_hi_x"] = 1.1 * ratio
         return {"key_table": results.key_table("t", step), "graphs": graphs, "combination": combination}
 
-    same, skipped = compare_pair.compare_notebook(results.HOST_OVERHEAD, data(0.215), data(0.205), EFFECTS)
+    judging = compare_pair.Judging(results.HOST_OVERHEAD, EFFECTS)
+    same, skipped = compare_pair.compare_notebook(data(0.215), data(0.205), judging)
     assert skipped == [] and {e["row"] for e in same} == {"a", "b", "b · a", "1 · a+b"}
     assert {e["metric"]: (e["kind"], e["verdict"]) for e in same if e["row"] in ("b · a", "1 · a+b")} == {
         "wall_ratio_x": (run_to_run.WITHIN, "same"),
         "vs_baseline_x": (run_to_run.WITHIN, "same"),
     }
-    far, _ = compare_pair.compare_notebook(results.HOST_OVERHEAD, data(0.215), data(0.30), EFFECTS)
+    far, _ = compare_pair.compare_notebook(data(0.215), data(0.30), judging)
     assert {e["verdict"] for e in far if e["row"] in ("b · a", "1 · a+b")} == {"changed"}
 
 
@@ -660,3 +683,61 @@ def test_key_table_rows_take_their_intervals_and_a_headline_its_flag_from_the_ro
     assert thunder.measured("host_ms") == metrics.Measured(2.0)
     assert eager.measured("kernels_per_step").value == 3 and eager.measured("wall_ms") == compare_rows.NOTHING
     assert compare_rows.metric_names([eager, thunder]) == ["host_ms", "kernels_per_step"]
+
+
+def test_runs_of_two_machines_are_judged_only_with_effects_measured_across_machines(runs, tmp_path):
+    """The machine each run records (``environment.machine``): runs of one machine are judged with
+    the effects of that device (run_to_run.json's ``cpu``); of two machines, or where one recorded
+    none, only with effects measured across machines (none here: only the counts are judged)."""
+    c = tmp_path / "c"  # A's stack and parameters
+    timing_notebook(c, {"eager": (20, 19, 21), "torch.compile": (5.5, 5, 6.5)}, {"eager": 13})
+    a, b = C.load_run(runs / "a"), C.load_run(c)
+    a["environment"]["machine"], b["environment"]["machine"] = "m1", "m2"
+    apart = C.compare(a, b)
+    got = entries(apart)
+    assert got[("02_executor_timing", "eager", "kernels_per_step")]["verdict"] == "changed"
+    assert got[("02_executor_timing", "eager", "wall_ms")]["decided"] == (
+        "not judged: another machine (m1 -> m2), no cross-machine effect measured for host and wall time"
+    )
+    assert apart["machines"] == {"a": "m1", "b": "m2", "apart": "another machine (m1 -> m2)"}
+    assert "No effects were measured across machines of this device" in C.tally(apart)
+    b["environment"]["machine"] = "m1"
+    one = entries(C.compare(a, b))
+    assert one[("02_executor_timing", "eager", "wall_ms")]["decided"] == "not judged: no interval in both runs"
+    del b["environment"]["machine"]
+    assert C.compare(a, b)["machines"]["apart"] == "not known to be one machine (B recorded none)"
+
+
+def test_first_calls_are_judged_only_between_runs_that_started_their_own_compile_caches(runs, tmp_path):
+    a, b = C.load_run(runs / "a"), C.load_run(runs / "a")
+    per_run = "per run, shared by its notebooks (Inductor cache, nvFuser kernel DB)"
+    a["environment"]["compile_cache"] = b["environment"]["compile_cache"] = per_run
+    first = ("04_op_microbenchmarks", "add · seed · eager", "first_call_s")
+    assert entries(C.compare(a, b, effects=EFFECTS))[first]["verdict"] == "same"
+    b["environment"]["compile_cache"] = "not per run: Inductor's machine-wide cache, no nvFuser kernel DB"
+    decided = entries(C.compare(a, b, effects=EFFECTS))[first]["decided"]
+    assert decided.startswith("not judged: first calls follow the compile caches, which differ (per run"), decided
+    a["environment"]["compile_cache"] = b["environment"]["compile_cache"]
+    decided = entries(C.compare(a, b, effects=EFFECTS))[first]["decided"]
+    assert decided.startswith("not judged: first calls follow the compile caches, whose state is not known"), decided
+
+
+def test_many_numbers_are_held_to_a_false_discovery_rate():
+    """Benjamini-Hochberg over the judged numbers: a p of 0.01 passes alone but not among 200 numbers
+    with nothing else moving, and reads same, saying why; a p of 1e-9 stays changed; counts (no p) and
+    numbers not judged are left alone."""
+
+    def row(verdict, p, b=1.2):
+        return {"verdict": verdict, "p": p, "a": 1.0, "b": b, "decided": f"{verdict}: ..."}
+
+    rows = [row("same", 0.5, 1.0) for _ in range(200)] + [row("changed", 0.01), row("changed", 1e-9)]
+    rows += [row("changed", None), row("not judged", None)]
+    done = run_to_run.hold_false_discoveries(rows)
+    assert done == {"method": "Benjamini-Hochberg", "false_discovery_rate": 0.05, "judged": 202, "held": 1}
+    assert [r["verdict"] for r in rows[200:]] == ["same", "changed", "changed", "not judged"]
+    assert rows[200]["decided"] == (
+        "same: B higher by 20%, p 0.01: within chance among 202 numbers judged at once (Benjamini-Hochberg, 5% "
+        "false discoveries)"
+    )
+    alone = [row("changed", 0.01)]
+    assert run_to_run.hold_false_discoveries(alone)["held"] == 0 and alone[0]["verdict"] == "changed"

@@ -538,17 +538,33 @@ WIDEST = """(() => {
 })()"""
 
 
+# What no page shows outside its code: a literal ``**`` (Markdown not rendered), a Python function's repr,
+# a table without a row.
+FLAWS = """(() => {
+    const body = document.body.cloneNode(true);
+    body.querySelectorAll('pre, code, .jp-InputArea, .input_area').forEach(e => e.remove());
+    const text = body.innerText || body.textContent, flaws = [], at = text.indexOf('**');
+    if (at >= 0) flaws.push('a literal ** in: ' + text.slice(Math.max(0, at - 40), at + 40));
+    const f = text.match(/<function [^>]* at 0x/);
+    if (f) flaws.push('a Python function: ' + f[0]);
+    for (const t of document.querySelectorAll('table'))
+        if (!t.querySelector('td')) flaws.push('a table without rows: ' + (t.caption ? t.caption.innerText : ''));
+    return flaws;
+})()"""
+
+
 def test_every_page_fits_a_1280_px_window(tiny_run: Path, tmp_path):
     """In a 1,280 px window no page scrolls sideways and no element reaches past the window's edge, not
     even inside a box of its own that scrolls: index.html and each notebook's HTML of a run, and the
-    reference run's index.html as this code renders it from its results."""
+    reference run's index.html as this code renders it from its results. And none shows, outside its
+    code, a literal ``**``, a Python function's repr or a table without rows (``FLAWS``)."""
     reference = tmp_path / "reference-h100"
     shutil.copytree(ROOT / "outputs" / "reference-h100", reference)
     page_html = report.index_html(report.load_summary(reference), reference, published=True)
     (reference / "index.html").write_text(page_html)
     pages = [tiny_run / "index.html", *sorted(tiny_run.glob("[0-9][0-9]_*.html")), reference / "index.html"]
     assert len(pages) == 1 + len(results.NOTEBOOKS) + 1
-    wide = []
+    wide, flawed = [], []
     with chromium_page(tmp_path / "profile") as page:
         page.call("Emulation.setDeviceMetricsOverride", width=WINDOW_PX, height=1000, deviceScaleFactor=1, mobile=False)
         for path in pages:
@@ -557,7 +573,9 @@ def test_every_page_fits_a_1280_px_window(tiny_run: Path, tmp_path):
             found = page.js(WIDEST)
             if max(found["scroll"], found["widest"]["right"]) > found["edge"]:
                 wide.append(f"{path.parent.name}/{path.name}: {found}")
+            flawed += [f"{path.parent.name}/{path.name}: {flaw}" for flaw in page.js(FLAWS) or []]
     assert not wide, "wider than the window:\n" + "\n".join(wide)
+    assert not flawed, "\n".join(flawed)
 
 
 # --- statuses, what each notebook ran with, writes that fail ------------------------------------------

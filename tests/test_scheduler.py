@@ -394,7 +394,7 @@ def test_compare_says_where_each_notebook_ran(tmp_path):
     results.save(tmp_path / "c", "02_x", resolved(), {}, results.key_table("t", [{"executor": "eager", "ms": 1.0}]))
     report = C.compare(C.load_run(tmp_path / "a"), C.load_run(tmp_path / "b"))
     assert report["ran_on"] == [{"name": "02_x", "a": "GPU 0", "b": "GPU 2"}]
-    assert "ran on:\n  02_x: GPU 0 -> GPU 2" in C.text(report) and "<td>GPU 2</td>" in C.to_html(report)
+    assert "ran on: GPU 0 -> GPU 2 (02_x)" in C.text(report) and "<td>GPU 2</td>" in C.to_html(report)
     older = C.compare(C.load_run(tmp_path / "c"), C.load_run(tmp_path / "a"))  # a run without summary.json
     assert older["ran_on"] == [{"name": "02_x", "a": "not recorded", "b": "GPU 0"}]
 

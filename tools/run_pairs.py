@@ -185,7 +185,7 @@ def estimate(args) -> int:
 def check(args) -> int:
     folder = Path(args.folder)
     plan = json.loads((folder / "plan.json").read_text())
-    effects = None  # the measured ones, as runner.py compare judges
+    effects = run_to_run.effects(plan["device"])  # the measured ones of one machine, as compare judges runs of one
     held_out = ran(folder, plan["held_out"], "held-out")
     same = [e for a, b in held_out for e in pair_rows(folder, a, b, effects)]
     tally = run_to_run.tally_same(same)

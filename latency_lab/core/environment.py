@@ -5,6 +5,7 @@ and the device's memory bandwidth (datasheet and measured) for bandwidth floors.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.metadata
 import io
 import logging
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import warnings
 from datetime import datetime, timezone
+from pathlib import Path
 
 import torch
 
@@ -69,6 +71,21 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def machine_id(device: str) -> str:
+    """Which machine this is, as a short hash (no host name is published): of the host's name, its
+    ``/etc/machine-id`` and, on a GPU, the card's UUID. Two runs on one host (and card) share it; a VM
+    started again elsewhere, or another card, reads another. ``compare`` judges timings across machines
+    only with effects measured across machines."""
+    parts = [platform.node()]
+    try:
+        parts.append(Path("/etc/machine-id").read_text().strip())
+    except OSError:
+        pass
+    if device.startswith("cuda"):
+        parts.append(str(getattr(torch.cuda.get_device_properties(device), "uuid", "")))
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:12]
 
 
 def gpu_info(device: str) -> dict | None:
@@ -197,6 +214,7 @@ def collect(device: str) -> dict:
         "platform": platform.platform(),
         "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
+        "machine": machine_id(device),
         "device": device,
         "gpu": gpu_info(device),
         "torch_cuda_build": torch.version.cuda,

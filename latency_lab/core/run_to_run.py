@@ -192,14 +192,42 @@ def device_key(device: str | None) -> str:
     return (device or "cpu").split(":")[0]
 
 
-def effects(device: str | None) -> dict:
-    """The measured run-to-run effects per kind for ``device`` (``{}``: none measured there)."""
-    return (_measured().get(device_key(device)) or {}).get("kinds", {})
+ACROSS = "-across"  # run_to_run.json's key for a device's effects measured between machines: ``cuda-across``
 
 
-def source(device: str | None) -> dict:
+def effects(device: str | None, across: bool = False) -> dict:
+    """The measured run-to-run effects per kind for ``device`` (``{}``: none measured there): between
+    runs on one machine, or with ``across`` between machines of that device."""
+    return (_measured().get(device_key(device) + (ACROSS if across else "")) or {}).get("kinds", {})
+
+
+def source(device: str | None, across: bool = False) -> dict:
     """Where the effects of ``device`` were measured (pairs, folder), without the effects."""
-    return {k: v for k, v in (_measured().get(device_key(device)) or {}).items() if k != "kinds"}
+    found = _measured().get(device_key(device) + (ACROSS if across else "")) or {}
+    return {k: v for k, v in found.items() if k != "kinds"}
+
+
+FDR = 0.05  # the false discovery rate compare holds its changed numbers to, together (Benjamini-Hochberg)
+
+
+def hold_false_discoveries(rows: list[dict]) -> dict:
+    """Many numbers at once: of the judged numbers with a p (changed or same; counts are exact), a
+    changed one whose p is not under its Benjamini-Hochberg threshold at ``FDR`` becomes same, saying
+    so. Returns what was done: the method, the rate, how many numbers were judged and how many held."""
+    judged = [r for r in rows if r.get("verdict") in (CHANGED, SAME) and r.get("p") is not None]
+    ps = sorted(r["p"] for r in judged)
+    cut = max((p for k, p in enumerate(ps, 1) if p <= k / len(ps) * FDR), default=-1.0)
+    held = 0
+    for r in judged:
+        if r["verdict"] == CHANGED and r["p"] > cut:
+            move = (r["b"] - r["a"]) / abs(r["a"])
+            chance = (
+                f"among {len(judged)} numbers judged at once (Benjamini-Hochberg, {100 * FDR:.0f}% false discoveries)"
+            )
+            way = f"B {'higher' if move > 0 else 'lower'} by {100 * abs(move):.3g}%"
+            r["verdict"], r["decided"] = SAME, phrase(SAME, f"{way}, p {r['p']:.2g}: within chance {chance}")
+            held += 1
+    return {"method": "Benjamini-Hochberg", "false_discovery_rate": FDR, "judged": len(judged), "held": held}
 
 
 def write(device: str, found: dict) -> None:

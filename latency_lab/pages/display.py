@@ -3,6 +3,7 @@ pages share one plotly.js) and tables shown as the pages show them (``tables.htm
 
 from __future__ import annotations
 
+import html
 import warnings
 
 import pandas as pd
@@ -40,6 +41,9 @@ class Table(pd.DataFrame):
         return Table
 
     def _repr_html_(self):
+        if self.empty:  # no rows: a sentence, not an empty table
+            caption = getattr(self, "caption", None)
+            return f"<p class='note'>{html.escape(caption or 'Table')}: nothing measured here.</p>"
         rows = [[None if pd.api.types.is_scalar(v) and pd.isna(v) else v for v in row] for row in self.values.tolist()]
         return str(tables.html_table(rows, list(self.columns), getattr(self, "caption", None), style=True))
 

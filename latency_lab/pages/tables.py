@@ -233,16 +233,30 @@ def _breakable(text: str):
 
 
 @lru_cache(maxsize=1)
+def inline_markdown(text: str):
+    """A finding's inline Markdown as HTML (escaped first): ``**bold**`` and ```code```, the two the
+    notebooks' sentences use; the rest stays text. Template filter ``inline_md``."""
+    import html
+    import re
+
+    from markupsafe import Markup
+
+    out = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", html.escape(str(text), quote=False))
+    return Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", out))
+
+
 def _environment():
     import jinja2
 
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.filters["inline_md"] = inline_markdown
+    return env
 
 
 def render(template: str, **context):

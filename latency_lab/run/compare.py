@@ -170,12 +170,17 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("more", nargs="*", default=[], metavar="RUN", help=more)  # with a default: not listed as required
     ap.add_argument("--output-dir", default="outputs", help="folder that holds the runs (default: outputs)")
     ap.add_argument("--out", help="folder for the report (default: RUN_B's folder)")
+    ap.add_argument("--all", action="store_true", help="print every row, difference and skipped item")
     return ap
+
+
+EXIT_UNREADABLE, EXIT_ERROR = 1, 2  # compared, but a file of a run could not be read; not compared
 
 
 def main(argv: list[str]) -> int:
     """``runner.py compare``: print the report and write it (``write``, ``compare_many.write_many``);
-    0, or 2 with a one-line error where the runs cannot be compared."""
+    0; 1 where a results file or run record could not be read (a warning first in the report and on
+    the page, the rest compared); 2 with a one-line error where the runs cannot be compared."""
     args = parser().parse_args(argv)
     try:
         root = Path(args.output_dir)
@@ -188,7 +193,7 @@ def main(argv: list[str]) -> int:
             page, data = write_many(report, report_folder(report, args.out))
     except (ValueError, OSError) as e:
         print(f"runner.py compare: error: {e}", file=sys.stderr)
-        return 2
-    print(text(report) if len(runs) == 2 else many_text(report))
-    print(f"report: {page} · {data}")
-    return 0
+        return EXIT_ERROR
+    print(text(report, every_row=args.all) if len(runs) == 2 else many_text(report))
+    print(f"report: {page}\ndata: {data}")
+    return EXIT_UNREADABLE if any(run["unreadable"] for run in runs) else 0

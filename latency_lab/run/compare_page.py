@@ -6,6 +6,9 @@ each other (``write``). The report is ``compare_pair.compare``'s.
 from __future__ import annotations
 
 import json
+import shutil
+import textwrap
+from collections import Counter
 from pathlib import Path
 
 from ..core import results, run_to_run, verdicts
@@ -64,17 +67,21 @@ def tally(report: dict) -> str:
     numbers = [e for e in report["rows"] if e["metric"] not in ("status", "grade")]
     count = {v: sum(e["verdict"] == v for e in numbers) for v in verdicts.WORDS}
     higher = sum(e["verdict"] == verdicts.CHANGED and e["b"] > e["a"] for e in numbers)
-    status = sum(e["metric"] == "status" for e in report["rows"])
+    status = sum(e["metric"] == "status" and e["verdict"] == verdicts.CHANGED for e in report["rows"])
+    status_apart = sum(e["metric"] == "status" and e["verdict"] == verdicts.NOT_COMPARABLE for e in report["rows"])
     grades = [e for e in report["rows"] if e["metric"] == "grade"]
     regraded = sum(e["verdict"] == verdicts.CHANGED for e in grades)
     out = (
         f"{len(numbers)} numbers: {count['changed']} changed ({higher} higher in B, {count['changed'] - higher} "
         f"lower), {count['same']} same, {count['not comparable']} not comparable, {count['not judged']} not judged"
         f"{f'; {status} rows changed status' if status else ''}"
+        f"{f'; {status_apart} rows differ in status, not compared' if status_apart else ''}"
         f"{f'; {regraded} of {len(grades)} grades of the seed claims changed' if grades else ''}."
     )
     if report.get("hosts"):
         out += f" Host-bound numbers not judged where {'; '.join(report['hosts'])}."
+    if (report.get("machines") or {}).get("apart"):
+        out += f" The runs' machines: {report['machines']['apart']}."
     if report.get("stack"):
         out += f" Not comparable: another stack ({'; '.join(report['stack'])}); time both in one run: runner.py ab."
     elif report.get("parameters"):
@@ -86,10 +93,18 @@ def tally(report: dict) -> str:
     if report.get("stack"):
         return out  # nothing was judged: no minimum effect or resolution applies
     effects, where = report.get("effects") or {}, report.get("effects_source") or {}
+    multiple = report.get("multiple")
+    if multiple and multiple["judged"]:
+        out += (
+            f" {multiple['judged']} numbers judged at once: held to {100 * multiple['false_discovery_rate']:.0f}% "
+            f"false discoveries ({multiple['method']}), which kept {multiple['held']} from reading changed."
+        )
     if effects:
         kinds = ", ".join(f"{k} {100 * v['min_effect']:.2g}%" for k, v in effects.items())
         pairs, folder = where.get("pairs", "?"), where.get("source", "?")
         out += f" Minimum effects (measured from {pairs} same-tree run pairs, {folder}): {kinds}; kernel counts exact."
+    elif (report.get("machines") or {}).get("apart"):
+        out += " No effects were measured across machines of this device: only kernel counts are judged."
     else:
         out += " No same-tree run pairs were measured on this device: only kernel counts are judged."
     resolved = sorted(e["resolution"] for e in numbers if e.get("resolution") is not None)
@@ -104,33 +119,127 @@ def tally(report: dict) -> str:
     return out
 
 
-def text(report: dict) -> str:
-    """The report as plain text: differences, skipped items, then the table."""
-    lines = [f"A: {report['a']['path']}", f"B: {report['b']['path']}"]
-    lines.append("ran on:")
-    lines += [f"  {d['name']}: {d['a']} -> {d['b']}" for d in report["ran_on"]]
-    for title, items in (
-        ("parameters that differ", report["parameters"]),
-        ("environment that differs", report["environment"]),
-    ):
-        lines.append(f"{title}:" + ("" if items else " none"))
-        lines += [
-            f"  {d['name']}: {shown(d['a'])} -> {shown(d['b'])}"
-            + (f"  ({', '.join(d['notebooks'])})" if "notebooks" in d else "")
-            for d in items
-        ]
-    if report["skipped"]:
-        lines.append("skipped: " + "; ".join(report["skipped"]))
-    header = [h for h, _ in TABLE]
-    body = [[cell(e, k) for _, k in TABLE] for e in report["rows"]]
-    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
-    for r in [header, *body]:
-        lines.append(
-            "  ".join(
-                c.rjust(w) if 3 <= i < len(r) - 1 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))
-            ).rstrip()
+SHOWN_CHANGED = 15  # changed numbers the short report prints, largest move first (``--all``: every row)
+
+
+def terminal_width() -> int:
+    """The terminal's columns (``COLUMNS`` where set; 100 where there is no terminal)."""
+    return shutil.get_terminal_size((100, 24)).columns
+
+
+def clip(line: str, width: int) -> str:
+    """``line`` cut to ``width`` characters, ``…`` marking a cut."""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def move(entry: dict) -> float:
+    """A changed number's move as a share of A's value (a count's too), for ordering: largest first."""
+    a, b = entry["a"], entry["b"]
+    return abs(b - a) / abs(a) if a else float("inf")
+
+
+def changed(report: dict) -> list[dict]:
+    """The changed numbers (and changed statuses), largest move first."""
+    found = [e for e in report["rows"] if e["verdict"] == verdicts.CHANGED]
+    return sorted(found, key=lambda e: -move(e) if isinstance(e["a"], (int, float)) else float("inf"))
+
+
+def groups(report: dict) -> list[tuple[str, int]]:
+    """The numbers not compared or not judged, grouped by their reason (a number's own figures cut
+    off): (verdict and reason, how many), most first."""
+    found = Counter()
+    for e in report["rows"]:
+        if e["verdict"] in (verdicts.NOT_COMPARABLE, verdicts.NOT_JUDGED):
+            found[reason_group(e["decided"])] += 1
+    return found.most_common()
+
+
+def reason_group(decided: str) -> str:
+    """A verdict's text without what is particular to its number (its own move, p and interval)."""
+    for cut in (": B higher", ": B lower", ", p ", " (A "):
+        if cut in decided:
+            decided = decided.split(cut)[0]
+    return decided
+
+
+def warnings(report: dict) -> list[str]:
+    """One line per results file or record that could not be read, in either run."""
+    return [
+        f"warning: run {side} ({report[side.lower()]['name']}): could not read {u}"
+        for side, found in (report.get("unreadable") or {}).items()
+        for u in found
+    ]
+
+
+def header(report: dict) -> list[str]:
+    """What was compared: the runs, their machines and stacks, where they ran, what differs."""
+    a, b, m = report["a"], report["b"], report.get("machines") or {}
+    lines = [f"A: {a['name']} ({a['path']})", f"B: {b['name']} ({b['path']})"]
+    lines.append(f"machines: {m['apart']}" if m.get("apart") else f"machines: the same ({m.get('a')})")
+    lines.append(f"stacks: differ: {'; '.join(report['stack'])}" if report.get("stack") else "stacks: the same")
+    where: dict[str, list[str]] = {}
+    for d in report["ran_on"]:
+        where.setdefault(f"{d['a']} -> {d['b']}", []).append(d["name"])
+    lines.append("ran on: " + "; ".join(f"{w} ({', '.join(names)})" for w, names in where.items()))
+    params = report["parameters"]
+    lines.append(
+        "parameters that differ: "
+        + (
+            "; ".join(f"{d['name']} {shown(d['a'])} -> {shown(d['b'])} ({len(d['notebooks'])})" for d in params)
+            or "none"
         )
-    return "\n".join([*lines, tally(report)])
+    )
+    env = report["environment"]
+    lines.append(f"environment that differs: {', '.join(d['name'] for d in env) or 'none'}")
+    return lines
+
+
+def text(report: dict, every_row: bool = False, width: int | None = None) -> str:
+    """The report as plain text, each line at most ``width`` (the terminal's) long: warnings, what was
+    compared, the tally, the changed numbers (largest first, at most ``SHOWN_CHANGED``), then one line
+    per group of numbers not compared or not judged and the skipped items' count. ``every_row``: every
+    difference, skipped item and row in full (the table)."""
+    width = width or terminal_width()
+    lines = [*warnings(report), *header(report), ""]
+    lines += textwrap.wrap(tally(report), width)
+    found = changed(report)
+    shown_changed = found if every_row else found[:SHOWN_CHANGED]
+    lines += ["", f"changed ({len(found)}, largest first):" if found else "changed: none"]
+    lines += [
+        f"  {e['notebook']} · {e['row']} · {e['metric']}: {cell(e, 'a')} -> {cell(e, 'b')} ({e['decided']})"
+        for e in shown_changed
+    ]
+    if len(found) > len(shown_changed):
+        lines.append(f"  … {len(found) - len(shown_changed)} more: --all prints every row")
+    for reason, n in groups(report):
+        lines.append(f"{n} {reason}")
+    if report["skipped"]:
+        lines.append(
+            f"skipped: {len(report['skipped'])} (rows, metrics or notebooks in one run only; --all lists them)"
+        )
+    if every_row:
+        lines += ["", "parameters that differ:"]
+        lines += [
+            f"  {d['name']}: {shown(d['a'])} -> {shown(d['b'])}  ({', '.join(d['notebooks'])})"
+            for d in report["parameters"]
+        ]
+        lines += ["environment that differs:"] + [
+            f"  {d['name']}: {shown(d['a'])} -> {shown(d['b'])}" for d in report["environment"]
+        ]
+        lines += ["skipped:"] + [f"  {s}" for s in report["skipped"]]
+        lines += ["", *table_lines(report)]
+    return "\n".join(line if every_row else clip(line, width) for line in lines)
+
+
+def table_lines(report: dict) -> list[str]:
+    """Every row of the report as an aligned text table (``TABLE``)."""
+    header_ = [h for h, _ in TABLE]
+    body = [[cell(e, k) for _, k in TABLE] for e in report["rows"]]
+    widths = [max(len(r[i]) for r in [header_, *body]) for i in range(len(header_))]
+    return [
+        "  ".join(c.rjust(w) if 3 <= i < len(r) - 1 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+        for r in [header_, *body]
+    ]
 
 
 def entries_table(entries: list[dict], with_notebook: str | None = None, style: bool = False):
@@ -165,6 +274,10 @@ def to_html(report: dict) -> str:
             a=report["a"]["path"],
             b=report["b"]["path"],
             tally=tally(report),
+            warnings=warnings(report),
+            header=header(report),
+            changed=entries_table(changed(report), with_notebook="notebook") if changed(report) else None,
+            groups=groups(report),
             differences=[
                 ("Ran on", _differences_table(report["ran_on"])),
                 ("Parameters that differ", _differences_table(report["parameters"])),

@@ -93,20 +93,22 @@ class NumberPair:
 @dataclass(frozen=True)
 class Judging:
     """How one notebook's numbers are judged: with ``effects`` (per kind), or not at all where
-    ``not_comparable`` says why; host-bound numbers not judged where ``hosts_apart`` says why."""
+    ``not_comparable`` says why; host-bound numbers not judged where ``hosts_apart`` says why, a kind
+    with no effect measured across machines where ``machines_apart`` says why the runs' machines may
+    differ, and first calls where ``caches_apart`` says why their compile caches were not alike."""
 
     notebook: str
     effects: dict
     not_comparable: str | None = None
     hosts_apart: str | None = None
+    machines_apart: str | None = None
+    caches_apart: str | None = None
 
 
-def compare_notebook(
-    name: str, a: dict, b: dict, effects: dict, not_comparable: str | None = None, hosts_apart: str | None = None
-) -> tuple[list[dict], list[str]]:
-    """Rows of the comparison for one notebook (each number judged by ``run_to_run.judge`` with
-    ``effects``, or ``not_comparable`` with that reason; a host-bound number not judged where
-    ``hosts_apart`` says why), and what was skipped in it."""
+def compare_notebook(a: dict, b: dict, judging: Judging) -> tuple[list[dict], list[str]]:
+    """Rows of the comparison for one notebook (each number judged as ``judging`` says), and what was
+    skipped in it."""
+    name, not_comparable = judging.notebook, judging.not_comparable
     rows_a, rows_b = read_rows(a), read_rows(b)
     (by_a, twice_a), (by_b, twice_b) = by_key(rows_a), by_key(rows_b)
     metrics_a, metrics_b = metric_names(rows_a), metric_names(rows_b)
@@ -131,12 +133,11 @@ def compare_notebook(
         for k in keys
         if k not in other
     ]
-    judging = Judging(name, effects, not_comparable, hosts_apart)
     out = []
     for key in (k for k in by_a if k in by_b):
         ra, rb = by_a[key].fields, by_b[key].fields
         if ra.get("status") != rb.get("status"):
-            out.append(_word_entry(name, key, "status", ra.get("status"), rb.get("status")))
+            out.append(_word_entry(name, key, "status", ra.get("status"), rb.get("status"), not_comparable))
         if ra.get("grade") is not None or rb.get("grade") is not None:
             out.append(_word_entry(name, key, "grade", ra.get("grade"), rb.get("grade"), not_comparable))
         for m in common:
@@ -200,6 +201,11 @@ def _entry(judging: Judging, key: str, metric: str, pair: NumberPair) -> dict:
         judged = run_to_run.Judged(NOT_COMPARABLE, not_comparable)
     elif judging.hosts_apart and kind in run_to_run.HOST_BOUND:
         judged = run_to_run.Judged(NOT_JUDGED, phrase(NOT_JUDGED, judging.hosts_apart))
+    elif judging.machines_apart and kind != run_to_run.COUNT and effect is None:
+        why = f"{judging.machines_apart}, no cross-machine effect measured for {kind}"
+        judged = run_to_run.Judged(NOT_JUDGED, phrase(NOT_JUDGED, why))
+    elif judging.caches_apart and kind == run_to_run.FIRST_CALL:
+        judged = run_to_run.Judged(NOT_JUDGED, phrase(NOT_JUDGED, judging.caches_apart))
     else:
         judged = run_to_run.judge(kind, a, b, pair.a.interval, pair.b.interval, effect)
     judged_here = judged.verdict in (CHANGED, SAME)
@@ -255,9 +261,33 @@ def stack_differences(a: dict, b: dict) -> list[str]:
     return [f"{k} {shown(fa.get(k))} -> {shown(fb.get(k))}" for k in STACK if fa.get(k) != fb.get(k)]
 
 
+def machines_apart(a: dict, b: dict) -> str | None:
+    """Why two loaded runs may come from different machines (the ``machine`` their environments
+    record, ``environment.machine_id``), or None where both record the same one."""
+    ma, mb = a["environment"].get("machine"), b["environment"].get("machine")
+    if ma and ma == mb:
+        return None
+    if ma and mb:
+        return f"another machine ({ma} -> {mb})"
+    return f"not known to be one machine ({' and '.join(s for s, m in (('A', ma), ('B', mb)) if not m)} recorded none)"
+
+
+def caches_apart(a: dict, b: dict) -> str | None:
+    """Why first calls of two loaded runs are not judged (they follow the compile caches): the caches
+    differ, or neither run started its own (``per run``), so their state at a first call is not known."""
+    ca, cb = a["environment"].get("compile_cache"), b["environment"].get("compile_cache")
+    if ca == cb and str(ca).startswith("per run"):
+        return None
+    if ca != cb:
+        return f"first calls follow the compile caches, which differ ({shown(ca)} -> {shown(cb)})"
+    return f"first calls follow the compile caches, whose state is not known ({shown(ca)})"
+
+
 def compare(a: dict, b: dict, effects: dict | None = None) -> dict:
     """The comparison of two loaded runs (``compare.load_run``), B against A, each number judged with
-    ``effects`` (per kind; None: those measured for A's device, ``run_to_run.effects``)."""
+    ``effects`` (per kind; None: those measured for A's device, between runs of one machine or, where
+    the runs' machines may differ, between machines: ``run_to_run.effects``), the changed ones held
+    together to a false discovery rate (``run_to_run.hold_false_discoveries``)."""
     common = [n for n in a["notebooks"] if n in b["notebooks"]]
     if not common:
         unreadable = "".join(
@@ -268,8 +298,8 @@ def compare(a: dict, b: dict, effects: dict | None = None) -> dict:
             f"({', '.join(b['notebooks'])}) have no notebook in common{unreadable}"
         )
     device = a["environment"].get("device")
-    given = effects is not None
-    effects = effects if given else run_to_run.effects(device)
+    given, apart = effects is not None, machines_apart(a, b)
+    effects = effects if given else run_to_run.effects(device, across=apart is not None)
     skipped = [f"{n}: only in A ({a['name']})" for n in a["notebooks"] if n not in b["notebooks"]]
     skipped += [f"{n}: only in B ({b['name']})" for n in b["notebooks"] if n not in a["notebooks"]]
     skipped += [f"unreadable in {side}: {u}" for side, run in (("A", a), ("B", b)) for u in run["unreadable"]]
@@ -286,11 +316,13 @@ def compare(a: dict, b: dict, effects: dict | None = None) -> dict:
             else None
         )
         da, db = a["notebooks"][n], b["notebooks"][n]
-        apart = None if stack else run_to_run.hosts_apart(da, db, effects)  # another stack: nothing is judged
-        hosts += [f"{n}: {apart}"] if apart else []
-        got, missed = compare_notebook(n, da, db, effects, why, apart)
+        hosts_moved = None if stack else run_to_run.hosts_apart(da, db, effects)  # another stack: nothing is judged
+        hosts += [f"{n}: {hosts_moved}"] if hosts_moved else []
+        judging = Judging(n, effects, why, hosts_moved, apart, caches_apart(a, b))
+        got, missed = compare_notebook(da, db, judging)
         rows += got
         skipped += missed
+    multiple = run_to_run.hold_false_discoveries(rows)
     return {
         "a": {"name": a["name"], "path": a["path"]},
         "b": {"name": b["name"], "path": b["path"]},
@@ -301,11 +333,14 @@ def compare(a: dict, b: dict, effects: dict | None = None) -> dict:
             for n in common
         ],
         "environment": differences(a["environment"], b["environment"], IGNORED_ENV),
+        "machines": {"a": a["environment"].get("machine"), "b": b["environment"].get("machine"), "apart": apart},
         "stack": stack,
         "hosts": hosts,
         "skipped": skipped,
         "rows": rows,
         "effects": effects,
-        "effects_source": {"source": "given by the caller"} if given else run_to_run.source(device),
+        "effects_source": {"source": "given by the caller"} if given else run_to_run.source(device, apart is not None),
+        "multiple": multiple,
+        "unreadable": {side: run["unreadable"] for side, run in (("A", a), ("B", b)) if run["unreadable"]},
         "ab_resolution_pct": next((r for r in (ab_resolution(b), ab_resolution(a)) if r is not None), None),
     }

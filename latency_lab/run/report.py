@@ -51,14 +51,27 @@ def summarize(run_dir: Path, meta: dict, outcomes: list) -> dict:
                 found = data.get("findings") or []
                 entry["findings"] = [found] if isinstance(found, str) else list(found)
                 entry["files"]["results"] = path.name
+                if o.status == "ok" and nothing_measured(data["key_table"]):
+                    entry["status"] = UNAVAILABLE
             except ValueError as e:
                 entry["status"], entry["error"] = "failed", {"ename": "ResultsError", "evalue": str(e)}
         elif o.status == "ok":
             entry["status"] = "failed"
             entry["error"] = {"ename": "MissingResults", "evalue": f"{path.name} was not written"}
         notebooks.append(entry)
-    ok = all(n["status"] == "ok" and not n["failed_rows"] for n in notebooks)
+    ok = all(n["status"] in ("ok", UNAVAILABLE) and not n["failed_rows"] for n in notebooks)
     return {**meta, "ok": ok, "notebooks": notebooks}
+
+
+UNAVAILABLE = "unavailable"  # a notebook that ran but could measure nothing here: its findings say why
+
+
+def nothing_measured(table: dict) -> bool:
+    """Whether every row of a key table is ``unavailable`` (none measured, none failed)."""
+    columns, rows = table.get("columns") or [], table.get("rows") or []
+    if "status" not in columns or not rows:
+        return False
+    return all(row[columns.index("status")] == UNAVAILABLE for row in rows)
 
 
 def write(run_dir: Path, summary: dict) -> list[str]:
@@ -111,7 +124,7 @@ def incomplete(summary: dict) -> list[str]:
     """What keeps a run from being complete: the interrupt, notebooks not ok, failed rows."""
     found = [f"interrupted ({summary['interrupted']})"] if summary.get("interrupted") else []
     found += [f"stopped ({summary['stopped']})"] if summary.get("stopped") else []
-    found += [f"{n['name']} {n['status']}" for n in summary["notebooks"] if n["status"] != "ok"]
+    found += [f"{n['name']} {n['status']}" for n in summary["notebooks"] if n["status"] not in ("ok", UNAVAILABLE)]
     found += [
         f"{n['name']} failed rows: {', '.join(n['failed_rows'])}" for n in summary["notebooks"] if n.get("failed_rows")
     ]
