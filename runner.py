@@ -162,11 +162,12 @@ def check_writable(root: Path, given: str) -> None:
         raise SetupError(f"invalid --output-dir {short(given)}: not writable") from None
 
 
-def main(argv=None) -> int:
+def main(argv=None, typed: list[str] | None = None) -> int:
+    """``runner.py``; ``typed``: the command as typed where another (``ab``) made ``argv`` from it."""
     args = parse_args(argv)
     with interrupts.Stop().installed() as stop:
         try:
-            return run(args, argv, stop)
+            return run(args, typed if typed is not None else argv, stop)
         except interrupts.Interrupted as e:  # a second signal while the first one was handled, before the run
             return e.code
 
@@ -415,7 +416,7 @@ def ab(argv: list[str]) -> int:
     except ValueError as e:
         print(f"runner.py ab: error: {e}", file=sys.stderr)
         return EXIT_SETUP
-    return main(["--notebooks", results.AB_BUILDS, *rest, *given])
+    return main(["--notebooks", results.AB_BUILDS, *rest, *given], typed=["ab", *argv])
 
 
 def ab_values(args: argparse.Namespace) -> list[str]:

@@ -229,7 +229,11 @@ def test_a_bad_build_is_a_parameter_error_naming_the_parameter(value, fragment):
     with pytest.raises(ParameterError) as e:
         builds.parse("build_b", value)
     assert e.value.name == "build_b"
-    assert str(e.value).startswith("invalid parameter build_b=") and fragment in str(e.value)
+    assert "invalid parameter build_b=" in str(e.value) and fragment in str(e.value)
+    missing = next(iter(value.values())) if isinstance(value, dict) and "/nonexistent" in str(value) else None
+    if missing:  # the cause first, in the user's words; the parameter's own line after it
+        missing = missing[0] if isinstance(missing, list) else missing
+        assert str(e.value).startswith(f"build B: {missing} does not exist (invalid parameter build_b="), str(e.value)
 
 
 def test_a_relative_folder_is_resolved(tmp_path, monkeypatch):
@@ -305,7 +309,10 @@ def test_differences_name_what_differs_between_two_probes():
     "args, fragment",
     [
         ([], "give build B: --b PYTHON, --b-path FOLDER or --b-env NAME=VALUE"),
-        (["--b", "/nonexistent/python"], "invalid parameter build_b="),
+        (
+            ["--b", "/nonexistent/python"],
+            "error: build B: /nonexistent/python does not exist (invalid parameter build_b=",
+        ),
         (["--b-path", "/nonexistent"], "path '/nonexistent' is not a folder"),
         (["--b-env", "NOVALUE"], "invalid parameter --b-env='NOVALUE': allowed NAME=VALUE"),
         (["--b-env", "=1"], "invalid parameter --b-env='=1'"),
@@ -404,11 +411,16 @@ def wrapper_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path, st
 
 @SERIAL_WITH_TINY_RUN
 def test_runner_ab_with_a_second_interpreter_writes_a_complete_run(wrapper_run):
-    """Exit 0; the results JSON, the executed notebook and the index naming 08."""
-    proc, run, _ = wrapper_run
+    """Exit 0; the results JSON, the executed notebook and the index naming 08; the page's command is the
+    one typed (``runner.py ab --b ...``), and its CPU note names no notebook that did not run."""
+    proc, run, wrapper = wrapper_run
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     assert (run / "08_ab_builds.results.json").is_file() and (run / "08_ab_builds.ipynb").is_file()
-    assert "08_ab_builds" in (run / "index.html").read_text()
+    page = (run / "index.html").read_text()
+    assert "08_ab_builds" in page
+    command = json.loads((run / "summary.json").read_text())["command"]
+    assert command.split()[1:4] == ["runner.py", "ab", "--b"] and "build_a=" not in command, command
+    assert "06 runs" not in page and "07 measures" not in page and "A CPU run" in page
     assert "rounds: 8 of 8 done" in proc.stdout  # -p repeats=4: 2 x 4 rounds a batch
     assert "Resolved: ±" in proc.stdout or "Not resolved: ±" in proc.stdout  # what it resolved, and why it stopped
 

@@ -883,6 +883,24 @@ def test_a_run_cut_before_any_results_leaves_latest_compare_and_the_start_page_a
     assert re.search(rf"\(01_model_setup\.ipynb\) \| [^|]+ \| {seconds:.0f} s \|", page), page
 
 
+def test_a_run_of_08_alone_is_never_latest(tmp_path):
+    """``runner.py ab`` writes a run of 08 alone: however recent, ``latest`` (and so ``compare latest``
+    and the start page) stays at the investigation's last run; a whole run that includes 08 is it."""
+    for name, files, when in (("suite", ["02_executor_timing"], 100), ("ab", ["08_ab_builds"], 200)):
+        (tmp_path / name).mkdir()
+        for stem in files:
+            f = tmp_path / name / f"{stem}{results.SUFFIX}"
+            f.write_text("{}")
+            os.utime(f, (when, when))
+    assert run_folder.last_usable(tmp_path) == tmp_path / "suite"
+    (tmp_path / "whole").mkdir()
+    for stem, when in (("02_executor_timing", 300), ("08_ab_builds", 310)):
+        f = tmp_path / "whole" / f"{stem}{results.SUFFIX}"
+        f.write_text("{}")
+        os.utime(f, (when, when))
+    assert run_folder.last_usable(tmp_path) == tmp_path / "whole"
+
+
 def test_the_interactive_scratch_folder_is_never_latest_nor_a_run_id(tmp_path):
     """A notebook run by hand writes into ``outputs/interactive``: however recent, it is not the last
     usable run, and ``--run-id interactive`` is refused; when a run that wrote nothing moves the link

@@ -78,10 +78,14 @@ def parse(name: str, value) -> Build:
     python = value.get("python") or ""
     if not isinstance(python, str):
         raise ParameterError(name, value, ALLOWED)
+    who = f"build {name.removeprefix('build_').upper()}"
     if python:
         exe = Path(python).expanduser()
         if not exe.is_file() or not os.access(exe, os.X_OK):
-            raise ParameterError(name, value, f"{ALLOWED}; python {short(python)} is not an executable file")
+            why = "does not exist" if not exe.exists() else "is not an executable file"
+            raise ParameterError(
+                name, value, f"{ALLOWED}; python {short(python)} is not an executable file", f"{who}: {python} {why}"
+            )
         python = str(exe.absolute())
     path = value.get("path") or []
     if isinstance(path, str):
@@ -92,7 +96,8 @@ def parse(name: str, value) -> Build:
     for p in path:
         folder = Path(p).expanduser()
         if not folder.is_dir():
-            raise ParameterError(name, value, f"{ALLOWED}; path {short(p)} is not a folder")
+            why = "does not exist" if not folder.exists() else "is not a folder"
+            raise ParameterError(name, value, f"{ALLOWED}; path {short(p)} is not a folder", f"{who}: {p} {why}")
         folders.append(str(folder.resolve()))
     env = value.get("env") or {}
     if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):

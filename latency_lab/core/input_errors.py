@@ -9,9 +9,11 @@ import reprlib
 class ParameterError(ValueError):
     """A parameter value the suite cannot use; the message names it and the allowed values."""
 
-    def __init__(self, name: str, value, allowed: str):
+    def __init__(self, name: str, value, allowed: str, cause: str | None = None):
+        """``cause``: what is wrong in the user's words, said first, the parameter's own line after it."""
         self.name, self.value, self.allowed = name, value, allowed
-        super().__init__(f"invalid parameter {clip(str(name), 60)}={short(value)}: allowed {allowed}")
+        found = f"invalid parameter {clip(str(name), 60)}={short(value)}: allowed {allowed}"
+        super().__init__(f"{cause} ({found})" if cause else found)
 
 
 def clip(text: str, limit: int = 80, length: int | None = None) -> str:

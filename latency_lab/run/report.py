@@ -516,13 +516,23 @@ GPU_ANSWER = "outputs/reference-h100"  # the committed H100 run
 
 
 def cpu_note(summary: dict) -> str | None:
-    """For a run on a CPU: what it cannot answer there and where the GPU answer is; else None."""
+    """For a run on a CPU: what it cannot answer there and where the GPU answer is, naming only the
+    notebooks that ran (06 and 07 where they did); else None."""
     if (summary.get("environment") or {}).get("device") != "cpu":
         return None
+    ran = {n["name"] for n in summary.get("notebooks") or [] if n.get("status") != "not run"}
+    which = "; ".join(
+        said
+        for name, said in (
+            (results.SCALING, "06 runs thunder:torch in nvFuser-Thunder's place"),
+            (results.LEVERS, "07 measures nothing"),
+        )
+        if name in ran
+    )
     return (
-        "A CPU run: Thunder with nvFuser, CUDA graphs and 07's levers need a CUDA device, so their rows say "
-        "unavailable here (06 runs thunder:torch in nvFuser-Thunder's place; 07 measures nothing). "
-        f"The GPU answer to the question is the committed H100 run: {GPU_ANSWER}/index.html."
+        "A CPU run: Thunder with nvFuser and CUDA graphs need a CUDA device, so their rows say unavailable here"
+        f"{f' ({which})' if which else ''}. The GPU answer to the question is the committed H100 run: "
+        f"{GPU_ANSWER}/index.html."
     )
 
 

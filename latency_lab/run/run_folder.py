@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..core.parameters import short
-from ..core.results import INTERACTIVE, SUFFIX
+from ..core.results import AB_BUILDS, INTERACTIVE, SUFFIX
 
 LATEST = "latest"
 RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
@@ -44,16 +44,17 @@ def usable(folder: Path) -> bool:
 
 
 def last_usable(root: Path) -> Path | None:
-    """The last usable run under ``root``, the one ``latest`` names: of its run folders (published
-    copies and the notebooks' scratch folder ``interactive`` apart) that hold a results file, the one
-    that wrote one last; None where none does. A run interrupted before its first notebook finished is
-    never it; one that finished some is."""
+    """The last usable run of the investigation under ``root``, the one ``latest`` names: of its run
+    folders (published copies and the notebooks' scratch folder ``interactive`` apart) that hold a
+    results file of a notebook other than 08, the one that wrote one last; None where none does. A
+    run of 08 alone (``runner.py ab``) answers another question and is never it; a run interrupted
+    before its first notebook finished is never it; one that finished some is."""
     newest = {}
     for folder in sorted(root.iterdir()) if root.is_dir() else ():
         if folder.name in (LATEST, INTERACTIVE) or not folder.is_dir() or is_published(folder):
             continue
         try:
-            written = [f.stat().st_mtime for f in folder.glob(f"*{SUFFIX}")]
+            written = [f.stat().st_mtime for f in folder.glob(f"*{SUFFIX}") if f.name != f"{AB_BUILDS}{SUFFIX}"]
         except OSError:  # removed meanwhile
             continue
         if written:
