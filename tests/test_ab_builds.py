@@ -108,6 +108,8 @@ def test_a_planted_change_is_covered_and_called_at_its_size():
         assert c.text().startswith("changed: B slower by ") and c.text("A'").startswith("changed: A' slower by ")
     faster = paired.change("host_ms", *_arms(shift=0.9))
     assert faster.called and faster.text().startswith("changed: B faster by ")
+    for c in (faster, paired.change("host_ms", *_arms(shift=0.995, seed=3))):  # A's and B's columns agree
+        assert (c.b < c.a) == (c.change_pct < 0) and c.b == pytest.approx(c.a * c.ratio)
     covered = [paired.change("host_ms", *_arms(shift=1.02, seed=s)).covers(1.02) for s in range(200)]
     assert 180 <= sum(covered) <= 200, sum(covered)
 

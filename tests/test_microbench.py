@@ -51,11 +51,11 @@ def tiny_params(**kw) -> parameters.Params:
 @pytest.fixture(scope="module")
 def measured():
     """The grid's builds, rounds and rows (builds released after the rows are taken)."""
-    params = tiny_params()
-    built, timed, threads = microbench.measure(params, TINY, progress=lambda text: None)
+    params, said = tiny_params(), []
+    built, timed, threads = microbench.measure(params, TINY, progress=said.append)
     table = microbench.rows(built, timed, threads, params.seq_len)
     sweep.release(built, params.device)
-    return params, timed, table
+    return params, timed, table, said
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +156,7 @@ def test_one_row_per_op_size_executor(rows):
 
 
 def test_every_build_is_timed_in_the_same_rounds(measured):
-    params, timed, rows = measured
+    params, timed, rows, _ = measured
     ok = [r for r in rows if r["executor"] in ("eager", "thunder:torch")]
     assert all(r["status"] == "ok" and r["reason"] is None for r in ok)
     assert len(timed.entries) == len(ok) == 8 and len(timed.reference_ms) == 2 * params.repeats
@@ -173,6 +173,15 @@ def test_every_build_is_timed_in_the_same_rounds(measured):
         assert r["overhead_vs_eager_us"] == pytest.approx(float(np.median([(a - b) * 1e3 for a, b in rounds])))
         assert r["vs_eager_x"] == pytest.approx(timed.ratio(key, base).median)
         assert eager["overhead_vs_eager_us"] == 0
+
+
+def test_an_executor_unavailable_here_is_said_once_not_at_every_point(measured):
+    """On a CPU each of the 4 (op, size) points would say "nvFuser needs a CUDA device" for Thunder: one
+    line per unavailable executor instead, and no build line for it."""
+    said = measured[3]
+    unavailable = [line for line in said if "unavailable at every point" in line]
+    assert len(unavailable) == 2 and all("CUDA" in line for line in unavailable), said
+    assert not any("Thunder-nvFuser: building" in line for line in said), said
 
 
 def test_unavailable_executors_are_rows_with_reasons(rows):

@@ -126,7 +126,8 @@ class Change:
 
     metric: str
     a: float  # A's median time over its workers' blocks (ms)
-    b: float  # X's
+    b: float  # X's on the same scale: ``a`` times ``ratio``, so that a, b and the change agree (X's own
+    # median over its blocks can sit on the other side of A's: the rounds' centres set the levels apart)
     ratio: float
     lo: float | None
     hi: float | None
@@ -237,7 +238,7 @@ def change(
     return Change(
         metric,
         ms(a),
-        ms(b),
+        ms(a) * math.exp(d),
         math.exp(d),
         lo,
         hi,

@@ -108,11 +108,12 @@ def build(
     executors = {ex.name: ex for _, _, exs in cases.values() for ex in exs}
     done: dict[tuple[str, str], Built] = {}
     for ex in executors.values():
+        if problem := ex.check(params.device):  # said once, not at every point
+            progress(f"{ex.label}: {problem[0]} at every point: {problem[1]}")
         for key, (point, case, exs) in cases.items():
             if ex.name in {e.name for e in exs}:
-                done[key, ex.name] = _build_one(
-                    ex, point, case, params, profile_steps, lambda text, k=key: progress(f"{k} · {text}")
-                )
+                said = (lambda text: None) if problem else (lambda text, k=key: progress(f"{k} · {text}"))
+                done[key, ex.name] = _build_one(ex, point, case, params, profile_steps, said)
     return [done[key, ex.name] for key, (_, _, exs) in cases.items() for ex in exs]
 
 
