@@ -253,6 +253,8 @@ def test_state_text_reports_the_slow_share_and_fast_blocks():
     t.mark(timed.cutoff_ms)
     text = state_text(timed)
     assert "in 37.5% of 8 references; 2 of 4 blocks ran fast" in text
+    # the how and why once, on the index: not repeated in every notebook's findings
+    assert "slow most of the time" not in text and "the run's index, under The host's state" in text
 
 
 def test_seed_tables_pair_each_metric_with_the_seed():

@@ -357,24 +357,32 @@ def host_moved_note(rounds_: Rounds, difference: float) -> str:
     )
 
 
+HOST_STATE_NOTE = (
+    "A notebook's headlines (ms, and host time per host reference: each block's host time over the mean of "
+    "the two reference loops around it) are medians over the blocks that ran while the host read fast (its "
+    f"reference loop under {host_state.FAST_FACTOR:g}x its 10th percentile). A run that is slow most of the "
+    "time has a slow 10th percentile, and its headlines are slow-state ones. Intervals: the bootstrap's 95% "
+    "interval of each median (the run's own; what two runs of the same tree differ by is measured apart, and "
+    "compare uses it). Kernel times do not move with the host."
+)  # said once, on the run's index; each notebook says its own numbers (``state_text``)
+
+
 def state_text(rounds_: Rounds) -> str:
-    """What the host did during the rounds and how the headlines deal with it."""
+    """What the host did during the rounds: its slow share, the fast blocks the headlines are over, and
+    how host per reference reads in the slow state; the how and why once, on the index (``HOST_STATE_NOTE``)."""
     share, cut = rounds_.slow_share(), rounds_.cutoff_ms
     if share is None:
         return "No host reference was timed."
     fast_n, blocks = rounds_.fast_blocks()
     return (
-        f"The host read slow (its reference loop above {cut:.3g} ms, {host_state.FAST_FACTOR:g}x the 10th "
-        f"percentile) in {100 * share:.3g}% of {len(rounds_.references())} references; {fast_n} of {blocks} "
-        "blocks ran fast, and the headlines (ms, and host time per host reference: each block's host time over "
-        "the mean of its two references) are medians over those. A run that is slow most of the time has a slow "
-        "10th percentile, and its headlines are slow-state ones. "
+        f"The host read slow (its reference loop above {cut:.3g} ms) in {100 * share:.3g}% of "
+        f"{len(rounds_.references())} references; {fast_n} of {blocks} blocks ran fast, and the headlines are "
+        "medians over those. "
         + (
             f"Host per reference read ×{bias:.3g} in the slow state against the fast one (median over entries). "
             if (bias := rounds_.slow_state_bias()) is not None
             else f"Fewer than {host_state.MIN_FAST} slow steady blocks per entry: how host per reference reads in the "
             "slow state was not measured here. "
         )
-        + "Intervals: the bootstrap's 95% interval of each median (this run's own; what two runs of the same tree "
-        "differ by is measured apart, and compare uses it). Kernel times do not move with the host."
+        + "How a slow host is dealt with: the run's index, under The host's state."
     )

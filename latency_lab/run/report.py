@@ -12,7 +12,7 @@ import tempfile
 from datetime import datetime
 from pathlib import Path
 
-from ..core import results, seed_numbers
+from ..core import results, rounds, seed_numbers
 from ..core.parameters import own_defaults, resolved
 from ..pages import html_assets, tables
 from . import run_folder, scheduler
@@ -560,6 +560,7 @@ def index_html(summary: dict, run_dir: Path | None = None, standalone: bool = Fa
         kind="standalone" if standalone else "published" if published else "index",
         notebook_changes=summary.get("notebook_changes") or {},
         cpu_note=cpu_note(summary),
+        host_state_note=rounds.HOST_STATE_NOTE,
         plotly=Markup(plotly),
         headline=headline,
         notebooks=[_notebook(summary, n, timing, run_dir if standalone else None) for n in summary["notebooks"]],
