@@ -596,7 +596,7 @@ def test_a_worker_that_dies_during_the_rounds_leaves_a_partial_run(tmp_path):
     )
     print(proc.stdout[-3000:])
     assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-4000:]
-    assert "FAILED ROWS: 08_ab_builds: eager (partial)" in proc.stdout
+    assert "FAILED ROWS: 08_ab_builds: eager B vs A (partial: " in proc.stdout  # which build, and why
     run = out / "dies"
     rows = _key_rows(run)
     b = [r for r in rows if r["comparison"].startswith("B")]

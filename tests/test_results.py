@@ -75,3 +75,21 @@ def test_load_names_what_is_wrong(tmp_path, text, fragment):
     with pytest.raises(ValueError, match=r"^x\.results\.json: ") as err:
         results.load(path)
     assert fragment in str(err.value)
+
+
+def test_a_failed_row_names_its_comparison_and_why():
+    """The runner's FAILED ROWS line: for 08 which build's row failed and why, not just the executor."""
+    table = {
+        "columns": ["executor", "comparison", "status", "reason"],
+        "rows": [
+            ["thunder:torch", "B vs A", "failed", "worker B #1: first call: TypeError: unexpected cache_positions"],
+            ["thunder:torch", "A' vs A (A/A control)", "ok", None],
+            ["eager", "B vs A", "unavailable", "not here"],
+        ],
+    }
+    assert results.failed_rows(table) == [
+        "thunder:torch B vs A (failed: worker B #1: first call: TypeError: unexpected cache_positions)"
+    ]
+    assert results.failed_rows({"columns": ["executor", "status"], "rows": [["eager", "partial"]]}) == [
+        "eager (partial)"
+    ]

@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import metrics, phases
+from .input_errors import clip
 from .metrics import SCHEMA_VERSION
 
 SUFFIX = ".results.json"
@@ -89,15 +90,21 @@ def key_table(title: str, rows: list[dict], columns: list[str] | None = None) ->
 
 
 def failed_rows(table: dict) -> list[str]:
-    """Executors whose row in a key table is neither ok nor unavailable (failed, partial, ...)."""
+    """Executors whose row in a key table is neither ok nor unavailable (failed, partial, ...): the
+    executor, what it was compared as where the table says (08's ``B vs A``), the status and the
+    reason's start."""
     cols = table.get("columns") or []
     if "status" not in cols:
         return []
-    status, name = cols.index("status"), cols.index("executor") if "executor" in cols else 0
+
+    def said(row) -> str:
+        r = dict(zip(cols, row))
+        what = " ".join(str(r[c]) for c in ("executor", "comparison") if r.get(c)) or str(row[0])
+        why = f": {clip(str(r['reason']), 100)}" if r.get("reason") else ""
+        return f"{what} ({r['status']}{why})"
+
     return list(
-        dict.fromkeys(
-            f"{row[name]} ({row[status]})" for row in table["rows"] if row[status] not in ("ok", "unavailable")
-        )
+        dict.fromkeys(said(row) for row in table["rows"] if dict(zip(cols, row))["status"] not in ("ok", "unavailable"))
     )
 
 
