@@ -875,9 +875,9 @@ def test_a_run_cut_before_any_results_leaves_latest_compare_and_the_start_page_a
     assert f"{out / 'latest'} stays at full, the last usable run" in stdout, stdout
     assert (out / "latest").resolve() == (out / "full").resolve() == run_folder.last_usable(out).resolve()
     capsys.readouterr()
-    assert compare.main([str(REFERENCE), "latest", "--output-dir", str(out)]) == 0
+    assert compare.main([str(REFERENCE), "latest", "--all", "--output-dir", str(out)]) == 0
     said = capsys.readouterr().out
-    assert f"B: {(out / 'full').resolve()}" in said and "02_executor_timing: only in A (reference-h100)" in said
+    assert f"B: full ({(out / 'full').resolve()})" in said and "02_executor_timing: only in A (reference-h100)" in said
     assert compare.main(["full", "cut", "--output-dir", str(out)]) == 2
     assert "holds no *.results.json file: no notebook of that run finished" in capsys.readouterr().err
     page = start_page.text(outputs=out)
