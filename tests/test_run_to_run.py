@@ -366,7 +366,7 @@ def test_runner_refuses_a_malformed_planted_value_before_making_anything(tmp_pat
 # --- the kept pairs ------------------------------------------------------------------------------------
 
 
-def test_the_kept_pairs_give_the_kept_effects_and_pass_their_pre_registered_tests(tmp_path, monkeypatch, capsys):
+def test_the_kept_pairs_give_the_kept_effects_and_pass_their_held_out_tests(tmp_path, monkeypatch, capsys):
     """``run_to_run.json``'s effects per device are what ``tools/run_pairs.py estimate`` makes of the pairs
     kept in ``benchmarks/pairs`` (so every figure README and FINDINGS cite comes from files in the tree),
     and ``check`` passes on each folder with them: on the H100 the held-out pairs read same in at least

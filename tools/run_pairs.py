@@ -5,7 +5,7 @@
     python tools/run_pairs.py run --plan t1,p5,t2 --deadline 540 --into ... -- --notebooks 02,04
     python tools/run_pairs.py estimate benchmarks/pairs/h100 --write     # the minimum effect per kind (folders...)
     python tools/run_pairs.py pack benchmarks/pairs/h100                 # the run folders into runs.tar.xz
-    python tools/run_pairs.py check benchmarks/pairs/h100                # the pre-registered test
+    python tools/run_pairs.py check benchmarks/pairs/h100                # the held-out and planted pairs
 
 ``run``: each name of ``--plan`` is one ``runner.py`` call (the arguments after ``--``) into
 ``INTO/<name>/``, of which the results JSON, ``environment.json`` and ``summary.json`` are kept (no
@@ -233,7 +233,7 @@ def parse_args(argv=None):
     e.add_argument("--write", action="store_true", help="keep it in latency_lab/core/run_to_run.json")
     k = sub.add_parser("pack", help="the run folders into runs.tar.xz (after the runs)")
     k.add_argument("folder", help="a folder of pairs")
-    c = sub.add_parser("check", help="the pre-registered test")
+    c = sub.add_parser("check", help="the held-out and planted pairs, judged as compare judges runs of one machine")
     c.add_argument("folder", help="a folder of pairs with its plan.json")
     args = ap.parse_args(argv)
     if args.command == "run" and args.runner_args[:1] == ["--"]:
