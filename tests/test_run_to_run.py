@@ -453,3 +453,31 @@ def test_an_interval_wider_than_half_its_value_is_too_noisy_to_judge_same(b, int
     if verdict == "not judged":
         assert judged.decided.startswith("too noisy to judge: B higher by 6.13%")
         assert "A's interval spans 123% of its value (more than 50%)" in judged.decided
+
+
+def test_an_executor_with_enough_numbers_is_judged_with_effects_of_its_own():
+    """Pairs where torch.compile's host time moves 8% between runs and thunder's 1%: each gets its own
+    minimum effect (at least ``PER_EXECUTOR_MIN`` numbers each), the kind keeps the pooled one, and an
+    executor without its own falls back to the kind's."""
+
+    def rows(executor, size):
+        moves = [size * (1 if i % 2 else -1) * (0.5 + i / 80) for i in range(40)]
+        return [
+            {
+                "row": executor,
+                "kind": R.TIME,
+                "a": 1.0,
+                "b": 1.0 + m,
+                "ratio": 1.0 + m,
+                "a_interval": (0.99, 1.01),
+                "b_interval": (0.99 + m, 1.01 + m),
+            }
+            for m in moves
+        ]
+
+    found = R.estimate(rows("torch.compile", 0.08) + rows("thunder", 0.01))
+    own = found[f"{R.TIME} · torch.compile"]["min_effect"], found[f"{R.TIME} · thunder"]["min_effect"]
+    assert own[0] > 4 * own[1] and own[1] < found[R.TIME]["min_effect"] < own[0]
+    assert R.effect_of(found, R.TIME, "thunder")["min_effect"] == own[1]
+    assert R.effect_of(found, R.TIME, "eager") == found[R.TIME]
+    assert f"{R.TIME} · eager" not in R.estimate(rows("torch.compile", 0.08)[:39] + rows("eager", 0.01)[:39])

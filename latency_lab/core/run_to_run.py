@@ -128,10 +128,26 @@ def too_noisy(a, b, interval_a, interval_b) -> str | None:
     return None
 
 
+PER_EXECUTOR_MIN = 40  # numbers of one kind and executor that earn it effects of its own (else the kind's)
+
+
+def executor_of(row: dict) -> str:
+    """The executor a compare row is of: its row key's last part (``add · seed · eager``: eager)."""
+    return str(row.get("row", "")).split(" · ")[-1]
+
+
+def effect_of(effects: dict, kind_: str | None, executor: str) -> dict | None:
+    """The effects of ``kind_`` for ``executor``: its own where measured (``<kind> · <executor>``),
+    else the kind's, pooled over executors."""
+    return effects.get(f"{kind_} · {executor}") or effects.get(kind_)
+
+
 def estimate(rows: list[dict]) -> dict:
     """Per kind, from compare's rows of same-tree pairs: ``sigma`` (the moves' root mean square beyond
     what their intervals explain) and ``min_effect`` (the 95th percentile of the moves' size), with how
-    many numbers gave them."""
+    many numbers gave them; and per kind and executor (``<kind> · <executor>``) where that executor
+    gave at least ``PER_EXECUTOR_MIN`` numbers (their spreads differ: torch.compile's host time moves
+    more between runs than Thunder's)."""
     out = {}
     for k in KINDS:
         if k == COUNT:
@@ -143,18 +159,26 @@ def estimate(rows: list[dict]) -> dict:
             found = [r for r in found if not r["a_interval"][0] <= 0 <= r["a_interval"][1]]
         if len(found) < 2:
             continue
-        moves = [(r["b"] - r["a"]) / abs(r["a"]) for r in found]
-        explained = [
-            sum(standard_error(r[side], r["a"]) ** 2 for side in ("a_interval", "b_interval") if r.get(side))
-            for r in found
-        ]
-        excess = sum(m * m for m in moves) / len(moves) - sum(explained) / len(explained)
-        out[k] = {
-            "sigma": math.sqrt(max(0.0, excess)),
-            "min_effect": host_state.quantile([abs(m) for m in moves], 0.95),
-            "numbers": len(found),
-        }
+        out[k] = _effect(found)
+        for executor in sorted({executor_of(r) for r in found}):
+            mine = [r for r in found if executor_of(r) == executor]
+            if len(mine) >= PER_EXECUTOR_MIN:
+                out[f"{k} · {executor}"] = _effect(mine)
     return out
+
+
+def _effect(found: list[dict]) -> dict:
+    """``sigma``, ``min_effect`` and ``numbers`` of a set of compare rows (``estimate``)."""
+    moves = [(r["b"] - r["a"]) / abs(r["a"]) for r in found]
+    explained = [
+        sum(standard_error(r[side], r["a"]) ** 2 for side in ("a_interval", "b_interval") if r.get(side)) for r in found
+    ]
+    excess = sum(m * m for m in moves) / len(moves) - sum(explained) / len(explained)
+    return {
+        "sigma": math.sqrt(max(0.0, excess)),
+        "min_effect": host_state.quantile([abs(m) for m in moves], 0.95),
+        "numbers": len(found),
+    }
 
 
 HOST_BOUND = (TIME, PER_REF, DIFFERENCE)  # kinds that move with the host's speed (a ratio of two entries less so)

@@ -100,9 +100,13 @@ def tally(report: dict) -> str:
             f"false discoveries ({multiple['method']}), which kept {multiple['held']} from reading changed."
         )
     if effects:
-        kinds = ", ".join(f"{k} {100 * v['min_effect']:.2g}%" for k, v in effects.items())
+        kinds = ", ".join(f"{k} {100 * v['min_effect']:.2g}%" for k, v in effects.items() if " · " not in k)
+        own = sorted({k.split(" · ")[1] for k in effects if " · " in k})
         pairs, folder = where.get("pairs", "?"), where.get("source", "?")
-        out += f" Minimum effects (measured from {pairs} same-tree run pairs, {folder}): {kinds}; kernel counts exact."
+        out += (
+            f" Minimum effects (measured from {pairs} same-tree run pairs, {folder}): {kinds}; kernel counts exact"
+            + (f"; {', '.join(own)} with effects of their own where measured." if own else ".")
+        )
     elif (report.get("machines") or {}).get("apart"):
         out += " No effects were measured across machines of this device: only kernel counts are judged."
     else:

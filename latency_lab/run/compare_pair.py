@@ -193,7 +193,7 @@ def _entry(judging: Judging, key: str, metric: str, pair: NumberPair) -> dict:
     of a notebook whose host moved too far (``Judging.hosts_apart``), not judged."""
     a, b = pair.a.value, pair.b.value
     kind = run_to_run.kind(metric)
-    effect = judging.effects.get(kind)
+    effect = run_to_run.effect_of(judging.effects, kind, run_to_run.executor_of({"row": key}))
     not_comparable = judging.not_comparable or _fast_only_differs(pair.a.fast_only, pair.b.fast_only)
     if not pair.both:
         judged = run_to_run.Judged(NOT_JUDGED, phrase(NOT_JUDGED, "measured in one run only"))
