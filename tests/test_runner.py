@@ -1057,6 +1057,7 @@ def test_ctrl_c_in_a_terminal_stops_tasks_py_run_cleanly(tmp_path):
         os.close(master)
     text = shown.decode(errors="replace")
     assert "INTERRUPTED (SIGINT)" in text and "Traceback" not in text and "KeyboardInterrupt" not in text, text
+    assert "Kernel died while waiting" not in text, text  # nbclient's log line: the runner says what stopped it
     _assert_marked(tmp_path, signal.SIGINT)
 
 

@@ -3,6 +3,7 @@ a real kernel, and nbconvert HTML. Used by ``runner.py`` and the tests."""
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 import threading
@@ -159,6 +160,17 @@ def kernel_name() -> str:
     from jupyter_client.kernelspec import KernelSpecManager
 
     return "latency-lab" if "latency-lab" in KernelSpecManager().find_kernel_specs() else "python3"
+
+
+class _SaidByTheRunner(logging.Filter):
+    """papermill's log (nbclient logs through it) without the line a dead kernel makes it print: the
+    outcome says what stopped the notebook, where and after how long (``stop_line``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Kernel died while waiting for execute reply" not in record.getMessage()
+
+
+logging.getLogger("papermill").addFilter(_SaidByTheRunner())
 
 
 def execute(path: Path, run_dir: Path, injected: dict, kernel: str, timeout: int | None, progress_bar: bool) -> Outcome:
