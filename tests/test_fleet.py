@@ -152,7 +152,7 @@ def test_each_notebook_runs_once_per_gpu_type_into_a_folder_each_and_one_fleet_p
     assert data["types"] == ["T1", "T2"] and data["interrupted"] is None
     assert [(d["type"], d["status"]) for d in data["tasks"]] == [("T1", "ok"), ("T2", "ok")]
     assert not (out / "latest").exists()  # a fleet is several runs: latest is left as it was
-    compared = run_runner("compare", str(fleet / "T1"), str(fleet / "T2"), timeout=120)
+    compared = run_runner("compare", str(fleet / "T1"), str(fleet / "T2"), "--all", timeout=120)
     assert compared.returncode == 0 and "ray.accelerator_type: T1 -> T2" in compared.stdout, compared.stderr
     dom = chromium_dom((fleet / "index.html").as_uri(), tmp_path / "profile")
     assert "latency-lab fleet fleet: T1, T2" in dom and "Every task: status, time, where it ran" in dom
