@@ -173,3 +173,23 @@ def test_merged_rounds_mark_blocks_against_their_common_cutoff_and_leave_the_par
     done = harness.Rounds.merged([fast, slow])
     assert done.rounds == 16 and done.entries["a"].fast == [True] * 8 and done.entries["b"].fast == [False] * 8
     assert slow.entries["b"].fast == [True] * 8 and done.entries["b"] is not slow.entries["b"]
+
+
+def test_a_failure_says_its_cause_in_the_users_words_first_and_no_python_reprs():
+    """Issue 46: the two failures a GPU run's index showed in Python's words, and a function's repr."""
+    from latency_lab.core.failures import describe
+
+    proxy = TypeError(
+        "<class 'list'> indices must be integers or slices, not <class 'thunder.core.proxies.IntegerProxy'>"
+    )
+    assert describe(proxy) == (
+        "Thunder traced a Python int as a symbolic value, and the model indexes a list with it "
+        "(TypeError: list indices must be integers or slices, not IntegerProxy)"
+    )
+    kwargs = TypeError(
+        "<function LlamaForCausalLM.forward at 0x7f3a2b1c40>() got unexpected keyword arguments: cache_positions"
+    )
+    said = describe(kwargs)
+    assert said.startswith("this transformers' forward refuses the seed's cache_positions") and " at 0x" not in said
+    assert "(TypeError: LlamaForCausalLM.forward() got unexpected keyword arguments: cache_positions)" in said
+    assert describe(RuntimeError("boom")) == "RuntimeError: boom"
