@@ -42,6 +42,7 @@ FILTER = "notebook-outputs"  # .gitattributes applies it to notebooks/*.ipynb
 START_PAGE = "notebooks/START.md"  # written by ``tasks.py lab`` (latency_lab.run.start_page); not tracked
 LAB_CONFIG = ROOT / ".jupyter"  # labconfig: Markdown opens rendered (the start page, the README), no news prompt
 SUITE_MODULES = ("torch", "papermill", "nbconvert", "plotly")  # what runner.py cannot start without
+EDITABLE = "ignore:Editable installation"  # a warnings filter: setuptools' note on editable installs
 CLUSTER = "LATENCY_LAB_CLUSTER"  # =1: install the cluster extra (Ray) too, as ``install --cluster`` does
 
 
@@ -136,7 +137,11 @@ def _set_up(gpu: bool, cluster: bool, want: str) -> None:
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
     pip = [str(PY), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     subprocess.run([*pip, "--upgrade", "pip"], check=True)
-    subprocess.run([*pip, "-e", f"{ROOT}[test{',gpu' if gpu else ''}{',cluster' if cluster else ''}]"], check=True)
+    # setuptools' "Editable installation" warning (a block of asterisks about folders named like the
+    # package) is about a layout this project has on purpose: not printed
+    quiet = {**os.environ, "PYTHONWARNINGS": ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), EDITABLE]))}
+    extras = f"test{',gpu' if gpu else ''}{',cluster' if cluster else ''}"
+    subprocess.run([*pip, "-e", f"{ROOT}[{extras}]"], check=True, env=quiet)
     subprocess.run(
         [
             str(PY),

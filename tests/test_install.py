@@ -84,6 +84,7 @@ def test_two_set_ups_at_once_take_turns_and_both_end_with_a_working_venv(tmp_pat
     if "NewConnectionError" in rest + second.stdout + second.stderr:
         pytest.skip("no package index is reachable from this machine")
     assert first.returncode == 0, said + rest
+    assert "Editable installation" not in rest and "*****" not in rest, rest  # setuptools' note is not printed
     assert second.returncode == 0, second.stdout + second.stderr
     assert second.stdout.startswith("tasks.py: another set-up of ") and "waiting for it" in second.stdout
     assert "setting up" not in second.stdout, second.stdout
