@@ -443,7 +443,11 @@ def test_runner_ab_reads_b_and_the_controls_against_a(wrapper_run):
     print("controls", data["controls"])
     (control,) = data["controls"]
     assert control["planted_pct_asked"] == PLANTED and control["planted_us"] > 0
-    assert control["detected"] and control["found_pct"] > control["planted_pct"] / 2, control
+    assert control["covered"], control  # the interval holds the plant's measured size, whatever the load
+    if control["planted_pct"] >= 2 * aa["resolution_pct"]:  # the controls' own rule: a plant this size is found
+        assert control["detected"] and control["found_pct"] > control["planted_pct"] / 2, control
+    else:  # the other tests on the same 2 cores spread the processes (an A/A of ±83% in one CI run): no claim
+        print(f"the run resolved ±{aa['resolution_pct']:.3g}%: a {control['planted_pct']:.3g}% plant need not be found")
     # Two arms of one build, and B the same build: far less apart than the planted delay (how often an A/A is
     # called at all, about 1 in 20 by design, is tools/ab_validate.py's to say)
     for row in (aa, _row(rows, B_VS_A)):  # under load an interval may be wide: then it must hold no change

@@ -253,3 +253,22 @@ def test_adjacent_builds_are_one_direct_step_named_first_bad_or_not(monkeypatch,
         assert [s["mid"] for s in data["steps"]] == [None] and data["bad"] == 1, data
         assert bisect_page.outcome(data)["found"] == found, bisect_page.outcome(data)
         assert "Builds in order" in bisect_page.to_html(data)
+
+
+def test_a_step_whose_a_a_is_called_is_timed_once_more_and_only_the_second_timing_is_read(monkeypatch, tmp_path):
+    """The A/A control called at 95% in about 1 step of 20: the step is timed again with fresh workers; a
+    second timing whose controls pass is read (bad found), one whose controls fail again stops."""
+    from latency_lab.core import parameters
+
+    p = parameters.resolved(preset="tiny", device="cpu", executors="eager", build_b={})
+    called = step(None, SLOWER, controls="A/A called -3.5%") | {"aa": "changed", "stopping": "", "resolved": True}
+    passed = step(None, SLOWER) | {"aa": "same", "stopping": "", "resolved": True}
+    for second, found in ((passed, "c1"), (called, None)):
+        monkeypatch.setenv("LATENCY_LAB_CACHE", str(tmp_path / str(found)))
+        timings = iter([called | {"seconds": 1.0}, second | {"seconds": 1.0}])
+        monkeypatch.setattr(bisect, "time_step", lambda *_: next(timings))
+        monkeypatch.setattr(bisect, "imported", lambda build: ("torch",))
+        data = bisect.run(Adjacent(), p)
+        assert [s["call"] for s in data["steps"]][0] == "again", data["steps"]
+        assert "its controls failed: again with fresh workers" in data["steps"][0]["why"]
+        assert bisect_page.outcome(data)["found"] == found, bisect_page.outcome(data)

@@ -160,7 +160,7 @@ def estimate(rows: list[dict]) -> dict:
         if len(found) < 2:
             continue
         out[k] = _effect(found)
-        for executor in sorted({executor_of(r) for r in found}):
+        for executor in sorted({executor_of(r) for r in found} - {""}):
             mine = [r for r in found if executor_of(r) == executor]
             if len(mine) >= PER_EXECUTOR_MIN:
                 out[f"{k} · {executor}"] = _effect(mine)
