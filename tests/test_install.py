@@ -59,6 +59,7 @@ def test_help_is_printed_on_request(capsys):
     assert capsys.readouterr().out.startswith(tasks.__doc__)
 
 
+@pytest.mark.xdist_group("tiny_run")  # two pip installs on 2 cores: not beside the real A/B runs' timings
 def test_two_set_ups_at_once_take_turns_and_both_end_with_a_working_venv(tmp_path):
     """Two ``tasks.py install`` started together on a fresh project: the second, started once the first
     is setting up, says in one line that it waits, then finds the first's ``.venv`` and installs

@@ -263,9 +263,10 @@ def calibrate(worker: Worker, executor: str, params: Params) -> float | None:
     return min(hosts)
 
 
-# Pairs of blocks that size a plant in one process: PLANTED_PAIRS (about 1 s on a GPU), or as many as
-# PLANTED_SECONDS hold once PLANTED_MIN_PAIRS are in (a seed step on the CPU machine: 1.4 s a pair)
-PLANTED_PAIRS, PLANTED_MIN_PAIRS, PLANTED_SECONDS = 40, 10, 5.0
+# Pairs of blocks that size a plant in one process: PLANTED_PAIRS (about 1 s on a GPU, a few s for the tiny
+# preset on a CPU), or as many as PLANTED_SECONDS hold once PLANTED_MIN_PAIRS are in (a seed step on the
+# CPU machine: 1.4 s a pair)
+PLANTED_PAIRS, PLANTED_MIN_PAIRS, PLANTED_SECONDS = 40, 10, 15.0
 
 
 def planted_cost(worker: Worker, executor: str, params: Params, delay_us: float = 0.0) -> dict | None:
