@@ -3,6 +3,7 @@
 
     python3 tasks.py run [runner.py args]     # the whole investigation: python runner.py
     python3 tasks.py test [pytest args]       # ruff (lint, format check), then the test suite, in parallel
+    python3 tasks.py test --ab-runs           # the tests that time real A/B runs and bisections, one at a time
     python3 tasks.py lab                      # JupyterLab on the project, opened at a start page
     python3 tasks.py install                  # only the setup
     python3 tasks.py install --cluster        # and Ray, for runner.py --ray (or LATENCY_LAB_CLUSTER=1 before any task)
@@ -15,7 +16,10 @@ sent to tasks.py are passed on to it, and tasks.py waits for it and exits with i
 
 ``test`` runs pytest across CPUs (pytest-xdist: ``-n <CPUs> --dist loadgroup``, the tests that share
 an expensive fixture on one worker) unless its arguments say otherwise (``-n 0``, ``-p no:xdist``,
-``--dist ...``) or need one process (``--pdb``, ``--trace``, ``--collect-only``).
+``--dist ...``) or need one process (``--pdb``, ``--trace``, ``--collect-only``). It leaves out the
+tests marked ``ab_runs`` (real A/B rounds and bisections: many worker processes whose verdicts want a
+quiet machine) unless its arguments select by marker (``-m``) or name a test (``file::test``);
+``test --ab-runs`` runs only those, one at a time. CI runs both.
 """
 
 from __future__ import annotations
@@ -296,14 +300,26 @@ def cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+AB_RUNS = "--ab-runs"  # tasks.py test's flag: only the tests marked ab_runs, one at a time
+
+
 def pytest_args(argv: list[str]) -> list[str]:
-    """``tasks.py test``'s pytest arguments: ``argv`` after ``-n <cpus()> --dist loadgroup``, unless
-    ``argv`` says how to distribute the tests (``-n``, ``--numprocesses``, ``--dist``, ``-p no:xdist``)
-    or asks for one process (``ONE_PROCESS``)."""
+    """``tasks.py test``'s pytest arguments. With ``AB_RUNS``: the ``ab_runs`` tests (real A/B rounds and
+    bisections), in one process, one at a time. Otherwise ``argv`` without them (``-m "not ab_runs"``)
+    unless ``argv`` selects by marker (``-m``) or names a test (``file::test``), after ``-n <cpus()>
+    --dist loadgroup`` unless ``argv`` says how to distribute the tests (``-n``, ``--numprocesses``,
+    ``--dist``, ``-p no:xdist``) or asks for one process (``ONE_PROCESS``)."""
+    if AB_RUNS in argv:
+        return ["-m", "ab_runs", "-p", "no:xdist", *(a for a in argv if a != AB_RUNS)]
     chosen = any(
         a in ONE_PROCESS or a.startswith(("-n", "--numprocesses", "--dist")) or a.endswith("no:xdist") for a in argv
     )
-    return list(argv) if chosen else ["-n", str(cpus()), "--dist", "loadgroup", *argv]
+    picked = any(a.startswith("-m") or "::" in a for a in argv)
+    return [
+        *([] if chosen else ["-n", str(cpus()), "--dist", "loadgroup"]),
+        *([] if picked else ["-m", "not ab_runs"]),
+        *argv,
+    ]
 
 
 def main(argv: list[str]) -> int:

@@ -76,8 +76,9 @@ def pytest_sessionfinish(session, exitstatus):
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into the node IDs
 def pytest_collection_modifyitems(config, items):
     """``gpu`` tests run where CUDA is present and are skipped, with the reason, where it is not.
-    Under xdist, the ``tiny_run`` tests, the ``gpu`` tests and the tests on the module's Ray cluster
-    (``ray_cluster``, tests/test_fleet.py) are each one ``xdist_group``."""
+    Under xdist, the ``tiny_run`` tests, the ``gpu`` tests, the ``ab_runs`` tests (real A/B rounds: one
+    at a time) and the tests on the module's Ray cluster (``ray_cluster``, tests/test_fleet.py) are each
+    one ``xdist_group``."""
     import torch
 
     if config.pluginmanager.hasplugin("xdist"):
@@ -86,6 +87,8 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.xdist_group("tiny_run"))
             elif "gpu" in item.keywords:
                 item.add_marker(pytest.mark.xdist_group("gpu"))
+            elif "ab_runs" in item.keywords:
+                item.add_marker(pytest.mark.xdist_group("ab_runs"))
             elif "ray_cluster" in getattr(item, "fixturenames", ()):
                 item.add_marker(pytest.mark.xdist_group("ray"))
     if torch.cuda.is_available():
@@ -97,7 +100,10 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _make_tiny_run(out: Path) -> Path:
-    proc = run_runner("--preset", "tiny", "--device", "cpu", "--output-dir", str(out), "--run-id", "tiny")
+    """Every notebook on the tiny preset; 08 with 2 workers per arm (its pages and files, not its
+    resolution, are what these tests read: tests/test_ab_builds.py times real A/B runs)."""
+    args = ("--preset", "tiny", "--device", "cpu", "-p", "workers=2")
+    proc = run_runner(*args, "--output-dir", str(out), "--run-id", "tiny")
     assert proc.returncode == 0, f"runner failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     return out / "tiny"
 

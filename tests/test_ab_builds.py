@@ -393,9 +393,6 @@ def test_a_transformers_that_refuses_the_seeds_call_is_refused_up_front_naming_t
 
 # Real A/B timings across processes: not beside the tiny run's fixture (the heaviest load of the suite) on
 # the other worker; beside it on the 2-core machine, an A/A read +48% and an identical B +127%.
-SERIAL_WITH_TINY_RUN = pytest.mark.xdist_group("tiny_run")
-
-
 @pytest.fixture(scope="module")
 def wrapper_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path, str]:
     """``runner.py ab --b WRAPPER`` on the tiny preset, CPU, thunder:torch, a planted 10%: B is this
@@ -411,7 +408,7 @@ def wrapper_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path, st
     return proc, out / "ab", wrapper
 
 
-@SERIAL_WITH_TINY_RUN
+@pytest.mark.ab_runs
 def test_runner_ab_with_a_second_interpreter_writes_a_complete_run(wrapper_run):
     """Exit 0; the results JSON, the executed notebook and the index naming 08; the page's command is the
     one typed (``runner.py ab --b ...``), and its CPU note names no notebook that did not run."""
@@ -427,7 +424,7 @@ def test_runner_ab_with_a_second_interpreter_writes_a_complete_run(wrapper_run):
     assert "Resolved: ±" in proc.stdout or "Not resolved: ±" in proc.stdout  # what it resolved, and why it stopped
 
 
-@SERIAL_WITH_TINY_RUN
+@pytest.mark.ab_runs
 def test_runner_ab_reads_b_and_the_controls_against_a(wrapper_run):
     """B vs A, the A/A control and the planted delay are rows over 2 workers each; the planted delay is
     called and its interval covers it; A/A and B (the same build) move far less; B's workers ran the
@@ -465,7 +462,7 @@ def test_runner_ab_reads_b_and_the_controls_against_a(wrapper_run):
     assert all(x["passed"] for x in data["logits"]), data["logits"]
 
 
-@SERIAL_WITH_TINY_RUN
+@pytest.mark.ab_runs
 def test_runner_ab_on_a_loaded_machine_says_nothing_false(tmp_path):
     """Two busy loops beside the run, as on a CI machine: an identical B (a variable only) is not called
     changed at 99.9% confidence, and the planted 100%'s interval agrees with its measured size (found, or
@@ -517,7 +514,7 @@ def _slower_tree(root: Path) -> Path:
     return root
 
 
-@SERIAL_WITH_TINY_RUN
+@pytest.mark.ab_runs
 def test_a_changed_source_tree_as_build_b_is_called_slower(tmp_path):
     """B imports a copied tree whose steps are slower by a busy wait: B vs A is called slower by at
     least half the wait's share of the step, the A/A control far less, B's build row names the tree."""
@@ -555,10 +552,11 @@ def test_a_closed_session_leaves_no_worker_process_behind(tmp_path):
     """After Session.close, no worker process is left, not even a zombie waiting to be reaped."""
     import psutil
 
-    params = parameters.validate(preset="tiny", device="cpu", executors="eager", output_dir=str(tmp_path), **SMALL)
+    small = SMALL | {"workers": 2}
+    params = parameters.validate(preset="tiny", device="cpu", executors="eager", output_dir=str(tmp_path), **small)
     with ab_builds.Session(params) as session:
         pids = [h["pid"] for h in session.hello.values()]
-        assert len(pids) == 12  # 4 workers of A, A' and the planted arm
+        assert len(pids) == 6  # 2 workers of A, A' and the planted arm
         assert all(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids)
     time.sleep(1)
     left = {}
@@ -570,6 +568,7 @@ def test_a_closed_session_leaves_no_worker_process_behind(tmp_path):
     assert left == {}, f"worker processes left after close: {left}"
 
 
+@pytest.mark.ab_runs
 def test_a_worker_that_dies_during_the_rounds_leaves_a_partial_run(tmp_path):
     """B's interpreters are killed (SIGKILL) once the rounds have begun: the runner exits non-zero, B's rows
     say its workers are gone, A' and the planted rows keep their numbers."""

@@ -17,7 +17,6 @@ from conftest import chromium_dom, run_runner
 
 from latency_lab.run import bisect, bisect_builds, bisect_page
 
-SERIAL_WITH_TINY_RUN = pytest.mark.xdist_group("tiny_run")  # real runs of many workers: one at a time
 # every real bisection here: tiny, CPU, eager, 4 workers per build, a step resolved to ±12% or 300 s
 STEP = ("--preset", "tiny", "--device", "cpu", "-p", "executors=eager", "-p", "workers=4")
 STEP += ("--resolve", "12%", "--budget", "300s")
@@ -168,7 +167,7 @@ def test_the_releases_between_two_versions_are_listed_and_one_becomes_a_folder_o
     assert (tmp_path / "cache" / "wheels").is_dir() and bisect_builds.unmet(Path(folder)) == []
 
 
-@SERIAL_WITH_TINY_RUN
+@pytest.mark.ab_runs
 def test_the_bisection_names_the_commit_that_makes_the_step_20pct_longer_and_resumes(repo, tmp_path):
     root, commits = repo
     args = ("--repo", str(root), "--good", commits[0], "--bad", "main", *STEP, "--output-dir", str(tmp_path))
@@ -190,7 +189,7 @@ def test_the_bisection_names_the_commit_that_makes_the_step_20pct_longer_and_res
     assert resumed["outcome"]["found"] == data["outcome"]["found"] and resumed["seconds"] < 120
 
 
-@SERIAL_WITH_TINY_RUN
+@pytest.mark.ab_runs
 def test_a_range_where_no_commit_moves_the_step_says_so(tmp_path):
     root = tmp_path / "repo"
     commits = bisect_repo.make(root, 4, slow_at=None)

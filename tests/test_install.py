@@ -59,7 +59,6 @@ def test_help_is_printed_on_request(capsys):
     assert capsys.readouterr().out.startswith(tasks.__doc__)
 
 
-@pytest.mark.xdist_group("tiny_run")  # two pip installs on 2 cores: not beside the real A/B runs' timings
 def test_two_set_ups_at_once_take_turns_and_both_end_with_a_working_venv(tmp_path):
     """Two ``tasks.py install`` started together on a fresh project: the second, started once the first
     is setting up, says in one line that it waits, then finds the first's ``.venv`` and installs
@@ -91,3 +90,36 @@ def test_two_set_ups_at_once_take_turns_and_both_end_with_a_working_venv(tmp_pat
     assert "setting up" not in second.stdout, second.stdout
     venv_python = project / ".venv" / "bin" / "python"
     assert subprocess.run([str(venv_python), "-c", "import ipykernel, probe"]).returncode == 0
+
+
+def test_test_leaves_the_ab_runs_out_unless_asked_and_runs_them_alone_with_the_flag():
+    """``tasks.py test``: across CPUs without the ``ab_runs`` tests; a marker or a named test is the
+    user's choice; ``--ab-runs``: only those, in one process."""
+    assert tasks.pytest_args([]) == ["-n", str(tasks.cpus()), "--dist", "loadgroup", "-m", "not ab_runs"]
+    assert tasks.pytest_args(["-n", "0", "-k", "harness"]) == ["-m", "not ab_runs", "-n", "0", "-k", "harness"]
+    assert tasks.pytest_args(["-m", "gpu"])[-2:] == ["-m", "gpu"] and "not ab_runs" not in tasks.pytest_args(
+        ["-m", "gpu"]
+    )
+    named = "tests/test_bisect.py::test_a_range_where_no_commit_moves_the_step_says_so"
+    assert "not ab_runs" not in tasks.pytest_args([named])
+    assert tasks.pytest_args(["--ab-runs", "-x"]) == ["-m", "ab_runs", "-p", "no:xdist", "-x"]
+
+
+def test_every_ab_runs_test_is_collected_by_the_flag_and_none_by_default():
+    """The two selections split the suite: nothing marked ``ab_runs`` is in the default one."""
+
+    def collected(args: list[str]) -> set[str]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "--collect-only", "-q", *args, "tests/test_ab_builds.py"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stdout[-2000:]
+        return {line for line in proc.stdout.splitlines() if "::" in line}
+
+    default = collected([a for a in tasks.pytest_args([]) if a not in ("-n", str(tasks.cpus()), "--dist", "loadgroup")])
+    ab = collected(tasks.pytest_args(["--ab-runs"]))
+    assert ab and default and not ab & default
+    assert any("loaded_machine" in t for t in ab) and not any("loaded_machine" in t for t in default)
