@@ -125,15 +125,23 @@ def test_bad_input_is_one_line_and_exit_2_before_any_timing(repo, tmp_path):
         (["--repo", str(root), "--good", good, "--bad", bad, "-p", "executors=eager,thunder:torch"], "one executor"),
         (["--repo", str(root), "--good", good, "--bad", bad, "--resolve", "x"], "--resolve"),
         (["--repo", str(root), "--good", good, "--bad", bad, "-p", "planted_pct=[5]"], "plants nothing"),
-        (["--package", "transformers", "--good", "0.0.1", "--bad", "4.46.3"], "transformers has no such release"),
         (["--package", "not a name", "--good", "1", "--bad", "2"], "invalid --package"),
     ]
     for args, words in cases:
-        proc = bisect_cli(*args, "--output-dir", str(tmp_path / "out"), cache=tmp_path / "cache", timeout=300)
-        assert proc.returncode == 2, (args, proc.stdout[-2000:], proc.stderr[-2000:])
-        lines = proc.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("runner.py bisect: error: ") and words in lines[0], lines
-        assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+        refused_in_one_line(args, words, tmp_path)
+
+
+def test_a_release_the_index_lacks_is_one_line_and_exit_2(package_index, tmp_path):
+    args = ["--package", "transformers", "--good", "0.0.1", "--bad", "4.46.3"]
+    refused_in_one_line(args, "transformers has no such release", tmp_path)
+
+
+def refused_in_one_line(args: list[str], words: str, tmp_path: Path) -> None:
+    proc = bisect_cli(*args, "--output-dir", str(tmp_path / "out"), cache=tmp_path / "cache", timeout=300)
+    assert proc.returncode == 2, (args, proc.stdout[-2000:], proc.stderr[-2000:])
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("runner.py bisect: error: ") and words in lines[0], lines
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
 def test_no_package_index_is_one_line_and_exit_2(tmp_path):
@@ -152,7 +160,9 @@ def test_no_package_index_is_one_line_and_exit_2(tmp_path):
     assert proc.returncode == 2 and "the package index gave no releases" in proc.stderr, proc.stderr
 
 
-def test_the_releases_between_two_versions_are_listed_and_one_becomes_a_folder_of_its_own(tmp_path, monkeypatch):
+def test_the_releases_between_two_versions_are_listed_and_one_becomes_a_folder_of_its_own(
+    package_index, tmp_path, monkeypatch
+):
     """The real index: six's releases 1.14.0 to 1.16.0 listed, 1.15.0's folder importing its own six."""
     monkeypatch.setenv("LATENCY_LAB_CACHE", str(tmp_path / "cache"))
     releases = bisect_builds.Releases("six", "1.14.0", "1.16.0")
