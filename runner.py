@@ -185,7 +185,7 @@ def run(args: argparse.Namespace, argv, stop: interrupts.Stop) -> int:
             stop.hold()
             run_dir, cache_root = run_folder.new_run_dir(root, args.run_id, params.preset, "ray"), None
         else:
-            slots = scheduler.plan(args.gpus, params.device)
+            slots = scheduler.plan(args.gpus, params.device, cpu_slots=args.cpu_slots)
             stop.hold()  # the run folder and its cache folder are made whole; a signal meanwhile waits for arm()
             run_dir = run_folder.new_run_dir(root, args.run_id, params.preset, params.device)
             cache_root = cache_folder(args.compile_cache, run_dir)
@@ -346,8 +346,9 @@ def _say(text: str, file=None) -> None:
 
 @dataclass
 class LocalRun:
-    """The notebooks of one run on this machine, one after another or side by side on its GPUs
-    (``slots``); ``meta`` and ``outcomes`` are its record, kept whole when a signal cuts it short."""
+    """The notebooks of one run on this machine, one after another or side by side on its GPUs or
+    shares of its CPU cores (``slots``); ``meta`` and ``outcomes`` are its record, kept whole when a
+    signal cuts it short."""
 
     notebooks: dict[str, Path]
     values: dict
@@ -372,7 +373,11 @@ class LocalRun:
         kernel = notebook_run.kernel_name()
         slots, count = self.slots, len(self.notebooks)
         where = (
-            f"GPUs {', '.join(s.gpu for s in slots)} side by side" if len(slots) > 1 else f"device {self.params.device}"
+            f"device {self.params.device}"
+            if len(slots) == 1
+            else f"{len(slots)} shares of the CPU cores side by side"
+            if slots[0].gpu == "cpu"
+            else f"GPUs {', '.join(s.gpu for s in slots)} side by side"
         )
         print(f"run {self.run_dir} · {count} notebooks · {where} · kernel {kernel}", flush=True)
         injected = {

@@ -99,10 +99,18 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def tiny_run_slots() -> int:
+    """The tiny run's notebooks side by side (``--cpu-slots``): one per 4 physical cores, at most 4."""
+    from latency_lab.run import scheduler
+
+    return max(1, min(4, len(scheduler.physical_cores(os.sched_getaffinity(0))) // 4))
+
+
 def _make_tiny_run(out: Path) -> Path:
     """Every notebook on the tiny preset; 08 with 2 workers per arm (its pages and files, not its
-    resolution, are what these tests read: tests/test_ab_builds.py times real A/B runs)."""
-    args = ("--preset", "tiny", "--device", "cpu", "-p", "workers=2")
+    resolution, are what these tests read: tests/test_ab_builds.py times real A/B runs); side by side
+    on a machine of 8 cores or more (``tiny_run_slots``)."""
+    args = ("--preset", "tiny", "--device", "cpu", "-p", "workers=2", "--cpu-slots", str(tiny_run_slots()))
     proc = run_runner(*args, "--output-dir", str(out), "--run-id", "tiny")
     assert proc.returncode == 0, f"runner failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     return out / "tiny"

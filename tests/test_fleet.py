@@ -220,6 +220,7 @@ def free_port() -> int:
     "args, fragment",
     [
         (["--ray", "--gpus", "all"], "--ray and --gpus 'all' disagree: give one"),
+        (["--ray", "--cpu-slots", "2"], "--ray and --cpu-slots 2 disagree: a Ray task runs one notebook on one GPU"),
         (["--accelerators", "H100"], "invalid --accelerators 'H100': allowed only with --ray [ADDRESS]"),
         (["--ray", "--accelerators", "H100,,H200"], "invalid --accelerators 'H100,,H200': an empty name; allowed a"),
         (["--ray", "--accelerators", "H100,H100"], "H100 given twice"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -258,7 +259,7 @@ def test_runner_gpus_runs_notebooks_side_by_side_each_on_its_gpu_and_cores(tmp_p
     notebook(nbdir, "04_fails", "raise RuntimeError('deliberate failure')", record=False)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "90,91")  # ids no machine has: the kernels see no GPU
     real = S.plan
-    monkeypatch.setattr(S, "plan", lambda spec, device: real(spec, "cuda", count=2, cpus=cores))
+    monkeypatch.setattr(S, "plan", lambda spec, device, cpu_slots: real(spec, "cuda", count=2, cpus=cores))
     code = runner.main(
         ["--notebook-dir", str(nbdir), "--output-dir", str(out), "--run-id", "r", "--device", "cpu", "--gpus", "all"]
     )
@@ -283,6 +284,56 @@ def test_runner_gpus_runs_notebooks_side_by_side_each_on_its_gpu_and_cores(tmp_p
     assert traces["started"] >= timing["ended"]  # 03 reads 02's results
     page = (out / "r" / "index.html").read_text()
     assert "ran on" in page and "GPU 90 · CPU cores" in page and (out / "r" / "notebook.css").is_file()
+
+
+def test_runner_cpu_slots_runs_notebooks_side_by_side_each_on_its_cores(tmp_path, capsys):
+    """runner.py --cpu-slots 2 on a CPU: two kernels at once, each pinned to its own core, 03 after 02;
+    summary and outcome order as a sequential run's."""
+    cores = two_cores()
+    nbdir, out = tmp_path / "nbs", tmp_path / "out"
+    notebook(nbdir, "01_first", "time.sleep(4)")
+    notebook(nbdir, "02_executor_timing", "time.sleep(6)")
+    notebook(nbdir, "03_trace_counters")
+    args = ["--notebook-dir", str(nbdir), "--output-dir", str(out), "--run-id", "r", "--device", "cpu"]
+    code = runner.main([*args, "--cpu-slots", "2"])
+    printed = capsys.readouterr().out
+    assert code == 0 and "2 shares of the CPU cores side by side" in printed, printed
+    summary = json.loads((out / "r" / "summary.json").read_text())
+    names = ["01_first", "02_executor_timing", "03_trace_counters"]
+    assert [n["name"] for n in summary["notebooks"]] == names
+    seen = {n: json.loads((out / "r" / f"{n}.results.json").read_text())["seen"] for n in names}
+    for n in summary["notebooks"]:
+        assert n["gpu"] == "cpu" and len(n["cpus"]) == 1 and seen[n["name"]]["cpus"] == n["cpus"], n
+    assert {seen[n]["cpus"][0] for n in names[:2]} <= set(cores) and seen[names[0]]["cpus"] != seen[names[1]]["cpus"]
+    first, timing, traces = (seen[n] for n in names)
+    assert first["started"] < timing["ended"] and timing["started"] < first["ended"]  # side by side
+    assert traces["started"] >= timing["ended"]  # 03 reads 02's results
+
+
+@pytest.mark.parametrize(
+    "device, n, fragment",
+    [
+        ("cpu", 0, "invalid --cpu-slots 0: allowed 1..8 (the physical cores this process may use)"),
+        ("cpu", 9, "invalid --cpu-slots 9: allowed 1..8"),
+        ("cuda", 2, "invalid --cpu-slots 2: allowed only on a CPU run (--device cpu); GPUs side by side: --gpus"),
+    ],
+)
+def test_bad_cpu_slots_name_the_allowed_values(device, n, fragment):
+    with pytest.raises(ValueError, match=re.escape(fragment)):
+        S.plan(None, device, count=0, cpus=range(100, 108), cpu_slots=n)  # CPUs no machine has: one core each
+
+
+def test_cpu_slots_are_whole_disjoint_shares_and_one_changes_nothing():
+    slots = S.plan(None, "cpu", count=0, cpus=range(100, 108), cpu_slots=3)
+    assert [(s.gpu, s.cpus) for s in slots] == [("cpu", (100, 101, 102)), ("cpu", (103, 104, 105)), ("cpu", (106, 107))]
+    assert S.plan(None, "cpu", count=0, cpus=range(100, 108), cpu_slots=1) == [S.Slot("cpu")]
+
+
+def test_bad_cpu_slots_on_the_command_line_write_nothing(tmp_path, capsys):
+    code = runner.main(["--preset", "tiny", "--device", "cpu", "--output-dir", str(tmp_path), "--cpu-slots", "0"])
+    err = capsys.readouterr().err
+    assert code == 2 and "invalid --cpu-slots 0: allowed 1.." in err and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_interrupt_kills_every_worker_and_kernel(tmp_path):

@@ -63,6 +63,15 @@ def run_parser() -> argparse.ArgumentParser:
         "with one GPU it changes nothing (default: one after another on --device)",
     )
     ap.add_argument(
+        "--cpu-slots",
+        type=int,
+        default=1,
+        metavar="N",
+        help="on a CPU run: N notebooks side by side, each kernel pinned to its share of the physical cores; "
+        "quicker, but their timings then share caches and memory: for checks, not for numbers to quote "
+        "(default 1: one after another)",
+    )
+    ap.add_argument(
         "--ray",
         nargs="?",
         const="",

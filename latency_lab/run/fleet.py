@@ -55,6 +55,8 @@ def check_options(args) -> list[str] | None:
             if value is not None:
                 raise SetupError(f"invalid {option} {short(value)}: allowed only with --ray [ADDRESS]")
         return None
+    if args.cpu_slots != 1:
+        raise SetupError(f"--ray and --cpu-slots {args.cpu_slots} disagree: a Ray task runs one notebook on one GPU")
     if args.gpus is not None:
         raise SetupError(
             f"--ray and --gpus {short(args.gpus)} disagree: give one (--gpus: this machine's GPUs side by side; "

@@ -1,12 +1,14 @@
-"""``runner.py --gpus``: a run's notebooks side by side, one GPU each.
+"""``runner.py --gpus`` and ``--cpu-slots``: a run's notebooks side by side, one GPU or one share of
+the CPU cores each.
 
 ``plan`` turns ``--gpus`` (``0,1,2,3`` or ``all``) into slots: one slot (the notebooks one after
 another, as without the option) on a CPU, with one GPU, or when one GPU is chosen; else one slot per
-GPU, each with its own CPU cores. ``run`` starts each notebook in a worker process
-(``python -m latency_lab.run.scheduler JOB``) that pins itself to its slot's cores and sees only its
-slot's GPU (``CUDA_VISIBLE_DEVICES``); the notebook's kernel, started by the worker, inherits both.
-A notebook starts once the notebooks it reads (``RUNS_AFTER``) have finished, on the first free slot;
-its outcome lands in notebook order whatever the order of finishing, and a failure is its outcome only.
+GPU, each with its own CPU cores. ``--cpu-slots N`` on a CPU run: N slots, each its own cores.
+``run`` starts each notebook in a worker process (``python -m latency_lab.run.scheduler JOB``) that
+pins itself to its slot's cores and sees only its slot's GPU (``CUDA_VISIBLE_DEVICES``); the
+notebook's kernel, started by the worker, inherits both. A notebook starts once the notebooks it reads
+(``RUNS_AFTER``) have finished, on the first free slot; its outcome lands in notebook order whatever
+the order of finishing, and a failure is its outcome only.
 """
 
 from __future__ import annotations
@@ -110,10 +112,13 @@ def cpu_shares(n: int, cores: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
     return shares
 
 
-def plan(spec: str | None, device: str, count: int | None = None, cpus=None) -> list[Slot]:
+def plan(spec: str | None, device: str, count: int | None = None, cpus=None, cpu_slots: int = 1) -> list[Slot]:
     """The slots of a run on resolved ``device``: one (the notebooks one after another, as without
-    ``--gpus``, or on the one GPU chosen) or one per GPU, side by side. Bad ``--gpus`` values are
-    ValueErrors naming the allowed values, also where the option would change nothing."""
+    ``--gpus``, or on the one GPU chosen), one per GPU, side by side, or on a CPU ``cpu_slots`` shares
+    of its cores. Bad ``--gpus`` and ``--cpu-slots`` values are ValueErrors naming the allowed values,
+    also where the option would change nothing."""
+    if cpu_slots != 1:
+        return cpu_plan(cpu_slots, device, os.sched_getaffinity(0) if cpus is None else cpus)
     if spec is None:
         return [Slot(device_label(device))]
     count = gpu_count() if count is None else count
@@ -129,6 +134,18 @@ def plan(spec: str | None, device: str, count: int | None = None, cpus=None) -> 
         return [Slot(visible_id(gpus[0]), env={"CUDA_VISIBLE_DEVICES": visible_id(gpus[0])})]
     shares = cpu_shares(len(gpus), physical_cores(os.sched_getaffinity(0) if cpus is None else cpus))
     return [Slot(visible_id(g), share, {"CUDA_VISIBLE_DEVICES": visible_id(g)}) for g, share in zip(gpus, shares)]
+
+
+def cpu_plan(n: int, device: str, cpus) -> list[Slot]:
+    """``--cpu-slots n``: ``n`` slots of whole physical cores on a CPU run."""
+    cores = physical_cores(cpus)
+    if device != "cpu":
+        raise ValueError(
+            f"invalid --cpu-slots {n}: allowed only on a CPU run (--device cpu); GPUs side by side: --gpus"
+        )
+    if not 1 <= n <= len(cores):
+        raise ValueError(f"invalid --cpu-slots {n}: allowed 1..{len(cores)} (the physical cores this process may use)")
+    return [Slot("cpu", share) for share in cpu_shares(n, cores)]
 
 
 def device_label(device: str) -> str:
