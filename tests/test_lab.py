@@ -391,7 +391,11 @@ def test_edited_parameters_cell_changes_neither_the_batch_run_nor_git(tmp_path):
         page.js(f"{PANEL}.context.save()")  # as Ctrl+S would (autosave may have saved a part of the run)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:  # the edit and the outputs reach the tracked file
-            on_disk = nbformat.read(path, as_version=4)
+            try:
+                on_disk = nbformat.read(path, as_version=4)
+            except nbformat.reader.NotJSONError:  # read while the server writes it (empty or cut): again
+                time.sleep(0.5)
+                continue
             if edited in "".join(c.source for c in on_disk.cells) and all(
                 c.execution_count for c in on_disk.cells if c.cell_type == "code"
             ):
