@@ -155,7 +155,9 @@ def chromium() -> str:
     import shutil
 
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    missing = "chromium" if not browser else None if importlib.util.find_spec("websocket") else "websocket-client"
+    missing = "chromium" if not browser else None
+    if browser and importlib.util.find_spec("websocket") is None:
+        missing = "websocket-client"
     if missing:
         if os.environ.get("CI"):
             pytest.fail(f"{missing} is needed for the browser tests (.ci/run installs both)")

@@ -391,8 +391,8 @@ def test_a_transformers_that_refuses_the_seeds_call_is_refused_up_front_naming_t
 # --- real runs on CPU ---
 
 
-# Real A/B timings across processes: not beside the tiny run's fixture (the heaviest load of the suite) on
-# the other worker; beside it on the 2-core machine, an A/A read +48% and an identical B +127%.
+# Real A/B timings across processes, marked ab_runs: tasks.py test --ab-runs runs them one at a time, not
+# beside the tiny run's fixture (beside it on the 2-core machine, an A/A read +48% and an identical B +127%).
 @pytest.fixture(scope="module")
 def wrapper_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path, str]:
     """``runner.py ab --b WRAPPER`` on the tiny preset, CPU, thunder:torch, a planted 10%: B is this

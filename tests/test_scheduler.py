@@ -329,6 +329,11 @@ def test_cpu_slots_are_whole_disjoint_shares_and_one_changes_nothing():
     assert S.plan(None, "cpu", count=0, cpus=range(100, 108), cpu_slots=1) == [S.Slot("cpu")]
 
 
+def test_a_bad_gpus_beside_cpu_slots_is_still_an_error():
+    with pytest.raises(ValueError, match="invalid --gpus 'x'"):
+        S.plan("x", "cpu", count=0, cpus=range(100, 108), cpu_slots=2)
+
+
 def test_bad_cpu_slots_on_the_command_line_write_nothing(tmp_path, capsys):
     code = runner.main(["--preset", "tiny", "--device", "cpu", "--output-dir", str(tmp_path), "--cpu-slots", "0"])
     err = capsys.readouterr().err

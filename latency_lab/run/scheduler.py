@@ -118,6 +118,8 @@ def plan(spec: str | None, device: str, count: int | None = None, cpus=None, cpu
     of its cores. Bad ``--gpus`` and ``--cpu-slots`` values are ValueErrors naming the allowed values,
     also where the option would change nothing."""
     if cpu_slots != 1:
+        if spec is not None:  # a bad --gpus is an error beside --cpu-slots too, where it changes nothing
+            parse_gpus(spec, gpu_count() if count is None else count)
         return cpu_plan(cpu_slots, device, os.sched_getaffinity(0) if cpus is None else cpus)
     if spec is None:
         return [Slot(device_label(device))]
@@ -138,11 +140,11 @@ def plan(spec: str | None, device: str, count: int | None = None, cpus=None, cpu
 
 def cpu_plan(n: int, device: str, cpus) -> list[Slot]:
     """``--cpu-slots n``: ``n`` slots of whole physical cores on a CPU run."""
-    cores = physical_cores(cpus)
     if device != "cpu":
         raise ValueError(
             f"invalid --cpu-slots {n}: allowed only on a CPU run (--device cpu); GPUs side by side: --gpus"
         )
+    cores = physical_cores(cpus)
     if not 1 <= n <= len(cores):
         raise ValueError(f"invalid --cpu-slots {n}: allowed 1..{len(cores)} (the physical cores this process may use)")
     return [Slot("cpu", share) for share in cpu_shares(n, cores)]
