@@ -528,7 +528,7 @@ def publish(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["compare"]:  # python runner.py compare RUN_A RUN_B (latency_lab/run/compare.py)
-        from latency_lab.run import compare
+        from latency_lab.run.compare import command as compare
 
         sys.exit(compare.main(sys.argv[2:]))
     if sys.argv[1:2] == ["publish"]:

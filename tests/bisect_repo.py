@@ -54,9 +54,9 @@ def make(root: Path, commits: int, slow_at: int | None, cost: float = 0.2, broke
             f.write(f"# commit {n}\n")
         subject = f"commit {n}: a comment"
         if n == slow_at:
-            worker = root / "latency_lab" / "studies" / "ab_worker.py"
+            worker = root / "latency_lab" / "studies" / "ab" / "worker.py"
             text = worker.read_text()
-            assert text.count(BEFORE) == 1, "ab_worker.Worker.build changed: update tests/bisect_repo.py"
+            assert text.count(BEFORE) == 1, "studies/ab/worker.py's Worker.build changed: update tests/bisect_repo.py"
             planted = f"            if prep.ok:  {MARK}\n                prep.fn = _longer(prep.fn, {cost})\n"
             worker.write_text(text.replace(BEFORE, planted + BEFORE) + LONGER)
             subject = f"commit {n}: every step {100 * cost:g}% longer"

@@ -21,7 +21,8 @@ from conftest import ROOT, run_runner
 
 from latency_lab.core import builds, paired, parameters
 from latency_lab.core.parameters import ParameterError
-from latency_lab.studies import ab_builds, ab_remote
+from latency_lab.studies.ab import remote as ab_remote
+from latency_lab.studies.ab import study as ab_builds
 
 # The real runs here plant 100% (the step twice as long) and run 4 workers per arm (with 2, Welch's interval can
 # fall to 1 degree of freedom, Student's t 12.7: on CI a tree 4x slower read from -48%): on the 2-core machine,
@@ -501,7 +502,7 @@ def _slower_tree(root: Path) -> Path:
     """A copy of the ``latency_lab`` package under ``root`` whose workers wrap every prepared
     executor's call in a busy wait of ``PLANTED_US`` µs: a build B that is slower by a known delay."""
     shutil.copytree(ROOT / "latency_lab", root / "latency_lab", ignore=shutil.ignore_patterns("__pycache__"))
-    worker = root / "latency_lab" / "studies" / "ab_worker.py"
+    worker = root / "latency_lab" / "studies" / "ab" / "worker.py"
     before = '            record = {"status": prep.status, "reason": prep.reason, "notes": prep.notes}\n'
     text = worker.read_text()
     assert text.count(before) == 1, "ab_worker.Worker.build changed: update the substitution"
@@ -632,7 +633,7 @@ def _found(aa: float, b: float, planted: float, k: int = 6, seed: int = 0) -> di
 def test_the_controls_gate_b():
     """B's verdict stands only when the A/A is not called, the planted interval covers the planted size, and
     a planted size over twice B's resolution is detected; each failure is named."""
-    from latency_lab.studies import ab_tables
+    from latency_lab.studies.ab import tables as ab_tables
 
     good = _found(1.0, 1.0, 1.05, k=12)
     assert ab_tables.gate(good, "host_ms", {"A + 2% planted": (0.05, 0.0)}) == []
@@ -688,7 +689,7 @@ def test_the_validation_report_rederives_its_numbers_from_kept_runs(tmp_path):
 
 
 def test_compare_prints_each_numbers_resolution_and_points_to_runner_ab(tmp_path):
-    from latency_lab.run import compare
+    from latency_lab.run.compare import command as compare
 
     aa = {"comparison": "A' vs A (A/A control)", "metric": "host_ms", "resolution_pct": 0.8, "executor": "thunder"}
     run = {"notebooks": {"08_ab_builds": {"key_table": {"columns": list(aa), "rows": [list(aa.values())]}}}}

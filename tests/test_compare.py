@@ -15,8 +15,10 @@ from conftest import ROOT, run_runner
 
 from latency_lab.core import metrics, results, run_to_run
 from latency_lab.core.parameters import resolved
-from latency_lab.run import compare as C
-from latency_lab.run import compare_many, compare_pair, compare_rows
+from latency_lab.run.compare import command as C
+from latency_lab.run.compare import many as compare_many
+from latency_lab.run.compare import pair as compare_pair
+from latency_lab.run.compare import rows as compare_rows
 
 # Run-to-run effects given to ``compare`` explicitly, so that no verdict here depends on run_to_run.json.
 EFFECTS = {k: {"sigma": 0.02, "min_effect": 0.05} for k in run_to_run.KINDS if k != run_to_run.COUNT}

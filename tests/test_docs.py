@@ -11,7 +11,8 @@ import pytest
 
 import runner
 from latency_lab.core import parameters
-from latency_lab.run import cli, compare, notebook_run
+from latency_lab.run import cli, notebook_run
+from latency_lab.run.compare import command as compare
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]

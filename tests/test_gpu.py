@@ -14,7 +14,7 @@ from latency_lab.core import failures, harness, timing
 from latency_lab.core import model as llama
 from latency_lab.core import parameters as P
 from latency_lab.core import registry as E
-from latency_lab.studies import thunder_breakdown, thunder_traces
+from latency_lab.instruments import thunder_breakdown, trace_row
 
 pytestmark = pytest.mark.gpu
 
@@ -97,7 +97,7 @@ def test_memory_a_cuda_graph_holds_is_never_negative(tiny):
 
 def test_thunder_trace_of_the_tiny_model_has_nvfuser_regions_and_leaves_the_linears_to_torch(tiny):
     setup, _ = tiny
-    row = thunder_traces.build_row(E.REGISTRY["thunder"], setup.model, setup.kwargs, "cuda")
+    row = trace_row.build_row(E.REGISTRY["thunder"], setup.model, setup.kwargs, "cuda")
     assert row["status"] == "ok", row["reason"]
     top = [g for g in row["regions"] if g["inside"] is None]
     assert top and all(g["kind"] == "nvFusion" and g["executor"] == "nvfuser" and g["n_ops"] > 0 for g in top)

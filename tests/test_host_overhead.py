@@ -13,8 +13,10 @@ from conftest import run_runner
 from latency_lab.core import harness, parameters, registry
 from latency_lab.core.metrics import Stat
 from latency_lab.core.rows import HostStepRow
+from latency_lab.instruments import thunder_breakdown
 from latency_lab.pages.tables import number
-from latency_lab.studies import host_overhead, host_overhead_findings, thunder_breakdown
+from latency_lab.studies.host_overhead import findings as host_overhead_findings
+from latency_lab.studies.host_overhead import study as host_overhead
 
 # The top-level keys of 05's results file: the notebook's run and ``run(params).save()`` write the same.
 RESULTS_KEYS = {

@@ -12,8 +12,9 @@ from latency_lab.core import harness, host_state, run_to_run
 from latency_lab.core.metrics import Stat
 from latency_lab.core.rounds import state_text
 from latency_lab.core.rows import StepRow
-from latency_lab.run import compare as C
-from latency_lab.studies import levers, scaling
+from latency_lab.run.compare import command as C
+from latency_lab.studies import levers
+from latency_lab.studies.scaling import study as scaling
 
 FAST_REF, SLOW_REF = 1.0, 1.7  # ms of the reference loop in each state (the H200 host's two states)
 

@@ -11,7 +11,8 @@ from conftest import run_runner
 
 from latency_lab.core import harness, parameters, registry
 from latency_lab.core.metrics import Stat
-from latency_lab.studies import levers, thunder_breakdown
+from latency_lab.instruments import thunder_breakdown
+from latency_lab.studies import levers
 
 # The top-level keys of 07's results file: the notebook's run and ``run(params).save()`` write the same.
 RESULTS_KEYS = {

@@ -1,4 +1,4 @@
-"""latency_lab.studies.microbench on CPU: op shapes and inputs, the grid with real executors (eager,
+"""latency_lab.studies.microbench.study on CPU: op shapes and inputs, the grid with real executors (eager,
 thunder:torch) built and timed in the same rounds, failures as rows, the sentences on fake rows and fake rounds,
 ``run`` and ``Result.save`` without papermill, and the tiny run's 04 results."""
 
@@ -11,7 +11,8 @@ import torch
 from latency_lab.core import model_config, parameters, registry, results, sweep
 from latency_lab.core.harness import Rounds, Timed
 from latency_lab.pages import charts
-from latency_lab.studies import microbench, microbench_ops
+from latency_lab.studies.microbench import ops as microbench_ops
+from latency_lab.studies.microbench import study as microbench
 
 TINY = model_config.config_dict("tiny", 1)
 SEED = model_config.config_dict("seed", 1)

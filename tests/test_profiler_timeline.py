@@ -1,4 +1,4 @@
-"""latency_lab.studies.profiler_timeline: timeline metrics on fake profiler events (the GPU-only logic) and
+"""latency_lab.instruments.profiler_timeline: timeline metrics on fake profiler events (the GPU-only logic) and
 Chrome traces."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 
-from latency_lab.studies import profiler_timeline as pt
+from latency_lab.instruments import profiler_timeline as pt
 
 S = pt.Span
 

@@ -23,7 +23,8 @@ from latency_lab.core import parameters as P
 from latency_lab.core import results, seed_numbers
 from latency_lab.pages import display, html_assets, tables
 from latency_lab.run import notebook_run, report
-from latency_lab.studies import executor_timing, thunder_traces
+from latency_lab.studies import executor_timing
+from latency_lab.studies.thunder_traces import study as thunder_traces
 
 MAX_RUN_MB = 10
 
@@ -262,7 +263,7 @@ def test_numbers_align_right_in_a_notebook_page(tmp_path):
 def test_pages_share_the_one_stylesheet(tmp_path):
     """index.html, report.html, a published index.html and a compare page carry style.css, and no
     other style; every table on them is the renderer's."""
-    from latency_lab.run import compare
+    from latency_lab.run.compare import command as compare
 
     run, summary = _fake_run(tmp_path)
     report.write(run, summary)
@@ -700,7 +701,7 @@ def test_report_and_compare_read_results_files_not_the_studies():
     study: a folder imports only the folders above it (README's layout)."""
     code = (
         "import sys\n"
-        "import latency_lab.run.compare, latency_lab.run.report, latency_lab.run.start_page\n"
+        "import latency_lab.run.compare.command, latency_lab.run.report, latency_lab.run.start_page\n"
         "print(sorted(m for m in sys.modules if m.startswith('latency_lab.studies')))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -18,8 +18,8 @@ from test_host_state import walls_with_interval
 
 from latency_lab.core import environment, harness, host_state, planted, registry, run_to_run
 from latency_lab.core.rounds import state_text
-from latency_lab.run import compare as C
-from latency_lab.run.compare_pair import flatten
+from latency_lab.run.compare import command as C
+from latency_lab.run.compare.pair import flatten
 
 R = run_to_run
 EFFECT = {"sigma": 0.03, "min_effect": 0.06}

@@ -23,7 +23,8 @@ from conftest import CPU_ONLY, ROOT, cpu_environment, run_runner  # noqa: E402
 import tasks
 from latency_lab.core import registry as E
 from latency_lab.core import results
-from latency_lab.run import compare, notebook_run, run_folder, start_page
+from latency_lab.run import notebook_run, run_folder, start_page
+from latency_lab.run.compare import command as compare
 
 NOTEBOOKS = list(notebook_run.discover())
 

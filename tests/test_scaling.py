@@ -1,4 +1,4 @@
-"""Notebook 06 and latency_lab.studies.scaling: fits with standard errors, the sentences' branches on fake rows
+"""Notebook 06 and latency_lab.studies.scaling.study: fits with standard errors, the sentences' branches on fake rows
 and fake rounds, what a sweep's build records (compile-cache hits of the first call, GPU memory held),
 the decode builder against a recompute without cache, ``run`` and ``Result.save`` without papermill, and the
 tiny run's 06 results."""
@@ -13,7 +13,18 @@ from latency_lab.core import harness, model, parameters, registry, results, swee
 from latency_lab.core.harness import Rounds, Timed
 from latency_lab.core.rows import ScalingRow
 from latency_lab.pages import charts
-from latency_lab.studies import scaling, scaling_decode, scaling_findings, scaling_fits
+from latency_lab.studies.scaling import (
+    decode as scaling_decode,
+)
+from latency_lab.studies.scaling import (
+    findings as scaling_findings,
+)
+from latency_lab.studies.scaling import (
+    fits as scaling_fits,
+)
+from latency_lab.studies.scaling import (
+    study as scaling,
+)
 
 # --- fits ---------------------------------------------------------------------------------------
 

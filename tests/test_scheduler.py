@@ -442,7 +442,7 @@ def test_bad_gpus_are_setup_errors_and_write_nothing(tmp_path, monkeypatch, caps
 def test_compare_says_where_each_notebook_ran(tmp_path):
     from latency_lab.core import results
     from latency_lab.core.parameters import resolved
-    from latency_lab.run import compare as C
+    from latency_lab.run.compare import command as C
 
     for run, gpu in (("a", "0"), ("b", "2")):
         results.save(tmp_path / run, "02_x", resolved(), {}, results.key_table("t", [{"executor": "eager", "ms": 1.0}]))

@@ -1,4 +1,4 @@
-"""latency_lab.studies.thunder_traces and its parts (trace_analysis, first_call_phases, trace_tables) on small
+"""latency_lab.studies.thunder_traces.study and its parts (trace_analysis, first_call_phases, trace_tables) on small
 thunder-jitted modules (CPU), on synthetic nested regions (the GPU-only nvFusion / CUDAGraph shapes) and on the
 tiny run's results file."""
 
@@ -15,7 +15,10 @@ from latency_lab.core import parameters as P
 from latency_lab.core import results
 from latency_lab.core.harness import Prepared
 from latency_lab.core.registry import REGISTRY, THUNDER_NAMES
-from latency_lab.studies import first_call_phases, thunder_traces, trace_analysis, trace_tables
+from latency_lab.instruments import first_call_phases, trace_analysis, trace_row
+from latency_lab.studies import executor_timing
+from latency_lab.studies.thunder_traces import study as thunder_traces
+from latency_lab.studies.thunder_traces import tables as trace_tables
 
 pytest.importorskip("thunder")
 
@@ -44,12 +47,12 @@ KWARGS = {"ids": torch.tensor([[1, 2, 3, 4]])}
 
 @pytest.fixture(scope="module")
 def torch_row():
-    return thunder_traces.build_row(REGISTRY["thunder:torch"], Tiny().eval(), KWARGS, "cpu")
+    return trace_row.build_row(REGISTRY["thunder:torch"], Tiny().eval(), KWARGS, "cpu")
 
 
 @pytest.fixture(scope="module")
 def torchcompile_row():
-    return thunder_traces.build_row(REGISTRY["thunder:torchcompile"], Tiny().eval(), KWARGS, "cpu")
+    return trace_row.build_row(REGISTRY["thunder:torchcompile"], Tiny().eval(), KWARGS, "cpu")
 
 
 def check_consistent(row: dict) -> None:
@@ -157,7 +160,7 @@ def test_first_call_finding_adds_up_and_leaves_out_what_it_cannot_split():
 
 def test_trace_row_of_a_failing_analysis_is_a_failed_row_and_leaves_the_executor_alone():
     p = Prepared(REGISTRY["thunder:torch"], "ok", fn=lambda **kw: None, first_call_s=1.0)  # not a thunder function
-    row = thunder_traces.trace_row(p, KWARGS)
+    row = trace_row.trace_row(p, KWARGS)
     assert row["status"] == "failed" and row["reason"].startswith("trace analysis: ")
     assert p.status == "ok" and p.reason is None  # notebook 02 goes on timing it
 
@@ -198,7 +201,7 @@ def test_taken_rows_take_each_trace_out_of_what_was_measured_and_leave_it_alone(
         "thunder:torch": {"trace": {"executor": "thunder:torch", "status": "ok"}, "kernels": {}},
     }
     before = copy.deepcopy(measured)
-    rows, rest = thunder_traces.taken_rows(prepared, measured)
+    rows, rest = executor_timing.taken_rows(prepared, measured)
     assert rows["thunder:torch"] == {"executor": "thunder:torch", "status": "ok"}
     assert rows["thunder"] == {
         "executor": "thunder",
@@ -227,8 +230,8 @@ def test_counter_of_a_jitted_function_is_the_seed_expression():
 
 
 def test_unavailable_and_failing_configs_are_rows_with_reasons(torch_row):
-    unavailable = thunder_traces.build_row(REGISTRY["thunder:cudagraphs"], Tiny(), KWARGS, "cpu")
-    failed = thunder_traces.build_row(REGISTRY["thunder:torch"], Broken(), KWARGS, "cpu")
+    unavailable = trace_row.build_row(REGISTRY["thunder:cudagraphs"], Tiny(), KWARGS, "cpu")
+    failed = trace_row.build_row(REGISTRY["thunder:torch"], Broken(), KWARGS, "cpu")
     assert unavailable["status"] == "unavailable" and "CUDA" in unavailable["reason"]
     assert failed["status"] == "failed" and "boom in forward" in failed["reason"]
     rows = [torch_row, unavailable, failed]

@@ -52,8 +52,8 @@ def test_said_and_word_of_refuse_other_words():
 
 
 def test_the_studies_grade_in_the_same_words():
-    from latency_lab.studies import host_overhead_findings as graded
     from latency_lab.studies import levers
+    from latency_lab.studies.host_overhead import findings as graded
 
     grades = (graded.HOLDS, graded.EDGE, graded.HIGHER, graded.LOWER)
     assert [verdicts.read_word(g) for g in (*grades, graded.DOES_NOT_HOLD, levers.SAVES)] == [

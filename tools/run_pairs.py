@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from latency_lab.core import planted, results, run_to_run  # noqa: E402
-from latency_lab.run import compare  # noqa: E402
+from latency_lab.run.compare import command as compare  # noqa: E402
 
 KEPT = ("environment.json", "summary.json")
 RUNS = "runs.tar.xz"  # a folder of pairs keeps its runs packed (``pack``): a GPU call carries the tree

@@ -181,7 +181,7 @@ def standard_plan(
 ) -> Plan:
     """The standard measurements right after a first call, in order: the output against eager's
     (first, before a later call can overwrite a CUDA graph's output), the Thunder trace row of a
-    Thunder configuration when ``trace(prepared, kwargs)`` is given (``thunder_traces.trace_row``, one
+    Thunder configuration when ``trace(prepared, kwargs)`` is given (``instruments.trace_row``, one
     more call), the warm-up (CUDA graphs record here, before the next executor is built), ``%timeit``
     when ``timeit(fn)`` is given, and kernels per step from the profiler. Wall and host time come
     later, from ``rounds``. The output check is ``check(prepared)`` when given, else the logits

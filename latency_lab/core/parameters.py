@@ -35,6 +35,8 @@ DTYPES = {
 CACHE_MODES = ("seed", "static", "none")
 DEVICES = ("auto", "cpu", "cuda", "cuda:N")
 OPS = ("add", "mul", "silu", "linear", "matmul", "embedding", "triu", "rms_norm")
+# the parameters that make the same model and inputs: two runs that agree on these built the same step
+SAME_MODEL = ("preset", "layers", "batch_size", "seq_len", "dtype", "device", "cache_mode", "seed")
 
 # Per-device defaults for the knobs left as None: the seed's 10 warm-up + 40 timed calls on a GPU, fewer
 # on a CPU (a seed step takes tens of ms there); rounds per pass enough for the fast-state headline

@@ -56,7 +56,7 @@ def measure_block(fn: Callable, kwargs: dict, device: str, warmup: int, iters: i
 class Entry:
     """One callable timed in the rounds: a name, the call, and probes run right after its block in
     every round (e.g. an instrumented call of the same step), each returning a record. ``measure``
-    times one block; an entry whose step runs in another process (``ab_builds``) overrides it."""
+    times one block; an entry whose step runs in another process (``studies.ab``) overrides it."""
 
     name: str
     fn: Callable

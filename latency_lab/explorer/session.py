@@ -3,11 +3,11 @@ prompt length, prefill or decode step, cache mode, warm-up and timed calls) with
 keep every run so that settings compare, and say what a run found.
 
 ``measure`` is the measurement (no widgets): per executor its first call (``harness.prepare``; a
-Thunder first call reports its phase as it goes), its final Thunder trace (``thunder_traces.trace_row``),
+Thunder first call reports its phase as it goes), its final Thunder trace (``instruments.trace_row``),
 wall and steady-state host time through the suite's one harness (``harness.rounds``: every block
 between two host references, headlines over the host's fast blocks with their intervals), kernels
 (``timing.profile_kernels``, GPU) and one profiled step saved as a Chrome trace
-(``host_overhead.step_timeline``). A ``StopSwitch`` ends a run before its next call. ``Explorer``
+(``instruments.probes.step_timeline``). A ``StopSwitch`` ends a run before its next call. ``Explorer``
 holds the runs and never raises on a bad setting or a failing executor (the run keeps its error).
 """
 
@@ -25,13 +25,15 @@ from pathlib import Path
 
 from ..core import harness, metrics, registry, results, timing
 from ..core import model as llama
-from ..core.parameters import REPO_ROOT, ParameterError, Params, validate
+from ..core.parameters import REPO_ROOT, SAME_MODEL, ParameterError, Params, validate
 from ..core.progress import say
 from ..core.rows import ExplorerRow
 from ..core.verdicts import NOT_COMPARABLE, phrase
+from ..instruments import trace_analysis
+from ..instruments.probes import step_timeline, trace_file
+from ..instruments.trace_row import trace_row
 from ..pages import tables
-from ..run import compare
-from ..studies import host_overhead, thunder_traces, trace_analysis
+from ..run.compare import command as compare
 
 STEPS = ("prefill", "decode")
 # The widgets set all of these; ``seed`` comes from the notebook's parameters.
@@ -256,7 +258,7 @@ def top_host_ops(rows: list[dict], top: int = TOP) -> list[dict]:
 
 
 def trace_path(folder: Path, tag: str, executor: str) -> Path:
-    return host_overhead.trace_file(str(folder), f"{results.EXPLORER}.{tag}", executor)
+    return trace_file(str(folder), f"{results.EXPLORER}.{tag}", executor)
 
 
 STATS = ("wall", "host", "host_per_ref")  # a rounds record's statistics: wall, host, host per reference
@@ -374,13 +376,13 @@ def _measure_part(part, p, fn, kwargs, params, progress, trace_folder, tag) -> d
     guarded callable); the wall time comes with its host ``reference``."""
     device = params.device
     if part == "trace":
-        return {part: thunder_traces.trace_row(p, kwargs)}  # a failed analysis keeps its reason, the timing goes on
+        return {part: trace_row(p, kwargs)}  # a failed analysis keeps its reason, the timing goes on
     if part == "wall":
         return wall_blocks(fn, kwargs, params, progress)
     if part == "kernels":
         return {part: timing.profile_kernels(fn, kwargs, device, PROFILE_STEPS)}
     path = trace_path(Path(trace_folder or params.output_dir), tag, p.executor.name)
-    return {part: {**host_overhead.step_timeline(fn, kwargs, device, path), "path": str(path)}}
+    return {part: {**step_timeline(fn, kwargs, device, path), "path": str(path)}}
 
 
 def phases_of(trace_row: dict) -> str:
@@ -519,7 +521,7 @@ def reference_rows(timing_results: dict) -> list[dict]:
 def beside_reference(runs: list[dict], environment: dict, reference: Path = REFERENCE) -> dict:
     """``compare.compare`` of each run that measured (B) against the reference run's executor timing
     (A, notebook 02's rows), one section per run; a run of another model or step than A's
-    (``thunder_traces.SAME_MODEL``) is shown beside it, not judged."""
+    (``parameters.SAME_MODEL``) is shown beside it, not judged."""
     ref = compare.load_run(Path(reference))
     timing_results = ref["notebooks"].get(results.EXECUTOR_TIMING)
     if not timing_results:
@@ -551,7 +553,7 @@ def beside_reference(runs: list[dict], environment: dict, reference: Path = REFE
     }
     report = compare.compare(a, b)
     for d in report["parameters"]:  # other settings: the numbers side by side, no verdict on them
-        if d["name"] in thunder_traces.SAME_MODEL:
+        if d["name"] in SAME_MODEL:
             for e in (e for e in report["rows"] if e["notebook"] in d["notebooks"]):
                 e.update(verdict=NOT_COMPARABLE, decided=phrase(NOT_COMPARABLE, f"another {d['name']} than A's"))
     return report

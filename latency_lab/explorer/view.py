@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from ..pages import tables
-from ..run import compare
+from ..run.compare import command as compare
 from .session import COLUMNS, PROFILE_STEPS, phases_of
 
 LOG_AXIS_SPAN = 10.0  # walls spanning more than this factor get a log axis

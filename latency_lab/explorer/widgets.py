@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..core import harness, registry
 from ..core.parameters import CACHE_MODES, DTYPES, PRESETS, ParameterError, Params, validate
-from ..run import compare
+from ..run.compare import command as compare
 from .session import REFERENCE, STEPS, Explorer, Progress, StopSwitch, beside_reference, summary_line
 from .view import comparison_html, details_html, figure, legend_html, plotly_output, table_html
 
@@ -248,7 +248,7 @@ class ExplorerUI:
         self.details.value = details_html(run, executor, self.notebook_dir)
         timeline = (run["details"].get(executor) or {}).get("timeline")
         if timeline:
-            from ..studies.profiler_timeline import timeline_figure
+            from ..instruments.profiler_timeline import timeline_figure
 
             fig = timeline_figure(timeline["rows"], f"run {number} · {executor}: one profiled step")
             self.timeline.outputs = (plotly_output(fig),)

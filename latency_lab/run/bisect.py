@@ -1,7 +1,7 @@
 """``runner.py bisect``: the first build between a good and a bad one whose step's host time moved.
 
 Each step times the midpoint (arm M) against the current good (A) and bad (B) builds in the same rounds,
-with 08's workers, A/A control and stopping rule (``ab_builds.Session``); the change itself, bad against
+with 08's workers, A/A control and stopping rule (``studies.ab.study.Session``); the change itself, bad against
 good in the same rounds, is the step's positive control. M is good or bad by the side of the middle of
 good and bad its interval lies on (``paired.side_of``); a step where bad is not told from good, M is not
 told from the middle, or the A/A is called ends the bisection with what it found: it never guesses. A
@@ -20,8 +20,9 @@ from dataclasses import replace
 from ..core import builds, paired, parameters, results
 from ..core.parameters import Params
 from ..core.progress import say
-from ..studies import ab_builds, ab_tables
-from ..studies.ab_remote import A, B
+from ..studies.ab import study as ab_builds
+from ..studies.ab import tables as ab_tables
+from ..studies.ab.remote import A, B
 from .bisect_builds import Candidate, cache_dir, imported, why_not
 from .run_folder import SetupError
 

@@ -7,7 +7,7 @@ node's environment and runs the notebook as a local run does (``notebook_run.exe
 compile cache, into a folder of its own), and returns that folder's files as bytes through Ray's
 object store. The caller writes them into one run folder per type (``<fleet>/<type>/``, with the
 summary and pages of a local run) and the fleet page, ``<fleet>/index.html``: every task's status,
-and the types side by side (``compare_many.compare_many``). A task that fails, or whose worker or node
+and the types side by side (``compare.many.compare_many``). A task that fails, or whose worker or node
 dies, is its row's error and the others finish; Ctrl-C cancels the tasks left and writes what came.
 A notebook that reads another's results (``results.READS_FROM``) starts after it on the same type.
 """
@@ -29,7 +29,9 @@ from pathlib import Path
 from ..core import compile_cache, environment, parameters, results
 from ..core.parameters import REPO_ROOT, clip, short
 from ..pages import html_assets, tables
-from . import compare, compare_many, notebook_run, report
+from . import notebook_run, report
+from .compare import command as compare
+from .compare import many as compare_many
 from .run_folder import SetupError
 
 ACCELERATOR = "accelerator_type:"  # Ray's resource of a node's GPU type (ray.util.accelerators)
@@ -314,7 +316,7 @@ def where_ran(gpu: str | None, env: dict | None) -> str:
 
 def fleet_page(fleet_dir: Path, types: list[str], summaries: list[dict], meta: dict) -> dict:
     """The fleet page's HTML and its data: each task's status, then the types that wrote results
-    side by side (``compare_many.compare_many``: the first such type is A)."""
+    side by side (``compare.many.compare_many``: the first such type is A)."""
     from markupsafe import Markup
 
     runs, skipped = [], []

@@ -1,1 +1,5 @@
-"""One module per notebook's study: rows, key tables and findings of 02-07, on the core harness."""
+"""One study per notebook, each ``run(params) -> Result`` on the skeleton of ``base``: a module where the
+study is one file (``model_setup`` 01, ``executor_timing`` 02, ``levers`` 07), a package where it has
+several (``thunder_traces`` 03, ``microbench`` 04, ``host_overhead`` 05, ``scaling`` 06, ``ab`` 08; the
+study itself is the package's ``study`` module). Studies import ``core``, ``instruments`` and ``pages``,
+never each other."""

@@ -19,9 +19,9 @@ from ..core.metrics import Stat
 from ..core.parameters import Params
 from ..core.rounds import state_text
 from ..core.rows import ExecutorRow, plain_row
+from ..instruments.trace_row import trace_row
 from ..pages.tables import number
-from . import thunder_traces
-from .study import Study, begin_with_model, build_selected, rounds_text
+from .base import Study, begin_with_model, build_selected, rounds_text
 
 AGREEMENT = 0.10  # two ABBA passes of one executor should agree within 10%
 TIMEIT_RUNS = 7  # %timeit -r: the seed's "mean ± std. dev. of 7 runs"
@@ -379,13 +379,13 @@ def run(params: Params, timeit: Callable | None = None) -> Result:
         params,
         eager_logits,
         timeit=seed_timeit(timeit, args, params) if timeit else None,
-        trace=thunder_traces.trace_row,
+        trace=trace_row,
     )
     prepared, measured = build_selected(params, setup, plan)
     builds = [plain_row(p, first_call_s=p.first_call_s) for p in prepared.values()]
     prepared, timed = harness.time_prepared(prepared, args, params)
     table = rows(prepared, measured, timed, floor["floor_ms_measured"])
-    thunder_rows, untraced = thunder_traces.taken_rows(prepared, measured)  # each trace saved once, in thunder_rows
+    thunder_rows, untraced = taken_rows(prepared, measured)  # each trace saved once, in thunder_rows
     seed = seed_numbers.seed_rows()
     return Result(
         params=params,
@@ -407,3 +407,15 @@ def run(params: Params, timeit: Callable | None = None) -> Result:
         seed_rows=seed,
         kernel_rows=kernel_rows(table, seed),
     )
+
+
+def taken_rows(prepared: dict, measured: dict) -> tuple[dict[str, dict], dict[str, dict]]:
+    """Notebook 02's Thunder rows for ``from_run`` and what else it measured: per Thunder configuration
+    the row its ``trace`` step took, or the executor's own row (unavailable, or failed before that step
+    ran); and ``measured`` without the ``trace`` steps, so the results file holds each trace once.
+    ``measured`` itself is left as it is."""
+    rows = {
+        n: (measured.get(n) or {}).get("trace") or plain_row(p) for n, p in prepared.items() if p.executor.needs_thunder
+    }
+    rest = {n: {step: v for step, v in m.items() if step != "trace"} for n, m in measured.items()}
+    return rows, rest

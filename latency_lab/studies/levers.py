@@ -22,9 +22,11 @@ from ..core.parameters import Params
 from ..core.rounds import host_moved_note
 from ..core.rows import CombinationRow, LeverRow
 from ..core.verdicts import CHANGED, SAME, phrase
+from ..instruments import thunder_breakdown
+from ..instruments.probes import breakdowns, insitu_probes
+from ..instruments.trace_row import trace_row
 from ..pages.tables import number
-from . import host_overhead, thunder_breakdown, thunder_traces
-from .study import Study, begin, rounds_text
+from .base import Study, begin, rounds_text
 
 BASELINE = "thunder"
 SAVES = phrase(CHANGED, "saves")  # a lever whose saving is beyond chance (``saving_verdict``)
@@ -528,12 +530,12 @@ def run(params: Params) -> Result:
         f"device {params.device} · {params.layers} layer(s) · {rounds_text(params)} · "
         f"combination at depths {', '.join(map(str, params.depths))}"
     )
-    plan = harness.standard_plan(case.kwargs, params, trace=thunder_traces.trace_row, check=case.check)
+    plan = harness.standard_plan(case.kwargs, params, trace=trace_row, check=case.check)
     prepared, measured = build(chosen, case, plan, params.device)
-    probes, insitu, not_taken_apart = host_overhead.probes(prepared, case.kwargs, params.iters)
+    probes, insitu, not_taken_apart = insitu_probes(prepared, case.kwargs, params.iters)
     prepared, timed = harness.time_prepared(prepared, case.kwargs, params, probes)
     taken_apart = {
-        **host_overhead.breakdowns(insitu, timed),
+        **breakdowns(insitu, timed),
         **{n: {"reason": why} for n, why in not_taken_apart.items()},
     }
     table = [row(p, measured.get(n) or {}, timed, taken_apart, case.floor_ms) for n, p in prepared.items()]

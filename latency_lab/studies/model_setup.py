@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ..core import model, model_config, registry, results
 from ..core.parameters import Params
 from ..pages import tables
-from .study import Study, begin
+from .base import Study, begin
 
 
 @dataclass

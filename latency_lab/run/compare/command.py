@@ -16,15 +16,15 @@ cannot be read, are listed as skipped.
 The report is printed and written as ``compare-<A>-vs-<B>.html`` and ``.json`` into RUN_B's folder
 (RUN_A's when B is a published copy, which nothing writes into), or into ``--out``.
 
-With more than two runs (``compare_many``), A is set against each other run as above, and the pairs
+With more than two runs (``many``), A is set against each other run as above, and the pairs
 are merged into one page: per number A's value and range, then each other run's value, range, ratio
 to A and verdict; the seed's tables get one column per run (``runner.py --ray``'s fleet page).
 """
 
 # This module reads the run folders and runs the command (its docstring is the command's --help). The
-# parts live beside it: compare_rows (a notebook's rows, each number read as a metrics.Measured),
-# compare_pair (the rule, two runs), compare_page (the two-run report as text and HTML) and
-# compare_many (more than two runs). Callers use them through this module's names (__all__).
+# parts live beside it: rows (a notebook's rows, each number read as a metrics.Measured),
+# pair (the rule, two runs), page (the two-run report as text and HTML) and
+# many (more than two runs). Callers use them through this module's names (__all__).
 
 from __future__ import annotations
 
@@ -33,13 +33,13 @@ import json
 import sys
 from pathlib import Path
 
-from ..core import results
-from . import run_folder, scheduler
-from .compare_many import compare_many, many_text, write_many
-from .compare_page import entries_table, tally, text, to_html, write
-from .compare_pair import CompareError, ab_resolution, compare, resolution
+from ...core import results
+from .. import run_folder, scheduler
+from .many import compare_many, many_text, write_many
+from .page import entries_table, tally, text, to_html, write
+from .pair import CompareError, ab_resolution, compare, resolution
 
-__all__ = [  # compare_pair's and compare_page's names callers use as compare.<name>, and this module's
+__all__ = [  # pair's and page's names callers use as compare.<name>, and this module's
     "CompareError",
     "ab_resolution",
     "compare",
@@ -178,7 +178,7 @@ EXIT_UNREADABLE, EXIT_ERROR = 1, 2  # compared, but a file of a run could not be
 
 
 def main(argv: list[str]) -> int:
-    """``runner.py compare``: print the report and write it (``write``, ``compare_many.write_many``);
+    """``runner.py compare``: print the report and write it (``write``, ``many.write_many``);
     0; 1 where a results file or run record could not be read (a warning first in the report and on
     the page, the rest compared); 2 with a one-line error where the runs cannot be compared."""
     args = parser().parse_args(argv)

@@ -1,6 +1,6 @@
 """The two-run comparison as text and as a page: its table (``TABLE``), a tally of what it found
 (``tally``), the plain-text report (``text``), the HTML page (``to_html``) and both written beside
-each other (``write``). The report is ``compare_pair.compare``'s.
+each other (``write``). The report is ``pair.compare``'s.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import textwrap
 from collections import Counter
 from pathlib import Path
 
-from ..core import results, run_to_run, verdicts
-from ..pages import tables
+from ...core import results, run_to_run, verdicts
+from ...pages import tables
 
 AB_HINT = (
     "Across two runs a change under that resolution is not told from what moves between them; for a change of "

@@ -1,4 +1,4 @@
-"""Notebook 03's tables over the rows ``thunder_traces.trace_row`` returns: one summary line per
+"""Notebook 03's tables over the rows ``instruments.trace_row`` returns: one summary line per
 configuration, the seed's symbol counter beside each configuration's, every fusion region with its ops,
 the unfused ops, where the seed's ops ended up, and thunder's compile statistics per call.
 """

@@ -1,5 +1,5 @@
 """Two loaded runs compared, B against A (``compare``): per notebook both hold, per row and metric
-(``compare_rows``), each number judged by one rule (``run_to_run.judge``) with the run-to-run effects
+(``rows``), each number judged by one rule (``run_to_run.judge``) with the run-to-run effects
 of its kind, or not comparable where the runs did not measure the same thing (another stack, other
 parameters, a headline over the host's fast blocks in one run and over all blocks in the other);
 with what differs between the runs and what was skipped.
@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ..core import metrics, results, run_to_run
-from ..core.verdicts import CHANGED, NOT_COMPARABLE, NOT_JUDGED, SAME, phrase
-from . import notebook_run
-from .compare_page import shown
-from .compare_rows import by_key, metric_names, read_rows
+from ...core import metrics, results, run_to_run
+from ...core.verdicts import CHANGED, NOT_COMPARABLE, NOT_JUDGED, SAME, phrase
+from .. import notebook_run
+from .page import shown
+from .rows import by_key, metric_names, read_rows
 
 # What a run measured with: two runs that differ in one of these did not measure the same thing.
 STACK = (

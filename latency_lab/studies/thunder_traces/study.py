@@ -5,7 +5,7 @@ Each configuration's row (``trace_row``) is taken right after its first call: th
 (``first_call_phases``), thunder's compile statistics for it and for a second, cached call, and the final
 trace taken apart (``trace_analysis``: fusion regions and their ops, unfused ops, the prologue). The rows
 are the ones notebook 02 took from its own builds in this runner run (``from_run``), else one jit per
-configuration built here (``build_row``); ``trace_tables`` makes the tables over them.
+configuration built here (``build_row``); ``tables`` makes the tables over them.
 """
 
 from __future__ import annotations
@@ -13,43 +13,12 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-from ..core import model, registry, results, seed_numbers
-from ..core.harness import describe, prepare
-from ..core.parameters import Params
-from ..core.registry import Executor
-from ..core.rows import plain_row
-from .first_call_phases import first_call_finding, first_call_phases, first_call_table
-from .study import Study, begin
-from .trace_analysis import analyze, compile_stats, thunder_functions
-from .trace_tables import counter_table, ok_rows, placement, region_table, stats_table, summary, unfused_table
-
-SAME_MODEL = ("preset", "layers", "batch_size", "seq_len", "dtype", "device", "cache_mode", "seed")
-
-
-def build_row(executor: Executor, module, kwargs: dict, device: str) -> dict:
-    """One configuration's row: jit and first call (compile), then ``trace_row`` it."""
-    return trace_row(prepare(executor, module, kwargs, device), kwargs)
-
-
-def trace_row(prepared, kwargs: dict) -> dict:
-    """The row of an executor built and called once, taken right after that first call: its
-    phases and compile statistics, a second (cached) call and its statistics, the trace analysed.
-    Unavailable or failing: the row has the reason. Never raises and never changes ``prepared``,
-    so notebook 02 can take it between its own measurements."""
-    if not prepared.ok:
-        return plain_row(prepared)
-    try:
-        fns = thunder_functions(prepared.fn)
-        jm = fns[0] if len(fns) == 1 else prepared.fn  # several (thunderfx): no single set of statistics
-        first, phases = compile_stats(jm), first_call_phases(prepared.fn)
-        prepared.fn(**kwargs)
-        stats = {"first_call": first, "second_call": compile_stats(jm)}
-        analysis = analyze(prepared.fn)
-    except Exception as e:
-        return plain_row(prepared, status="failed", reason=f"trace analysis: {describe(e)}")
-    return plain_row(
-        prepared, first_call_s=prepared.first_call_s, first_call_phases=phases, **analysis, compile_stats=stats
-    )
+from ...core import model, registry, results, seed_numbers
+from ...core.parameters import SAME_MODEL, Params
+from ...instruments.first_call_phases import first_call_finding, first_call_table
+from ...instruments.trace_row import build_row
+from ..base import Study, begin
+from .tables import counter_table, ok_rows, placement, region_table, stats_table, summary, unfused_table
 
 
 def from_run(params, names: list[str]) -> list[dict] | None:
@@ -61,18 +30,6 @@ def from_run(params, names: list[str]) -> list[dict] | None:
         return None
     rows = data.get("thunder_rows") or {}
     return [rows[n] for n in names] if all(rows.get(n) for n in names) else None
-
-
-def taken_rows(prepared: dict, measured: dict) -> tuple[dict[str, dict], dict[str, dict]]:
-    """Notebook 02's Thunder rows for ``from_run`` and what else it measured: per Thunder configuration
-    the row its ``trace`` step took, or the executor's own row (unavailable, or failed before that step
-    ran); and ``measured`` without the ``trace`` steps, so the results file holds each trace once.
-    ``measured`` itself is left as it is."""
-    rows = {
-        n: (measured.get(n) or {}).get("trace") or plain_row(p) for n, p in prepared.items() if p.executor.needs_thunder
-    }
-    rest = {n: {step: v for step, v in m.items() if step != "trace"} for n, m in measured.items()}
-    return rows, rest
 
 
 def _regions(kinds: dict[str, int]) -> str:
@@ -121,7 +78,7 @@ def composition_long(rows: list[dict]) -> list[dict]:
 def composition_figure(rows: list[dict]):
     """Stacked bars (a ``pages.charts.Chart``): the final trace's top-level symbols per configuration, by
     category."""
-    from ..pages.charts import Chart
+    from ...pages.charts import Chart
 
     return Chart(
         kind="bar",

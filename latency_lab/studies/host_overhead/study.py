@@ -9,23 +9,23 @@ right after its plain block (``thunder_breakdown.InSitu``), which gives the in-p
 closes it on the plain step's host time of the same round.
 
 The tables come from both (``step_row``, ``parts_rows``, ``phase_rows``, ``region_rows``, ``graph_rows``);
-the seed's hypotheses are graded and the findings written in ``host_overhead_findings``.
+the seed's hypotheses are graded and the findings written in ``findings``.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core import harness, metrics, registry, results, timing
-from ..core.harness import Prepared, Rounds, describe
-from ..core.parameters import Params
-from ..core.rows import HostStepRow
-from . import host_overhead_findings, profiler_timeline, thunder_breakdown
-from .study import Study, begin_with_model, build_selected, rounds_text
+from ...core import harness, metrics, registry, results, timing
+from ...core.harness import Prepared, Rounds, describe
+from ...core.parameters import Params
+from ...core.rows import HostStepRow
+from ...instruments import thunder_breakdown
+from ...instruments.probes import STEP_PROFILES, breakdowns, insitu_probes, step_timeline, trace_file
+from ..base import Study, begin_with_model, build_selected, rounds_text
+from . import findings as graded
 
-STEP_PROFILES = 3  # profiled steps per executor; the median one (by host time) is drawn and saved
 STEP_COLUMNS = [
     "executor",
     "wall_ms",
@@ -47,29 +47,6 @@ STEP_PAGE_COLUMNS = [
     *(part for name in ("wall_ms", "host_ms", "host_per_ref_x") for part in metrics.interval_names(name)),
     "notes",
 ]
-
-
-def trace_file(output_dir: str, notebook: str, executor: str) -> Path:
-    """Where a profiled step's Chrome trace is saved: ``<notebook>.<executor>.chrome-trace.json.gz``."""
-    return Path(output_dir) / f"{notebook}.{re.sub(r'[^A-Za-z0-9_.-]+', '_', executor)}.chrome-trace.json.gz"
-
-
-def step_timeline(fn, kwargs: dict, device: str, path: Path) -> dict:
-    """``STEP_PROFILES`` steps under the profiler; metrics of each, the median step (by host time)
-    drawn and saved to ``path`` as a Chrome trace. Profiled numbers: the profiler adds its own host
-    cost, so they are compared with each other, never with the unprofiled host time."""
-    trace = profiler_timeline.profile_calls([("step", lambda: fn(**kwargs))], device, STEP_PROFILES)
-    steps = [w for w in profiler_timeline.windows(profiler_timeline.spans_from_chrome(trace)) if w.label == "step"]
-    metrics = [profiler_timeline.window_metrics(w) for w in steps]
-    median = sorted(range(len(steps)), key=lambda i: metrics[i]["host_us"])[len(steps) // 2]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    profiler_timeline.write_chrome_trace(trace, steps[median], path)
-    return {
-        "file": path.name,
-        "steps": metrics,
-        "step": metrics[median],
-        "rows": profiler_timeline.timeline_rows(steps[median]),
-    }
 
 
 def plan(kwargs: dict, params, eager_logits, notebook: str) -> harness.Plan:
@@ -97,33 +74,6 @@ def plan(kwargs: dict, params, eager_logits, notebook: str) -> harness.Plan:
         "timeline": lambda p: step_timeline(p.fn, kwargs, device, trace_file(params.output_dir, notebook, p.name)),
         "alone": lambda p: thunder_alone(p) if p.executor.needs_thunder else None,
         "memory baseline of the next executor": lambda p: before.update(reading=harness.memory(device, empty=True)),
-    }
-
-
-def probes(prepared: dict[str, Prepared], kwargs: dict, calls: int) -> tuple[dict, dict, dict]:
-    """For every Thunder configuration that can be instrumented: its ``InSitu`` and a probe for the
-    rounds; for the others, the reason. Returns (probes by executor, InSitu by executor, reasons)."""
-    out, insitu, reasons = {}, {}, {}
-    for name, p in prepared.items():
-        if not (p.ok and p.executor.needs_thunder):
-            continue
-        ins, why = thunder_breakdown.insitu_probe(p, kwargs, calls)
-        if ins is None:
-            reasons[name] = why
-            continue
-        insitu[name] = ins
-        out[name] = {"insitu": lambda ins=ins: ins.block(calls)}
-    return out, insitu, reasons
-
-
-def breakdowns(insitu: dict, timed: Rounds) -> dict[str, dict]:
-    """Per instrumented configuration, the in-place breakdown over the rounds (``summarize``)."""
-    return {
-        n: thunder_breakdown.summarize(
-            ins, timed.entries[n].probes.get("insitu") or [], timed.entries[n].host_ms, timed.entries[n].keep()
-        )
-        for n, ins in insitu.items()
-        if n in timed.entries
     }
 
 
@@ -281,7 +231,7 @@ def graph_rows(step: list[HostStepRow], timed: Rounds) -> list[dict]:
 def parts_figure(rows: list[dict]):
     """Stacked bars (a ``pages.charts.Chart``): each configuration's in-place host time per step, by part,
     and the remainder; None without parts."""
-    from ..pages.charts import Chart
+    from ...pages.charts import Chart
 
     if not rows:
         return None
@@ -321,7 +271,7 @@ class Result(Study):
     timelines: dict[str, dict]  # the profiled step's metrics per executor (``timeline_row``)
     profiled: dict[str, dict]  # the profiled step per executor: its Chrome trace's file and its rows
     graphs: list[dict]
-    grades: list[dict]  # the seed claims' grades (``host_overhead_findings.grades``)
+    grades: list[dict]  # the seed claims' grades (``findings.grades``)
     findings: list[str]
     memory: dict[str, dict | None]
     first_call_s: dict[str, float | None]
@@ -361,7 +311,7 @@ def run(params: Params) -> Result:
     )
     measurements = plan(setup.kwargs, params, eager_logits, results.HOST_OVERHEAD)
     prepared, measured = build_selected(params, setup, measurements)
-    probed, insitu, not_taken_apart = probes(prepared, setup.kwargs, params.iters)
+    probed, insitu, not_taken_apart = insitu_probes(prepared, setup.kwargs, params.iters)
     prepared, timed = harness.time_prepared(prepared, setup.kwargs, params, probed)
     taken_apart = {**breakdowns(insitu, timed), **{n: {"reason": why} for n, why in not_taken_apart.items()}}
     step = [step_row(p, measured.get(n) or {}, timed) for n, p in prepared.items()]
@@ -379,8 +329,8 @@ def run(params: Params) -> Result:
         timelines=timelines,
         profiled={n: m["timeline"] for n, m in measured.items() if m.get("timeline")},
         graphs=graphs,
-        grades=host_overhead_findings.grades(taken_apart, timelines, regions, graphs, params.device),
-        findings=host_overhead_findings.findings(taken_apart, timelines, regions, graphs, timed, params.device),
+        grades=graded.grades(taken_apart, timelines, regions, graphs, params.device),
+        findings=graded.findings(taken_apart, timelines, regions, graphs, timed, params.device),
         memory={n: m.get("memory") for n, m in measured.items()},
         first_call_s={n: p.first_call_s for n, p in prepared.items()},
         timed=timed,

@@ -2,7 +2,7 @@
 findings), the notebook's charts (``Chart`` values, drawn by ``pages.charts``) and ``Result.save``.
 
 The seed's single ``add`` in isolation, generalised to the ops its trace shows (pointwise ops,
-linear, matmul, embedding, triu, an RMSNorm-like composite; ``microbench_ops``), at the seed model's
+linear, matmul, embedding, triu, an RMSNorm-like composite; ``ops``), at the seed model's
 shapes for its tokens and at multiples of them, through every executor. The op x size x executor grid is
 one ``Sweep`` (``grid``): every (op, size, executor) is built, checked against eager and warmed up right
 after its first call, then all of them are timed in the same interleaved rounds with the host reference
@@ -20,20 +20,20 @@ from typing import ClassVar
 
 import torch
 
-from ..core import harness, model_config, registry, results, sweep, timing
-from ..core.harness import Rounds
-from ..core.metrics import Stat
-from ..core.model import compare_to_eager
-from ..core.parameters import Params
-from ..core.progress import say
-from ..core.rounds import host_moved_note, state_text
-from ..core.rows import OpRow
-from ..core.seed_numbers import SEED_SINGLE_ADD_H100
-from ..pages.charts import Chart
-from ..pages.tables import number
-from . import study
-from .microbench_ops import OPS, dims, make_inputs, shape_table, size_tokens
-from .study import Study
+from ...core import harness, model_config, registry, results, sweep, timing
+from ...core.harness import Rounds
+from ...core.metrics import Stat
+from ...core.model import compare_to_eager
+from ...core.parameters import Params
+from ...core.progress import say
+from ...core.rounds import host_moved_note, state_text
+from ...core.rows import OpRow
+from ...core.seed_numbers import SEED_SINGLE_ADD_H100
+from ...pages.charts import Chart
+from ...pages.tables import number
+from .. import base as study
+from ..base import Study
+from .ops import OPS, dims, make_inputs, shape_table, size_tokens
 
 PROFILE_STEPS = 5  # profiled calls per row: kernels per call is exact, so a few suffice
 CPU_THREADS = 1  # intra-op threads while measuring on a CPU (see ``intra_op_threads``)

@@ -10,11 +10,11 @@ outside it, ``same: at the edge`` where the interval straddles a bound.
 
 from __future__ import annotations
 
-from ..core.metrics import Stat
-from ..core.rounds import Rounds, host_moved_note
-from ..core.verdicts import CHANGED, SAME, phrase
-from ..pages.tables import number
-from . import thunder_breakdown
+from ...core.metrics import Stat
+from ...core.rounds import Rounds, host_moved_note
+from ...core.verdicts import CHANGED, SAME, phrase
+from ...instruments import thunder_breakdown
+from ...pages.tables import number
 
 # The seed's hypotheses as ranges: a measured median inside holds, outside is changed (higher or lower).
 SEED_STARTUP_US = (200.0, 300.0)  # "~250 µs of start-up time" per step

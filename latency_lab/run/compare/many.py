@@ -1,5 +1,5 @@
 """More than two runs: run A (the first) set against each other run, pair by pair
-(``compare_pair.compare``: the same verdicts), merged into one report: per number A's value and range,
+(``pair.compare``: the same verdicts), merged into one report: per number A's value and range,
 then each other run's value, range, ratio to A and verdict; the seed's tables with one column per run
 (``runner.py compare A B C ...``, and ``runner.py --ray``'s fleet page).
 """
@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..core import results, seed_numbers
-from ..core.verdicts import CHANGED
-from ..pages import tables
-from .compare_page import fmt_range, shown, tally
-from .compare_pair import compare
-from .report import seed_step
+from ...core import results, seed_numbers
+from ...core.verdicts import CHANGED
+from ...pages import tables
+from ..report import seed_step
+from .page import fmt_range, shown, tally
+from .pair import compare
 
 TABLE_KEYS_A = ("notebook", "row", "metric", "a", "a_interval", "a_q1_q3")  # of a pair's row: A's, once per line
 PER_RUN = ("b", "b_interval", "b_q1_q3", "ratio", "verdict", "decided")  # of a pair's row: each other run's

@@ -1,5 +1,5 @@
 """One build's worker for notebook 08: runs in the build's own interpreter, started and driven by
-``ab_builds`` over an execnet channel (execnet sends its own bootstrap, so the build's environment
+``study`` over an execnet channel (execnet sends its own bootstrap, so the build's environment
 needs none of it; ``BOOTSTRAP`` puts the build's folders, then this suite, on its module path).
 
 The worker builds the model and every executor once, then answers requests one at a time, blocking
@@ -18,15 +18,15 @@ import time
 PLAIN, OPS = "plain", "ops"  # a worker's variants of the step: as built, and with the planted ops inside
 VARIANTS = (PLAIN, OPS)
 
-# Sent to the build's interpreter by ``ab_builds`` (its variables are set when it starts): the first
+# Sent to the build's interpreter by ``remote`` (its variables are set when it starts): the first
 # message is ``{"paths"}``, the build's folders and this suite's root.
 BOOTSTRAP = """
 import sys, warnings
 warnings.filterwarnings("ignore", message="transformer_engine module not found")  # thunder's import, every build
 setup = channel.receive()
 sys.path[:0] = setup["paths"]
-from latency_lab.studies import ab_worker
-ab_worker.serve(channel)
+from latency_lab.studies.ab import worker
+worker.serve(channel)
 """
 
 
@@ -40,7 +40,7 @@ class Worker:
         self.device = "cpu"
 
     def hello(self) -> dict:
-        from ..core import builds
+        from ...core import builds
 
         return {**builds.versions(), "pid": os.getpid()}
 
@@ -50,7 +50,7 @@ class Worker:
         status, reason, first-call seconds and logits (float32 bytes and shape, taken before any later call)."""
         from dataclasses import replace
 
-        from ..core import harness, model, parameters, planted
+        from ...core import harness, model, parameters, planted
 
         p = parameters.resolved(params)
         harness.set_up(p)
@@ -63,7 +63,7 @@ class Worker:
         return out
 
     def build_variant(self, variant: str, setup, executors: list[str]) -> dict:
-        from ..core import harness, model, registry
+        from ...core import harness, model, registry
 
         out = {}
         for ex in registry.selected(executors):
@@ -95,8 +95,8 @@ class Worker:
         """One block of ``executor`` (of ``variant``) between two host references (``rounds.measure_block``),
         behind ``delay_us`` of planted delay; with ``parts``, an in-place breakdown of the same step right
         after it (a Thunder configuration that can be instrumented), else the reason it has none."""
-        from ..core import planted
-        from ..core.rounds import measure_block
+        from ...core import planted
+        from ...core.rounds import measure_block
 
         t0 = time.perf_counter()
         fn = self.prepared[variant, executor].fn
@@ -116,7 +116,7 @@ class Worker:
     def parts(self, executor: str, calls: int) -> dict:
         """µs per call of each in-place part of a Thunder step: the phases around its computation and
         the computation's statements summed by kind (``thunder_breakdown``); or ``{"reason": ...}``."""
-        from . import thunder_breakdown
+        from ...instruments import thunder_breakdown
 
         if executor not in self.insitu:
             self.insitu[executor] = thunder_breakdown.insitu_probe(
@@ -133,7 +133,7 @@ class Worker:
         return {"us": out}
 
     def kernels(self, executor: str, steps: int, variant: str = PLAIN) -> dict:
-        from ..core import timing
+        from ...core import timing
 
         return timing.profile_kernels(self.prepared[variant, executor].fn, self.setup.kwargs, self.device, steps)
 
@@ -141,7 +141,7 @@ class Worker:
 def serve(channel) -> None:
     """Answer ``{"op": NAME, **fields}`` messages with ``{"ok": True, "value": ...}`` or ``{"ok":
     False, "error": ...}`` until ``{"op": "stop"}``."""
-    from ..core.harness import describe
+    from ...core.harness import describe
 
     worker = Worker()
     while True:

@@ -1,4 +1,4 @@
-"""Notebook 08's workers from the coordinator's side: each worker process (``ab_worker``, in its build's
+"""Notebook 08's workers from the coordinator's side: each worker process (``worker``, in its build's
 own interpreter, driven over an execnet channel) and the requests sent to it; the rounds' entries whose
 blocks are timed in a worker (``RemoteEntry``) and what each block cost; and a run's arms (A, its twin A',
 one per planted delay, B), each of k workers, started and built side by side, then pinned slot by slot
@@ -16,12 +16,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core import builds, harness, registry, timing
-from ..core.builds import Build
-from ..core.harness import describe
-from ..core.parameters import Params
-from ..core.rounds import Measured
-from . import ab_worker
+from ...core import builds, harness, registry, timing
+from ...core.builds import Build
+from ...core.harness import describe
+from ...core.parameters import Params
+from ...core.rounds import Measured
+from . import worker
 
 A, TWIN, B = "A", "A'", "B"  # the workers: build A, a second worker of build A (the control), build B
 BUILD_TIMEOUT_S = 1800  # a worker's model and first calls (Thunder at 16 layers: minutes)
@@ -38,14 +38,14 @@ class WorkerError(RuntimeError):
 
 @dataclass
 class Worker:
-    """One worker process of an arm (``ab_worker``), its slot in the arm, and the channel to it."""
+    """One worker process of an arm (``worker``), its slot in the arm, and the channel to it."""
 
     label: str
     build: Build
     cache: Path
     arm: str = A
     slot: int = 0
-    variants: tuple[str, ...] = (ab_worker.PLAIN,)  # what it builds (``ab_worker.Worker.build``); it times the last
+    variants: tuple[str, ...] = (worker.PLAIN,)  # what it builds (``worker.Worker.build``); it times the last
     group: object = None
     gateway: object = None
     channel: object = None
@@ -70,7 +70,7 @@ class Worker:
         )
         self.group = execnet.Group()  # its own, so that ``stop`` ends and reaps this worker's process
         self.gateway = self.group.makegateway(spec)
-        self.channel = self.gateway.remote_exec(ab_worker.BOOTSTRAP)
+        self.channel = self.gateway.remote_exec(worker.BOOTSTRAP)
         self.channel.send({"paths": [*self.build.path, str(builds.REPO_ROOT)]})
 
     def send(self, op: str, **fields) -> None:
@@ -110,7 +110,7 @@ class Worker:
 
 
 class RemoteEntry(harness.Entry):
-    """An entry of the rounds whose step runs in a worker: its block is timed there (``ab_worker``)."""
+    """An entry of the rounds whose step runs in a worker: its block is timed there (``worker``)."""
 
     in_process = False
 
@@ -197,8 +197,8 @@ def variants_of(ops_arm: bool, slot: int) -> tuple[str, ...]:
     """What a worker builds: the plain step; in the ops arm the step with the ops, and its first worker both
     (it measures what the ops add in one process, ``planted_cost``)."""
     if not ops_arm:
-        return (ab_worker.PLAIN,)
-    return (ab_worker.PLAIN, ab_worker.OPS) if slot == 0 else (ab_worker.OPS,)
+        return (worker.PLAIN,)
+    return (worker.PLAIN, worker.OPS) if slot == 0 else (worker.OPS,)
 
 
 def pin(workers: list[Worker]) -> dict[str, int | None]:
@@ -217,7 +217,7 @@ def pin(workers: list[Worker]) -> dict[str, int | None]:
 
 def start_and_build(workers: list[Worker], params: Params) -> tuple[dict, dict]:
     """Every worker started and built side by side; per worker its versions and its executors'
-    records (``ab_worker.Worker.build``), or the error that stopped it."""
+    records (``worker.Worker.build``), or the error that stopped it."""
     hello, built = {}, {}
     for w in workers:
         try:
@@ -276,8 +276,8 @@ def planted_cost(worker: Worker, executor: str, params: Params, delay_us: float 
     of their host-time differences in µs (``us``) and its standard error (``us_se``, from their spread); for
     the ops, also kernels per step and kernel µs added (the profiler). The busy wait costs more than it waits
     (54 µs for 47.6 on the CPU machine: the step after it runs colder), so this, not the nominal delay, is
-    the planted size, and its error counts in the coverage check (``ab_tables.control_rows``)."""
-    plant = {"delay_us": delay_us} if delay_us else {"variant": ab_worker.OPS}
+    the planted size, and its error counts in the coverage check (``tables.control_rows``)."""
+    plant = {"delay_us": delay_us} if delay_us else {"variant": worker.OPS}
     try:
         diffs, start = [], time.perf_counter()
         for i in range(PLANTED_PAIRS):
@@ -294,7 +294,7 @@ def planted_cost(worker: Worker, executor: str, params: Params, delay_us: float 
         out = {"us": mid, "us_se": 1.2533 * spread / len(diffs) ** 0.5}
         if not delay_us:
             steps = max(3, min(params.iters, 10))
-            k0, k1 = (worker.call("kernels", executor=executor, steps=steps, variant=v) for v in ab_worker.VARIANTS)
+            k0, k1 = (worker.call("kernels", executor=executor, steps=steps, variant=v) for v in worker.VARIANTS)
             if "reason" not in k0 and "reason" not in k1:
                 out["kernels_per_step"] = k1["kernels_per_step"] - k0["kernels_per_step"]
                 out["kernel_us"] = 1e3 * (k1["kernel_ms"] - k0["kernel_ms"])

@@ -11,12 +11,12 @@ import math
 import statistics
 from pathlib import Path
 
-from ..core import builds, model, paired
-from ..core.harness import Rounds
-from ..core.parameters import Params
-from ..core.rounds import Timed
-from ..core.verdicts import NOT_JUDGED, phrase
-from .ab_remote import TWIN, A, B, Worker, WorkerError, entry_name, ops_label, planted_label, usable, worker_label
+from ...core import builds, model, paired
+from ...core.harness import Rounds
+from ...core.parameters import Params
+from ...core.rounds import Timed
+from ...core.verdicts import NOT_JUDGED, phrase
+from .remote import TWIN, A, B, Worker, WorkerError, entry_name, ops_label, planted_label, usable, worker_label
 
 COMPARISON = {B: "B vs A", TWIN: "A' vs A (A/A control)"}
 
@@ -78,7 +78,7 @@ def plant_labels(params: Params) -> list[str]:
 def change_rows(timed: Rounds, params: Params, costs: dict) -> list[dict]:
     """The key table: per executor, comparison and metric, the change against A; a build's verdict (B's,
     ``is_build``) gated by the same executor's controls (``gate``; ``costs``: per executor and planted arm,
-    what the plant adds in one process, ``ab_remote.planted_cost``)."""
+    what the plant adds in one process, ``remote.planted_cost``)."""
     rows = []
     for name in params.executors:
         found = {metric: changes(timed, params, name, metric) for metric in metrics_for(params.device)}

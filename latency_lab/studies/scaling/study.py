@@ -3,12 +3,12 @@ findings), the notebook's charts (``Chart`` values, drawn by ``pages.charts``) a
 
 Three sweeps, declared as data (``sweeps``): depth (``depths`` layers at ``seq_len`` tokens), prompt
 length (``prompt_lengths`` tokens at ``layers`` layers) and the decode step (one token against a
-``StaticCache`` pre-filled with ``seq_len`` prompt tokens, at ``layers`` layers; ``scaling_decode``). Every
+``StaticCache`` pre-filled with ``seq_len`` prompt tokens, at ``layers`` layers; ``decode``). Every
 (point, executor) is built and measured right after its first call (``sweep.build``; the point the depth
 and prompt sweeps share is built once), then all of them are timed in the same interleaved rounds with the
-host reference, each decode build's greedy loop as a probe after its block (``scaling_decode.probes``).
+host reference, each decode build's greedy loop as a probe after its block (``decode.probes``).
 From the rows: time against depth as least-squares lines with the slope's standard error
-(``scaling_fits``), and the findings (``scaling_findings``): the first call against depth over cold
+(``fits``), and the findings (``findings``): the first call against depth over cold
 compiles only, prefill against prompt length, decode, and comparisons of rows within rounds.
 """
 
@@ -18,18 +18,18 @@ import time
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from ..core import environment, registry, results, sweep
-from ..core.harness import Rounds
-from ..core.parameters import Params
-from ..core.rows import ScalingRow
-from ..pages.charts import Chart
-from . import study
-from .scaling_decode import DecodeCase, decode_case, decode_numbers, probes
-from .scaling_findings import findings, n_layers, rows_of_sweep
-from .scaling_fits import METRICS, depth_fits, fit_rows, fitted_curve
-from .scaling_fits import PER_REF as PER_REF  # re-exported: the host-state tests read these two here
-from .scaling_fits import slope_difference as slope_difference
-from .study import Study
+from ...core import environment, registry, results, sweep
+from ...core.harness import Rounds
+from ...core.parameters import Params
+from ...core.rows import ScalingRow
+from ...pages.charts import Chart
+from .. import base as study
+from ..base import Study
+from .decode import DecodeCase, decode_case, decode_numbers, probes
+from .findings import findings, n_layers, rows_of_sweep
+from .fits import METRICS, depth_fits, fit_rows, fitted_curve
+from .fits import PER_REF as PER_REF  # re-exported: the host-state tests read these two here
+from .fits import slope_difference as slope_difference
 
 
 def sweeps(params, executors, bandwidth: float | None) -> dict[str, sweep.Sweep]:

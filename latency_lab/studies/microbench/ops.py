@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..core.parameters import Params
+from ...core.parameters import Params
 
 
 # The ops, each with keyword arguments only (``executors.prepare`` calls fn(**kwargs)).

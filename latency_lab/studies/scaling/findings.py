@@ -4,11 +4,11 @@ host against kernel, Thunder against torch.compile), with ratios taken within ro
 
 from __future__ import annotations
 
-from ..core.harness import Rounds
-from ..core.metrics import Stat
-from ..core.rounds import host_moved_note, state_text
-from ..pages.tables import number
-from .scaling_fits import fit_line, negative_flag, plus_minus, slope_difference
+from ...core.harness import Rounds
+from ...core.metrics import Stat
+from ...core.rounds import host_moved_note, state_text
+from ...pages.tables import number
+from .fits import fit_line, negative_flag, plus_minus, slope_difference
 
 FIRST_CALL_FIT_DEPTHS = 3  # cold first calls at this many depths or more get a line
 # Compared within rounds at every depth and in decode: (a, b) reads "a / b".

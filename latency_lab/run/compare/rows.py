@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..core import metrics
+from ...core import metrics
 
 KEY_COLUMNS = (
     "op",

@@ -9,9 +9,9 @@ import math
 
 import numpy as np
 
-from ..core import host_state
-from ..core.harness import Rounds
-from ..pages.tables import number
+from ...core import host_state
+from ...core.harness import Rounds
+from ...pages.tables import number
 
 METRICS = ("wall_ms", "host_ms", "kernel_ms")  # fitted against depth
 PER_REF = "host_per_ref_x"  # host time per host reference, fitted too

@@ -1,7 +1,7 @@
 """Notebook 08, two builds in the same rounds: did a change of the stack (another Thunder, nvFuser or
 transformers, a branch, a variable) move the step? ``run(params) -> Result``, written by ``Result.save``.
 
-Each arm is ``workers`` worker processes (``ab_worker``, in the build's own interpreter, driven over
+Each arm is ``workers`` worker processes (``worker``, in the build's own interpreter, driven over
 execnet channels), each built once with its own compile caches, then pinned: worker i of every arm on
 the same core. The arms: A; A' (more workers of build A: the A/A control); one arm of build A per
 planted delay of ``planted_pct`` % of A's host time (the sensitivity, against a change it knows); and B.
@@ -13,8 +13,8 @@ only more workers could help (``Session.timed_until_resolved``).
 
 Every arm is read against A alike (``paired.change``: the process is the replicate, Welch's interval
 over the workers' levels gives the estimate, the interval and the call), and B's verdict stands only
-when the same executor's controls pass (``ab_tables.gate``). The workers and the rounds' entries are
-``ab_remote``; the tables ``ab_tables``; this module holds the run (``Session``, ``run``), its
+when the same executor's controls pass (``tables.gate``). The workers and the rounds' entries are
+``remote``; the tables ``tables``; this module holds the run (``Session``, ``run``), its
 ``Result`` and findings.
 """
 
@@ -26,13 +26,14 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from ..core import builds, environment, harness, paired, results
-from ..core.harness import Rounds
-from ..core.parameters import Params
-from ..core.phases import phase
-from ..core.progress import say
-from ..pages.tables import number
-from .ab_remote import (
+from ...core import builds, environment, harness, paired, results
+from ...core.harness import Rounds
+from ...core.parameters import Params
+from ...core.phases import phase
+from ...core.progress import say
+from ...pages.tables import number
+from ..base import Study
+from .remote import (
     TWIN,
     A,
     B,
@@ -48,7 +49,7 @@ from .ab_remote import (
     worker_label,
     workers_for,
 )
-from .ab_tables import (
+from .tables import (
     build_rows,
     by_arm,
     change_rows,
@@ -62,7 +63,6 @@ from .ab_tables import (
     logits_rows,
     parts_rows,
 )
-from .study import Study
 
 KEY_COLUMNS = [
     "executor",
@@ -110,7 +110,7 @@ class Result(Study):
     findings: list[str]
     timed: Rounds | None = None
     delays_us: dict = field(default_factory=dict)
-    planted_us: dict = field(default_factory=dict)  # what each delay adds in one process (``ab_remote.planted_cost``)
+    planted_us: dict = field(default_factory=dict)  # what each delay adds in one process (``remote.planted_cost``)
     costs: list[dict] = field(default_factory=list)  # ``cost_rows``
 
     def key_table_rows(self) -> list[dict]:

@@ -9,8 +9,8 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from ..core import harness, model, sweep, timing
-from ..core.metrics import Stat
+from ...core import harness, model, sweep, timing
+from ...core.metrics import Stat
 
 
 @dataclass
