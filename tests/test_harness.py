@@ -3,12 +3,13 @@
 import pytest
 
 from latency_lab.core import failures, harness, registry, sweep, timing
+from latency_lab.core.measurement import step_records
 from latency_lab.core.rounds import host_moved_note
 from latency_lab.core.rows import Row, plain_row
 
 
 def _prepared(name, fn, status="ok"):
-    return harness.Prepared(registry.REGISTRY[name], status, fn=fn, first_call_s=0.5)
+    return harness.Measurement(registry.REGISTRY[name], status, fn=fn, first_call_s=0.5)
 
 
 def test_rounds_interleave_entries_with_the_host_reference_and_alternate_order(monkeypatch):
@@ -64,17 +65,18 @@ def test_a_failing_entry_stops_alone_and_becomes_partial(monkeypatch):
     assert after["eager"].status == "partial" and "RuntimeError: boom" in after["eager"].reason
     assert after["eager"].fn is prepared["eager"].fn and prepared["eager"].status == "ok"  # prepared left as it was
     assert len(r.entries["eager"].wall_ms) == 2 and len(r.entries["torch.compile"].wall_ms) == 4
-    assert after["torch.compile"] is prepared["torch.compile"]
+    assert after["torch.compile"].status == "ok" and after["torch.compile"].timed is r.entries["torch.compile"]
+    assert after["eager"].wall.n == 2 and prepared["eager"].timed is None  # the copies hold the blocks
 
 
-def test_time_prepared_times_the_ok_executors_and_settles_them():
+def test_time_in_rounds_times_the_ok_executors_and_settles_them():
     prepared = {
         "eager": _prepared("eager", lambda **kw: None),
         "torch.compile": _prepared("torch.compile", lambda **kw: 1 / 0),
         "thunder": _prepared("thunder", None, status="unavailable"),
     }
     params = type("P", (), {"device": "cpu", "warmup": 0, "iters": 1, "repeats": 1})()
-    after, r = harness.time_prepared(prepared, {}, params)
+    after, r = harness.time_in_rounds(prepared, {}, params)
     assert set(r.entries) == {"eager", "torch.compile"} and len(r.entries["eager"].wall_ms) == 2
     assert [p.status for p in after.values()] == ["ok", "failed", "unavailable"]
     assert after["torch.compile"].reason.startswith("rounds: warm-up round: ZeroDivisionError")
@@ -97,12 +99,12 @@ def test_build_and_measure_keeps_a_failing_step_in_its_row():
         return None
 
     plan = {"first": lambda p: 1, "second": lambda p: 1 / 0, "third": lambda p: 3}
-    prepared, measured = harness.build_and_measure(
+    measured = harness.build_and_measure(
         [registry.REGISTRY["eager"]], module, {}, plan, "cpu", progress=lambda text: None
     )
-    p = prepared["eager"]
+    p = measured["eager"]
     assert p.status == "failed" and p.reason.startswith("second: ZeroDivisionError")
-    assert measured["eager"] == {"first": 1}
+    assert p.steps == {"first": 1} and p.built and step_records(measured) == {"eager": {"first": 1}}
 
 
 def test_unavailable_executors_are_rows_with_their_reason():
@@ -137,7 +139,7 @@ def test_sweep_builds_every_point_and_times_all_in_the_same_rounds():
     rows = [sweep.row(b, timed).as_dict() for b in built]
     assert [r["size"] for r in rows] == [1, 2] and all(r["wall_ms"] is not None and r["status"] == "ok" for r in rows)
     assert set(timed.entries) == {"eager @ size=1", "eager @ size=2"} and rows[0]["floor_ratio_x"] > 0
-    assert sweep.release(built, "cpu") == {} and all(b.prepared.fn is None for b in built)
+    assert sweep.release(built, "cpu") == {} and all(b.measured.fn is None for b in built)
 
 
 def test_a_sweep_row_reads_a_build_whose_blocks_stopped_early_as_partial():
@@ -158,7 +160,7 @@ def test_a_sweep_row_reads_a_build_whose_blocks_stopped_early_as_partial():
     timed = sweep.time_all(built, params)
     row = sweep.row(built[0], timed).as_dict()
     assert row["status"] == "partial" and "rounds: round 3: RuntimeError: boom" in row["reason"]
-    assert built[0].prepared.status == "ok" and built[0].prepared.reason is None  # the build is left as it was
+    assert built[0].measured.status == "ok" and built[0].measured.reason is None  # the build is left as it was
 
 
 def test_merged_rounds_mark_blocks_against_their_common_cutoff_and_leave_the_parts_alone():

@@ -237,7 +237,7 @@ def test_region_rows_pair_in_place_with_alone_and_count_kernels():
             }
         }
     }
-    rows = host_overhead.region_rows(_broken(), measured)
+    rows = host_overhead.region_rows(_broken(), _measured(measured))
     assert [(r["call"], r["in_place_us_per_kernel"], r["alone_us_per_kernel"]) for r in rows] == [
         ("nvFusion0", 150.0, 20.0),
         ("nvFusion1", 250.0, 20.0),
@@ -257,7 +257,7 @@ def test_a_call_missing_alone_leaves_only_its_own_row_empty():
     measured = {
         "thunder": {"alone": {"rows": [{"index": 5, "call": "nvFusion1", "kind": "nvFusion", "alone_us": 40.0}]}}
     }
-    rows = host_overhead.region_rows(_broken(), measured)  # nvFusion0 has no alone row
+    rows = host_overhead.region_rows(_broken(), _measured(measured))  # nvFusion0 has no alone row
     assert [(r["call"], r["alone_us"]) for r in rows] == [("nvFusion0", None), ("nvFusion1", 40.0)]
 
 
@@ -411,3 +411,8 @@ def test_05_runs_as_a_function_without_papermill(tmp_path):
     saved = json.loads(path.read_text())
     assert path.parent == tmp_path and set(saved) == RESULTS_KEYS
     assert saved["step"] == json.loads(json.dumps(result.step)) and saved["findings"] == result.findings
+
+
+def _measured(steps: dict[str, dict]) -> dict[str, harness.Measurement]:
+    """Thunder configurations built and measured with these steps' records."""
+    return {n: harness.Measurement(registry.REGISTRY[n], "ok", first_call_s=1.0, steps=r) for n, r in steps.items()}

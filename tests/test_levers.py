@@ -29,7 +29,13 @@ def _rounds(hosts: dict[str, list[float]], walls: dict[str, list[float]] | None 
 
 
 def _prepared(name):
-    return harness.Prepared(registry.REGISTRY[name], "ok", fn=lambda **kw: None, first_call_s=15.0)
+    return harness.Measurement(registry.REGISTRY[name], "ok", fn=lambda **kw: None, first_call_s=15.0)
+
+
+def _row(p, steps: dict, timed, taken_apart: dict, floor_ms):
+    """07's row of ``p`` with these steps' records and its blocks in ``timed``."""
+    p.steps = steps
+    return levers.row(harness.settle(p, timed.entries.get(p.name)), timed, taken_apart, floor_ms)
 
 
 def _broken(nv_us: float, op_us: float, prologue_us: float = 200.0, drift=(1.0, 2.0, 1.0, 2.0)):
@@ -72,7 +78,7 @@ def test_saving_is_taken_within_rounds_and_lands_on_its_part():
     }
     assert levers.part_deltas(shifted, "thunder:nv-linear")["nvFusion regions"] == pytest.approx(0.0)
     rows = [
-        levers.row(
+        _row(
             _prepared(n),
             {"trace": {"composition": {"nvFusion regions": 8, "unfused ops": 5}, "bound_symbols": 53}},
             timed,
@@ -100,18 +106,20 @@ def test_saving_is_taken_within_rounds_and_lands_on_its_part():
 
 def test_no_baseline_no_ranking():
     timed = _rounds({"torch.compile": [1.0] * 4})
-    rows = [levers.row(_prepared("torch.compile"), {}, timed, {}, None)]
+    rows = [_row(_prepared("torch.compile"), {}, timed, {}, None)]
     assert levers.ranked(rows) == [] and levers.best_levers(rows) == []
     assert levers.ranking_text(rows, timed) == "No lever ran beside the baseline here, so none is ranked."
 
 
 def test_a_lever_this_thunder_refuses_comes_back_unavailable_and_the_build_is_left_alone():
-    refused = harness.Prepared(registry.REGISTRY["thunder:cache-symbolic"], "failed", reason="first call: TypeError: x")
+    refused = harness.Measurement(
+        registry.REGISTRY["thunder:cache-symbolic"], "failed", reason="first call: TypeError: x"
+    )
     out = levers.unsupported(refused)
     assert out.status == "unavailable" and out.reason == "this Thunder cannot run cache='symbolic values': TypeError: x"
     assert refused.status == "failed" and refused.reason == "first call: TypeError: x"
-    broken = harness.Prepared(registry.REGISTRY["thunder:cache-symbolic"], "failed", reason="kernels: boom")
-    baseline = harness.Prepared(registry.REGISTRY["thunder"], "failed", reason="first call: TypeError: x")
+    broken = harness.Measurement(registry.REGISTRY["thunder:cache-symbolic"], "failed", reason="kernels: boom")
+    baseline = harness.Measurement(registry.REGISTRY["thunder"], "failed", reason="first call: TypeError: x")
     assert levers.unsupported(broken) is broken and levers.unsupported(baseline) is baseline  # not refused, no lever
 
 
@@ -151,11 +159,13 @@ def test_combination_rows_compare_within_rounds_at_each_depth():
     stage = {
         k: _prepared(k.split(" @ ")[0])
         if not k.startswith("thunder:nv")
-        else harness.Prepared(combined, "ok", fn=lambda **kw: None)
+        else harness.Measurement(combined, "ok", fn=lambda **kw: None)
         for k in keys
     }
     depth_of = {k: 1 for k in keys}
-    rows = [levers.combination_row(k, p, timed, depth_of, combined.name) for k, p in stage.items()]
+    rows = [
+        levers.combination_row(k, p, timed, depth_of, combined.name) for k, p in harness.settled(stage, timed).items()
+    ]
     combo = rows[0]
     assert (
         combo.combined

@@ -95,7 +95,7 @@ def test_prepare_rows_for_ok_unavailable_and_failed():
 
 
 def test_fail_marks_row():
-    p = harness.Prepared(E.REGISTRY["eager"], "ok", fn=torch.nn.Identity())
+    p = harness.Measurement(E.REGISTRY["eager"], "ok", fn=torch.nn.Identity())
     p.fail(ValueError("x" * 1000), "profiler")
     assert p.status == "failed" and p.reason.startswith("profiler: ValueError") and len(p.reason) < 450
 

@@ -381,7 +381,7 @@ def test_a_build_records_its_first_call_s_cache_hits_and_the_memory_it_holds(mon
     )
     params = parameters.validate(preset="tiny", device="cpu", warmup=3, iters=2, repeats=2)
     built = sweep.build(grid, params, progress=lambda text: None)
-    assert [(b.point["n"], b.prepared.name) for b in built] == [
+    assert [(b.point["n"], b.measured.name) for b in built] == [
         (1, "eager"),
         (1, "counting"),
         (2, "eager"),

@@ -13,7 +13,7 @@ from conftest import run_runner
 
 from latency_lab.core import parameters as P
 from latency_lab.core import results
-from latency_lab.core.harness import Prepared
+from latency_lab.core.measurement import Measurement, step_records
 from latency_lab.core.registry import REGISTRY, THUNDER_NAMES
 from latency_lab.instruments import first_call_phases, trace_analysis, trace_row
 from latency_lab.studies import executor_timing
@@ -159,7 +159,7 @@ def test_first_call_finding_adds_up_and_leaves_out_what_it_cannot_split():
 
 
 def test_trace_row_of_a_failing_analysis_is_a_failed_row_and_leaves_the_executor_alone():
-    p = Prepared(REGISTRY["thunder:torch"], "ok", fn=lambda **kw: None, first_call_s=1.0)  # not a thunder function
+    p = Measurement(REGISTRY["thunder:torch"], "ok", fn=lambda **kw: None, first_call_s=1.0)  # not a thunder function
     row = trace_row.trace_row(p, KWARGS)
     assert row["status"] == "failed" and row["reason"].startswith("trace analysis: ")
     assert p.status == "ok" and p.reason is None  # notebook 02 goes on timing it
@@ -190,18 +190,19 @@ def test_from_run_reads_the_rows_02_took_in_the_same_run_only(tmp_path, monkeypa
     assert thunder_traces.from_run(params, names) is None
 
 
-def test_taken_rows_take_each_trace_out_of_what_was_measured_and_leave_it_alone():
-    prepared = {
-        "eager": Prepared(REGISTRY["eager"], "ok"),
-        "thunder:torch": Prepared(REGISTRY["thunder:torch"], "ok"),
-        "thunder": Prepared(REGISTRY["thunder"], "unavailable", reason="needs a CUDA device"),
-    }
+def test_02_keeps_each_trace_once_in_its_thunder_rows_and_the_other_records_beside_them():
     measured = {
-        "eager": {"trace": None, "wall": 1},
-        "thunder:torch": {"trace": {"executor": "thunder:torch", "status": "ok"}, "kernels": {}},
+        "eager": Measurement(REGISTRY["eager"], "ok", first_call_s=1.0, steps={"trace": None, "wall": 1}),
+        "thunder:torch": Measurement(
+            REGISTRY["thunder:torch"],
+            "ok",
+            first_call_s=1.0,
+            steps={"trace": {"executor": "thunder:torch", "status": "ok"}, "kernels": {}},
+        ),
+        "thunder": Measurement(REGISTRY["thunder"], "unavailable", reason="needs a CUDA device"),
     }
-    before = copy.deepcopy(measured)
-    rows, rest = executor_timing.taken_rows(prepared, measured)
+    before = copy.deepcopy({n: m.steps for n, m in measured.items()})
+    rows = executor_timing.thunder_rows(measured)
     assert rows["thunder:torch"] == {"executor": "thunder:torch", "status": "ok"}
     assert rows["thunder"] == {
         "executor": "thunder",
@@ -210,8 +211,9 @@ def test_taken_rows_take_each_trace_out_of_what_was_measured_and_leave_it_alone(
         "reason": "needs a CUDA device",
         "notes": None,
     }
+    rest = step_records(measured, leave_out=("trace",))
     assert "eager" not in rows and rest == {"eager": {"wall": 1}, "thunder:torch": {"kernels": {}}}
-    assert measured == before  # what was measured is left as it was
+    assert {n: m.steps for n, m in measured.items()} == before  # what was measured is left as it was
 
 
 def test_compile_stats_of_a_plain_function_is_notes_only():

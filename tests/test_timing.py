@@ -152,7 +152,13 @@ def test_what_counts_as_a_metric_and_its_spread():
 
 
 def _prepared(name, status="ok"):
-    return harness.Prepared(registry.REGISTRY[name], status, fn=lambda **kw: None, first_call_s=1.0)
+    return harness.Measurement(registry.REGISTRY[name], status, fn=lambda **kw: None, first_call_s=1.0)
+
+
+def _row(p, steps: dict, timed, floor_ms):
+    """02's row of ``p`` with these steps' records and its blocks in ``timed``."""
+    p.steps = steps
+    return executor_timing.row(harness.settle(p, timed.entries.get(p.name)), floor_ms)
 
 
 def _rounds(walls: dict, hosts: dict | None = None, reference_ms=None):
@@ -166,10 +172,8 @@ def test_row_host_bound_is_about_the_gpu_not_a_second_host_number():
         {"eager": [2.0] * 4, "torch.compile:reduce-overhead": [0.23] * 4},
         {"eager": [1.99] * 4, "torch.compile:reduce-overhead": [0.05] * 4},
     )
-    eager = executor_timing.row(
-        _prepared("eager"), {"kernels": {"kernel_ms": 0.28, "kernels_per_step": 64}}, timed, 0.15
-    )
-    graphs = executor_timing.row(
+    eager = _row(_prepared("eager"), {"kernels": {"kernel_ms": 0.28, "kernels_per_step": 64}}, timed, 0.15)
+    graphs = _row(
         _prepared("torch.compile:reduce-overhead"),
         {"kernels": {"kernel_ms": 0.21, "kernels_per_step": 25}},
         timed,
@@ -179,7 +183,7 @@ def test_row_host_bound_is_about_the_gpu_not_a_second_host_number():
     assert graphs.host_bound is False and graphs.gpu_busy_pct == pytest.approx(100 * 0.21 / 0.23)
     assert eager.cpu_overhead_ms == pytest.approx(1.72) and eager.overhead_per_kernel_us == pytest.approx(1720 / 64)
     assert eager.floor_ratio_x == pytest.approx(2.0 / 0.15) and eager.host <= eager.wall
-    cpu = executor_timing.row(_prepared("eager"), {"kernels": {"reason": "no device kernels on CPU"}}, timed, None)
+    cpu = _row(_prepared("eager"), {"kernels": {"reason": "no device kernels on CPU"}}, timed, None)
     assert cpu.host_bound is None and cpu.kernels_per_step is None and "no device kernels" in cpu.notes
 
 
@@ -191,8 +195,8 @@ def test_host_bound_is_host_time_against_kernel_time_even_with_the_gpu_busy():
         {"thunder:cudagraphs": [0.265] * 4, "torch.compile:reduce-overhead": [0.05] * 4},
     )
     measured = {"kernels": {"kernel_ms": 0.222, "kernels_per_step": 39}}
-    row = executor_timing.row(_prepared("thunder:cudagraphs"), measured, timed, None)
-    other = executor_timing.row(
+    row = _row(_prepared("thunder:cudagraphs"), measured, timed, None)
+    other = _row(
         _prepared("torch.compile:reduce-overhead"),
         {"kernels": {"kernel_ms": 0.21, "kernels_per_step": 25}},
         timed,
@@ -208,9 +212,9 @@ def test_host_bound_is_host_time_against_kernel_time_even_with_the_gpu_busy():
 
 def test_row_flags_disagreeing_passes():
     walls = [1.0, 1.2, 1.2, 1.0] * 2  # ABBA: pass 1 = 1.0, pass 2 = 1.2
-    row = executor_timing.row(_prepared("eager"), {}, _rounds({"eager": walls}), None)
+    row = _row(_prepared("eager"), {}, _rounds({"eager": walls}), None)
     assert row.pass_ratio_x == pytest.approx(1.2) and row.noisy
-    steady = executor_timing.row(_prepared("eager"), {}, _rounds({"eager": [1.0] * 8}), None)
+    steady = _row(_prepared("eager"), {}, _rounds({"eager": [1.0] * 8}), None)
     assert steady.pass_ratio_x == pytest.approx(1.0) and not steady.noisy
 
 
@@ -222,7 +226,7 @@ def test_ranking_separates_only_what_the_within_round_ratio_separates():
         "torch.compile": [0.5, 1.0, 0.5, 1.0],
     }
     timed = _rounds(walls)
-    table = [executor_timing.row(_prepared(n), {}, timed, None) for n in walls]
+    table = [_row(_prepared(n), {}, timed, None) for n in walls]
     text = executor_timing.ranking_text(table, timed)
     assert text.startswith("Fastest to slowest by median wall time: torch.compile (0.750 ms) < ")
     assert "eager (1.50 ms) ~ thunder:torch" in text or "thunder:torch (1.48 ms) ~ eager" in text
@@ -236,7 +240,7 @@ def test_ranking_separates_only_what_the_within_round_ratio_separates():
 
 def test_seed_order_is_said_only_on_gpu_seed_runs():
     timed = _rounds({"eager": [1.0] * 4, "torch.compile": [0.5] * 4})
-    table = [executor_timing.row(_prepared(n), {}, timed, None) for n in ("eager", "torch.compile")]
+    table = [_row(_prepared(n), {}, timed, None) for n in ("eager", "torch.compile")]
     gpu = SimpleNamespace(is_cuda=True, preset="seed")
     assert "keep the seed's DGX H100 order" in executor_timing.seed_order_text(table, timed, gpu)
     assert executor_timing.seed_order_text(table, timed, SimpleNamespace(is_cuda=False, preset="seed")) is None
@@ -259,11 +263,7 @@ def test_state_text_reports_the_slow_share_and_fast_blocks():
 
 def test_seed_tables_pair_each_metric_with_the_seed():
     timed = _rounds({"thunder": [1.69] * 4})
-    table = [
-        executor_timing.row(
-            _prepared("thunder"), {"kernels": {"kernel_ms": 0.218, "kernels_per_step": 36}}, timed, None
-        )
-    ]
+    table = [_row(_prepared("thunder"), {"kernels": {"kernel_ms": 0.218, "kernels_per_step": 36}}, timed, None)]
     tables = {t["title"].split(":")[0]: t for t in seed_numbers.seed_tables([r.as_dict() for r in table])}
     wall = tables["Wall time per step"]
     assert wall["columns"] == ["executor", "seed DGX H100 (ms)", "here (ms)", "here / seed"]

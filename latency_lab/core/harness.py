@@ -1,7 +1,8 @@
 """The measurement harness every notebook that measures executors uses: build an executor and make
 its first call (``prepare``), run a plan of measurements right after it (``build_and_measure``,
 ``standard_plan``), time everything that was built in the interleaved rounds beside the host reference
-(``time_prepared``: ``rounds.rounds`` over ``entries``, then ``settled``), and free it again (``release``).
+(``time_in_rounds``: ``rounds.rounds`` over ``entries``, then ``settled``), and free it again (``release``).
+Each executor is one ``Measurement`` (module ``measurement``) from its build to its row.
 
 The rounds' ``Entry``, ``Timed``, ``Rounds`` and ``rounds`` (module ``rounds``) and ``describe`` (module
 ``failures``) are imported here, and the studies use them under these names (``harness.Rounds``).
@@ -10,13 +11,14 @@ The rounds' ``Entry``, ``Timed``, ``Rounds`` and ``rounds`` (module ``rounds``) 
 from __future__ import annotations
 
 import gc
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Callable
 
 import torch
 
 from . import compile_cache, parameters, planted, timing
 from .failures import describe, lost_context
+from .measurement import Measurement
 from .model import compare_to_eager, logits_of
 from .phases import phase
 from .progress import say
@@ -42,39 +44,14 @@ def set_up(params) -> int:
     return threads
 
 
-@dataclass
-class Prepared:
-    """One executor made ready on one model: its callable and first call, or why it has none."""
-
-    executor: Executor
-    status: str  # "ok", "unavailable" or "failed"
-    fn: Callable | None = None
-    reason: str | None = None
-    notes: list[str] = field(default_factory=list)
-    first_call_s: float | None = None
-    output: object = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-    @property
-    def name(self) -> str:
-        return self.executor.name
-
-    def fail(self, error: BaseException, during: str) -> None:
-        """Mark a measurement failure: the row keeps its error instead of crashing the notebook."""
-        self.status, self.reason = "failed", f"{during}: {describe(error)}"
-
-
-def prepare(executor: Executor, module, kwargs: dict, device: str) -> Prepared:
+def prepare(executor: Executor, module, kwargs: dict, device: str) -> Measurement:
     """Build ``executor`` on ``module`` and make its first call (timed: tracing and compile
     included); an unavailable or failing executor comes back with its reason."""
     if problem := executor.check(device):
         status, reason = problem
-        return Prepared(executor, status, reason=reason)
+        return Measurement(executor, status, reason=reason)
     if lost := lost_context(device):
-        return Prepared(executor, "failed", reason=lost)
+        return Measurement(executor, "failed", reason=lost)
     notes: list[str] = []
     try:
         with phase("build"):
@@ -82,15 +59,15 @@ def prepare(executor: Executor, module, kwargs: dict, device: str) -> Prepared:
             fn = planted.wrap(executor.name, fn)
             seconds, output = timing.first_call(fn, kwargs, device)
     except Exception as e:
-        return Prepared(executor, "failed", reason=f"first call: {describe(e)}", notes=notes)
-    return Prepared(executor, "ok", fn=fn, notes=notes, first_call_s=seconds, output=output)
+        return Measurement(executor, "failed", reason=f"first call: {describe(e)}", notes=notes)
+    return Measurement(executor, "ok", fn=fn, notes=notes, first_call_s=seconds, output=output)
 
 
-def release(prepared, device: str) -> dict:
-    """Free executors (a ``Prepared``, or several): drop their callables and outputs, collect, and
+def release(measured, device: str) -> dict:
+    """Free executors (a ``Measurement``, or several): drop their callables and outputs, collect, and
     empty the CUDA allocator's cache, so the next reading of GPU memory starts from what is really
     held. Returns that reading (MiB allocated and reserved; empty on a CPU)."""
-    for p in [prepared] if isinstance(prepared, Prepared) else list(prepared):
+    for p in [measured] if isinstance(measured, Measurement) else list(measured):
         p.fn = p.output = None
     gc.collect()
     return memory(device, empty=True)
@@ -126,7 +103,7 @@ def memory_held(before: dict, after: dict) -> dict:
     return held
 
 
-def check_output(p: Prepared, eager_logits, dtype: str, layers: int) -> dict:
+def check_output(p: Measurement, eager_logits, dtype: str, layers: int) -> dict:
     """The first call's logits against eager's (``model.compare_to_eager``); a mismatch fails the row,
     since the timings of a wrong computation mean nothing."""
     check = compare_to_eager(logits_of(p.output), eager_logits, dtype, layers)
@@ -139,35 +116,40 @@ def check_output(p: Prepared, eager_logits, dtype: str, layers: int) -> dict:
 
 
 # A plan: the measurements run on each executor right after its first call, in order, as
-# {step name: callable(prepared) -> record}. A step that raises fails the executor's row.
-Plan = dict[str, Callable[[Prepared], object]]
+# {step name: callable(measurement) -> record}. A step that raises fails the executor's row.
+Plan = dict[str, Callable[[Measurement], object]]
 
 
 def build_and_measure(
     executors, module, kwargs: dict, plan: Plan, device: str, progress: Callable[[str], None] = say
-) -> tuple[dict[str, Prepared], dict[str, dict]]:
+) -> dict[str, Measurement]:
     """Build each executor and run ``plan`` on it before the next is built, so each is measured right
-    after its own first call and a failure stays in its own row. A failure that poisons the CUDA
-    context leaves the executors after it as rows that say so; nothing raises."""
-    prepared: dict[str, Prepared] = {}
-    measured: dict[str, dict] = {}
+    after its own first call (its records in ``steps``) and a failure stays in its own row. A failure
+    that poisons the CUDA context leaves the executors after it as rows that say so; nothing raises."""
+    measured: dict[str, Measurement] = {}
     for ex in executors:
         progress(f"{ex.label}: building (first call: trace and compile) ...")
-        p = prepared[ex.name] = prepare(ex, module, kwargs, device)
+        p = measured[ex.name] = prepare(ex, module, kwargs, device)
         if p.ok:
-            measured[ex.name] = {}
-            for step, measure in plan.items():
-                try:
-                    measured[ex.name][step] = measure(p)
-                except Exception as e:  # one executor's failure is its row's reason
-                    p.fail(e, step)
-                    break
+            run_plan(p, plan)
         progress(
             f"{ex.label}: first call {p.first_call_s:.2f} s, {p.status}"
             if p.first_call_s is not None
             else f"{ex.label}: {p.status}: {p.reason}"
         )
-    return prepared, measured
+    return measured
+
+
+def run_plan(p: Measurement, plan: Plan) -> Measurement:
+    """``plan``'s steps on ``p`` in order, right after its first call, each record in ``p.steps``; a step
+    that raises an ``Exception`` fails ``p`` (its reason names the step) and ends the plan. Returns ``p``."""
+    for step, measure in plan.items():
+        try:
+            p.steps[step] = measure(p)
+        except Exception as e:  # one executor's failure is its row's reason
+            p.fail(e, step)
+            break
+    return p
 
 
 def standard_plan(
@@ -181,10 +163,10 @@ def standard_plan(
 ) -> Plan:
     """The standard measurements right after a first call, in order: the output against eager's
     (first, before a later call can overwrite a CUDA graph's output), the Thunder trace row of a
-    Thunder configuration when ``trace(prepared, kwargs)`` is given (``instruments.trace_row``, one
+    Thunder configuration when ``trace(measurement, kwargs)`` is given (``instruments.trace_row``, one
     more call), the warm-up (CUDA graphs record here, before the next executor is built), ``%timeit``
     when ``timeit(fn)`` is given, and kernels per step from the profiler. Wall and host time come
-    later, from ``rounds``. The output check is ``check(prepared)`` when given, else the logits
+    later, from ``rounds``. The output check is ``check(measurement)`` when given, else the logits
     against ``eager_logits``."""
     steps = max(3, min(params.iters, 10)) if profile_steps is None else profile_steps
     plan: Plan = {"output": check or (lambda p: check_output(p, eager_logits, params.dtype, params.layers))}
@@ -197,32 +179,36 @@ def standard_plan(
     return plan
 
 
-def entries(prepared: dict[str, Prepared], kwargs: dict, probes: dict[str, dict] | None = None) -> list[Entry]:
-    """The rounds' entries: every executor that is ok, with its probes (by executor name)."""
-    return [Entry(n, p.fn, kwargs, (probes or {}).get(n, {})) for n, p in prepared.items() if p.ok]
+def entries(measured: dict[str, Measurement], kwargs: dict, probes: dict[str, dict] | None = None) -> list[Entry]:
+    """The rounds' entries: every executor that is ok, under its key, with its probes (by key)."""
+    return [Entry(n, p.fn, kwargs, (probes or {}).get(n, {})) for n, p in measured.items() if p.ok]
 
 
-def settled(prepared: dict[str, Prepared], timed: Rounds) -> dict[str, Prepared]:
-    """The executors as the rounds left them: one whose blocks stopped part-way comes back ``partial``
-    (its blocks before the error stand), one with no block at all ``failed``, the reason saying where
-    it stopped; every other one as it is. ``prepared`` is left as it is."""
-    return {name: settle(p, timed.entries.get(name)) for name, p in prepared.items()}
+def settled(measured: dict[str, Measurement], timed: Rounds) -> dict[str, Measurement]:
+    """The executors as the rounds left them, each with its blocks (``timed``, under its key in
+    ``measured``): one whose blocks stopped part-way comes back ``partial`` (its blocks before the error
+    stand), one with no block at all ``failed``, the reason saying where it stopped. Copies: ``measured``
+    is left as it is."""
+    return {key: settle(p, timed.entries.get(key)) for key, p in measured.items()}
 
 
-def settle(p: Prepared, t: Timed | None) -> Prepared:
-    """One executor as its blocks ``t`` left it (``settled``): a copy that is ``partial`` or ``failed``
-    with the reason where its blocks stopped, else ``p`` itself."""
+def settle(p: Measurement, t: Timed | None) -> Measurement:
+    """A copy of one executor with its blocks ``t`` (``settled``): ``partial`` or ``failed`` with the
+    reason where its blocks stopped, else with its status as it was."""
     if not (t and t.error and p.ok):
-        return p
+        return replace(p, timed=t)
     return replace(
-        p, status="partial" if t.wall_ms else "failed", reason="; ".join(filter(None, (p.reason, f"rounds: {t.error}")))
+        p,
+        timed=t,
+        status="partial" if t.wall_ms else "failed",
+        reason="; ".join(filter(None, (p.reason, f"rounds: {t.error}"))),
     )
 
 
-def time_prepared(
-    prepared: dict[str, Prepared], kwargs: dict, params, probes: dict[str, dict] | None = None
-) -> tuple[dict[str, Prepared], Rounds]:
-    """Every executor of ``prepared`` that is ok in the same rounds (``rounds`` over ``entries``, their
+def time_in_rounds(
+    measured: dict[str, Measurement], kwargs: dict, params, probes: dict[str, dict] | None = None
+) -> tuple[dict[str, Measurement], Rounds]:
+    """Every executor of ``measured`` that is ok in the same rounds (``rounds`` over ``entries``, their
     blocks as ``params`` asks), and the executors as the rounds left them (``settled``)."""
-    timed = rounds(entries(prepared, kwargs, probes), params.device, params.warmup, params.iters, params.repeats)
-    return settled(prepared, timed), timed
+    timed = rounds(entries(measured, kwargs, probes), params.device, params.warmup, params.iters, params.repeats)
+    return settled(measured, timed), timed

@@ -32,7 +32,7 @@ def pass_of(round_index: int) -> int:
 
 
 @dataclass(frozen=True)
-class Measured:
+class Reading:
     """One entry's block in one round: the host reference right before it, the block, the reference
     right after it, and its probes' records."""
 
@@ -42,14 +42,14 @@ class Measured:
     probed: dict
 
 
-def measure_block(fn: Callable, kwargs: dict, device: str, warmup: int, iters: int, probes: dict) -> Measured:
+def measure_block(fn: Callable, kwargs: dict, device: str, warmup: int, iters: int, probes: dict) -> Reading:
     """One block between two host references in this process: ``warmup`` calls, then ``iters`` timed
     calls (``timing.block``, which synchronizes before it returns), then the probes."""
     before = timing.host_reference_ms()
     timing.warm_up(fn, kwargs, warmup)
     b = timing.block(fn, kwargs, device, iters)
     after = timing.host_reference_ms()
-    return Measured(before, b, after, {k: probe() for k, probe in probes.items()})
+    return Reading(before, b, after, {k: probe() for k, probe in probes.items()})
 
 
 @dataclass
@@ -65,7 +65,7 @@ class Entry:
 
     in_process = True  # its step runs in this process (whose CUDA context the rounds watch)
 
-    def measure(self, device: str, warmup: int, iters: int) -> Measured:
+    def measure(self, device: str, warmup: int, iters: int) -> Reading:
         return measure_block(self.fn, self.kwargs, device, warmup, iters, self.probes)
 
 

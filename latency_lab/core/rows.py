@@ -33,7 +33,7 @@ class Row:
 
     @classmethod
     def of(cls, p, **values):
-        """The row of a ``harness.Prepared`` ``p`` (its identity and outcome) with ``values``."""
+        """The row of a ``measurement.Measurement`` ``p`` (its identity and outcome) with ``values``."""
         return cls(p.executor.name, p.executor.label, p.status, p.reason, "; ".join(p.notes) or None, **values)
 
     def as_dict(self) -> dict:
@@ -113,7 +113,7 @@ def _stat_from(d: dict, name: str) -> Stat | None:
 
 def plain_row(p, **values) -> dict:
     """A results row without a type of its own (a Thunder trace row, a build's first call): the identity
-    and outcome of ``harness.Prepared`` ``p`` (``Row.of``), then ``values``, which may replace them."""
+    and outcome of ``measurement.Measurement`` ``p`` (``Row.of``), then ``values``, which may replace them."""
     return {**Row.of(p).as_dict(), **values}
 
 
@@ -129,9 +129,15 @@ class StepRow(Row):
     kernel_ms: float | None = None
     kernels_per_step: int | None = None
 
+    @classmethod
+    def of(cls, p, **values):
+        """The row of a ``measurement.Measurement`` ``p``: its identity and outcome, its first call and its
+        blocks' statistics (``timed``), then ``values``, which may replace them."""
+        return super().of(p, **{"first_call_s": p.first_call_s, **cls.timed(p.timed), **values})
+
     @staticmethod
     def timed(t) -> dict:
-        """The three statistics of a ``harness.Timed`` (None for each without one), as fields."""
+        """The three statistics of a ``rounds.Timed`` (None for each without one), as fields."""
         return {"wall_ms": t and t.wall, "host_ms": t and t.host, "host_per_ref_x": t and t.host_per_ref}
 
     @property

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import harness, timing
-from .harness import Prepared, Rounds
+from .harness import Rounds
+from .measurement import Measurement
 from .progress import say
 from .rows import PointRow
 
@@ -21,12 +22,12 @@ from .rows import PointRow
 @dataclass
 class Case:
     """What one point builds on: a module (or function), the call's keyword arguments, an output
-    check (``check(prepared)`` raises on a mismatch, returns a record), its bandwidth floor, and extra
+    check (``check(measurement)`` raises on a mismatch, returns a record), its bandwidth floor, and extra
     plan steps run after the standard ones."""
 
     module: object
     kwargs: dict
-    check: Callable[[Prepared], dict]
+    check: Callable[[Measurement], dict]
     floor_ms: float | None = None
     extra: dict = field(default_factory=dict)
 
@@ -52,16 +53,15 @@ def label(point: dict) -> str:
 
 @dataclass
 class Built:
-    """One (point, executor): the prepared executor, its measurements and the point's case."""
+    """One (point, executor): the executor measured on the point's case."""
 
     point: dict
-    prepared: Prepared
-    measured: dict
+    measured: Measurement
     case: Case
 
     @property
     def key(self) -> str:
-        return f"{self.prepared.name} @ {label(self.point)}"
+        return f"{self.measured.name} @ {label(self.point)}"
 
 
 # Dynamo's counters of the compile caches a first call can hit: Inductor's FX-graph cache and
@@ -127,12 +127,11 @@ def _build_one(ex, point: dict, case: Case, params, profile_steps: int, progress
         "kernels": lambda p: timing.profile_kernels(p.fn, case.kwargs, params.device, profile_steps),
         **case.extra,
     }
-    prepared, measured = harness.build_and_measure([ex], case.module, case.kwargs, plan, params.device, progress)
-    p, m = prepared[ex.name], measured.get(ex.name, {})
-    p.output = None  # checked; the builds of a sweep live together until the rounds end
-    if p.ok:
-        m["memory"] = harness.memory_held(before_memory, harness.memory(params.device, empty=True))
-    return Built(point, p, m, case)
+    m = harness.build_and_measure([ex], case.module, case.kwargs, plan, params.device, progress)[ex.name]
+    m.output = None  # checked; the builds of a sweep live together until the rounds end
+    if m.ok:
+        m.steps["memory"] = harness.memory_held(before_memory, harness.memory(params.device, empty=True))
+    return Built(point, m, case)
 
 
 def time_all(built: list[Built], params, probes: dict[str, dict] | None = None) -> Rounds:
@@ -140,9 +139,9 @@ def time_all(built: list[Built], params, probes: dict[str, dict] | None = None) 
     ``Built.key``. ``built`` is left as it is: ``row`` reads a pair whose blocks stopped early as partial
     (or failed)."""
     entries = [
-        harness.Entry(b.key, b.prepared.fn, b.case.kwargs, (probes or {}).get(b.key, {}))
+        harness.Entry(b.key, b.measured.fn, b.case.kwargs, (probes or {}).get(b.key, {}))
         for b in built
-        if b.prepared.ok
+        if b.measured.ok
     ]
     return harness.rounds(entries, params.device, params.warmup, params.iters, params.repeats)
 
@@ -163,17 +162,13 @@ def row(b: Built, timed: Rounds, kind: type[PointRow] = PointRow, **more) -> Poi
     their quartiles (from the rounds), kernels per step and kernel time, floor and its ratio, and the
     GPU memory the build holds (MiB; on a GPU). Its status is the build's as the rounds left it
     (``harness.settle``: partial or failed where its blocks stopped early)."""
-    kernels = b.measured.get("kernels") or {}
-    memory = b.measured.get("memory") or {}
-    t = timed.entries.get(b.key)
-    p = harness.settle(b.prepared, t)
+    p = harness.settle(b.measured, timed.entries.get(b.key))
+    kernels, memory = p.record("kernels"), p.record("memory")
     out = kind.of(
         p,
         axes=dict(b.point),
-        first_call_s=p.first_call_s,
-        first_call_cache_hits=(b.measured.get("compile caches") or {}).get("hits"),
-        rel_err=(b.measured.get("output") or {}).get("rel_err"),
-        **PointRow.timed(t),
+        first_call_cache_hits=p.record("compile caches").get("hits"),
+        rel_err=p.record("output").get("rel_err"),
         kernel_ms=kernels.get("kernel_ms"),
         kernels_per_step=kernels.get("kernels_per_step"),
         floor_ms=b.case.floor_ms,
@@ -188,7 +183,7 @@ def row(b: Built, timed: Rounds, kind: type[PointRow] = PointRow, **more) -> Poi
 
 def release(built: list[Built], device: str) -> dict:
     """Free every build of the sweep (``harness.release``); what the CUDA allocator holds afterwards."""
-    return harness.release([b.prepared for b in built], device)
+    return harness.release([b.measured for b in built], device)
 
 
 def model_case(params, bandwidth: float | None = None) -> Case:

@@ -233,17 +233,18 @@ def watched(executor: registry.Executor, progress: Progress):
         ticker.join()
 
 
-def wall_blocks(fn, kwargs: dict, params: Params, progress: Progress) -> dict:
+def wall_blocks(p: harness.Measurement, fn, kwargs: dict, params: Params, progress: Progress) -> dict:
     """The executor's wall and steady-state host time through the suite's one harness
     (``harness.rounds`` with this executor alone: a warm-up round, then ``2 x repeats`` blocks, each
-    between two host references): ``{"wall": its record, "reference": the rounds' host state}``. A
-    failing call raises, as it would outside the harness."""
+    between two host references): its blocks go to ``p.timed``; returns the rounds' method and host
+    state (``reference``). A failing call raises, as it would outside the harness."""
     done = harness.rounds(
         [harness.Entry("step", fn, kwargs)], params.device, params.warmup, params.iters, params.repeats, progress.detail
     )
     if error := done.entries["step"].error:
         raise RuntimeError(error)
-    return {"wall": done.record("step"), "reference": done.reference_record()}
+    p.timed = done.entries["step"]
+    return {"method": done.method, "reference": done.reference_record()}
 
 
 def top_host_ops(rows: list[dict], top: int = TOP) -> list[dict]:
@@ -261,42 +262,66 @@ def trace_path(folder: Path, tag: str, executor: str) -> Path:
     return trace_file(str(folder), f"{results.EXPLORER}.{tag}", executor)
 
 
-STATS = ("wall", "host", "host_per_ref")  # a rounds record's statistics: wall, host, host per reference
-
-
-def _row(p: harness.Prepared, found: dict) -> dict:
-    """The run's row of one executor (``rows.ExplorerRow``): its statistics read back from the rounds'
-    record, the host's slow share, kernels and its first call."""
-    timed, reference = found.get("wall") or {}, found.get("reference") or {}
-    wall, host, per_ref = (metrics.Stat.from_dict(timed[k]) if timed.get(k) else None for k in STATS)
-    kernels = found.get("kernels") or {}
+def _row(p: harness.Measurement) -> dict:
+    """The run's row of one executor (``rows.ExplorerRow``): its blocks' statistics, the host's slow
+    share, kernels and its first call."""
+    wall, kernels = p.wall, p.record("kernels")
+    reference = p.record("wall").get("reference") or {}
     slow = reference.get("slow_share")
     return ExplorerRow.of(
         p,
-        first_call_s=p.first_call_s,
-        wall_ms=wall,
-        host_ms=host,
-        host_per_ref_x=per_ref,
         kernel_ms=kernels.get("kernel_ms"),
         kernels_per_step=kernels.get("kernels_per_step"),
         wall_iqr_pct=100 * wall.rel_spread if wall else None,
         host_slow_pct=None if slow is None else 100 * slow,
         noisy=None if not wall else bool(wall.noisy or (slow or 0) > NOISY_SLOW_SHARE),
-        method=timed.get("method"),
-        blocks_ms=timed.get("wall_ms"),
+        method=p.record("wall").get("method"),
+        blocks_ms=p.timed.wall_ms if p.timed else None,
         host_reference_ms=(reference.get("stat") or {}).get("median"),
     ).as_dict()
 
 
-def _details(p: harness.Prepared, found: dict) -> dict:
-    timeline = found.get("timeline") or {}
+def _details(p: harness.Measurement) -> dict:
+    timeline = p.record("timeline")
     return {
         "first_call_s": p.first_call_s,
-        "thunder": found.get("trace"),
+        "thunder": p.steps.get("trace"),
         "timeline": {k: timeline.get(k) for k in ("file", "path", "step", "rows")} if timeline else None,
         "top_ops": top_host_ops(timeline.get("rows") or []),
-        "top_kernels": (found.get("kernels") or {}).get("top_kernels") or [],
+        "top_kernels": p.record("kernels").get("top_kernels") or [],
     }
+
+
+@dataclasses.dataclass
+class Count:
+    """Where a run is: ``done`` of ``total`` measurements, said to ``progress``."""
+
+    progress: Progress
+    total: int
+    done: int = 0
+
+    def advance(self, text: str, by: int = 1) -> None:
+        self.done += by
+        self.progress.step(self.done, self.total, text)
+
+
+def explorer_plan(ex, parts: list[str], params: Params, kwargs: dict, stop: StopSwitch, count: Count, where) -> dict:
+    """The harness plan (``harness.run_plan``) of an executor's ``parts`` after its first call: each part
+    checks Stop, says itself and measures through ``stop.guard`` (``_measure_part``); ``where``: the
+    run's trace folder and tag."""
+
+    def step(part):
+        def measure(p):
+            stop.check()
+            count.advance(f"{ex.name}: {PART_TEXT[part]}")
+            record = _measure_part(part, p, stop.guard(p.fn), kwargs, params, count.progress, *where)
+            if part == "trace":
+                count.advance(f"{ex.name}: first call phases: {phases_of(record)}", by=0)
+            return record
+
+        return measure
+
+    return {part: step(part) for part in parts}
 
 
 def measure(
@@ -314,75 +339,72 @@ def measure(
     progress, stop = progress or Progress(), stop or StopSwitch()
     harness.set_up(params)
     chosen = registry.selected(params.executors)
-    plan = {ex.name: parts_of(ex, params.device) for ex in chosen}
-    total, done = 1 + sum(map(len, plan.values())), 0
+    parts = {ex.name: parts_of(ex, params.device) for ex in chosen}
+    count = Count(progress, 1 + sum(map(len, parts.values())))
     out = {"params": params.to_dict(), "step": step, "rows": [], "details": {}, "stopped": None}
-    progress.step(
-        done,
-        total,
+    count.advance(
         f"building the model ({params.preset}, {step}, {params.layers} layer(s), "
         f"{params.seq_len} tokens, {params.threads} thread(s))",
+        by=0,
     )
     setup = step_setup(params, step)
-    kwargs = setup.kwargs
     for ex in chosen:
-        found, part = {}, "first call"
-        p = harness.Prepared(ex, "stopped")
-        try:
-            stop.check()
-            done += 1
-            progress.step(done, total, f"{ex.name}: first call (build, trace, compile)")
-            with watched(ex, progress) as spied:
-                p = harness.prepare(spied, setup.model, kwargs, params.device)
-            if not p.ok:
-                done += len(plan[ex.name]) - 1
-            progress.step(
-                done,
-                total,
-                f"{ex.name}: first call {p.first_call_s:.2f} s" if p.ok else f"{ex.name}: {p.status}: {p.reason}",
-            )
-            for part in plan[ex.name][1:] if p.ok else []:
-                stop.check()
-                done += 1
-                progress.step(done, total, f"{ex.name}: {PART_TEXT[part]}")
-                found.update(_measure_part(part, p, stop.guard(p.fn), kwargs, params, progress, trace_folder, tag))
-                if part == "trace":
-                    progress.step(done, total, f"{ex.name}: first call phases: {phases_of(found[part])}")
-        except Stopped:
-            p.status, p.reason = "stopped", f"stopped during its {part}"
-            out["stopped"] = f"{ex.name}, {part}"
-        except Exception as e:  # one executor's failure is its row's reason
-            p.fail(e, part)
-        out["rows"].append(_row(p, found))
-        out["details"][ex.name] = _details(p, found)
-        del p, found
+        p = measure_one(ex, setup, params, parts[ex.name][1:], stop, count, (trace_folder, tag))
+        if p.status == "stopped":
+            out["stopped"] = f"{ex.name}, {p.reason.removeprefix('stopped during its ')}"
+        out["rows"].append(_row(p))
+        out["details"][ex.name] = _details(p)
+        del p
         gc.collect()
         if out["stopped"]:
             break
     for ex in chosen[len(out["rows"]) :]:  # after Stop: each executor that never started is a row too
-        p = harness.Prepared(ex, "not run", reason=f"stopped before it ({out['stopped']})")
-        out["rows"].append(_row(p, {}))
-        out["details"][ex.name] = _details(p, {})
+        p = harness.Measurement(ex, "not run", reason=f"stopped before it ({out['stopped']})")
+        out["rows"].append(_row(p))
+        out["details"][ex.name] = _details(p)
     out["calls"] = stop.calls
-    if out["stopped"]:
-        progress.step(done, total, f"stopped ({out['stopped']})")
-    else:
-        progress.step(total, total, "done")
+    count.advance(
+        f"stopped ({out['stopped']})" if out["stopped"] else "done",
+        by=0 if out["stopped"] else count.total - count.done,
+    )
     return out
 
 
+def measure_one(
+    ex, setup, params: Params, parts: list[str], stop: StopSwitch, count: Count, where
+) -> harness.Measurement:
+    """One executor: its first call (``harness.prepare``, its phases said as it goes), then its ``parts``
+    (``harness.run_plan`` over ``explorer_plan``). Stop marks it ``stopped`` where it was."""
+    p, part = harness.Measurement(ex, "stopped"), "first call"
+    try:
+        stop.check()
+        count.advance(f"{ex.name}: first call (build, trace, compile)")
+        with watched(ex, count.progress) as spied:
+            p = harness.prepare(spied, setup.model, setup.kwargs, params.device)
+        if not p.ok:
+            count.done += len(parts)
+        count.advance(
+            f"{ex.name}: first call {p.first_call_s:.2f} s" if p.ok else f"{ex.name}: {p.status}: {p.reason}", by=0
+        )
+        if p.ok:
+            harness.run_plan(p, explorer_plan(ex, parts, params, setup.kwargs, stop, count, where))
+    except Stopped:
+        part = next((s for s in parts if s not in p.steps), part) if p.first_call_s is not None else part
+        p.status, p.reason = "stopped", f"stopped during its {part}"
+    return p
+
+
 def _measure_part(part, p, fn, kwargs, params, progress, trace_folder, tag) -> dict:
-    """``{part: its record}`` for one measurement of ``parts_of`` on a prepared executor (``fn``: its
-    guarded callable); the wall time comes with its host ``reference``."""
+    """The record of one measurement of ``parts_of`` on a built executor (``fn``: its guarded callable)."""
     device = params.device
     if part == "trace":
-        return {part: trace_row(p, kwargs)}  # a failed analysis keeps its reason, the timing goes on
+        return trace_row(p, kwargs)  # a failed analysis keeps its reason, the timing goes on
     if part == "wall":
-        return wall_blocks(fn, kwargs, params, progress)
+        return wall_blocks(p, fn, kwargs, params, progress)
     if part == "kernels":
-        return {part: timing.profile_kernels(fn, kwargs, device, PROFILE_STEPS)}
+        return timing.profile_kernels(fn, kwargs, device, PROFILE_STEPS)
     path = trace_path(Path(trace_folder or params.output_dir), tag, p.executor.name)
-    return {part: {**step_timeline(fn, kwargs, device, path), "path": str(path)}}
+    return {**step_timeline(fn, kwargs, device, path), "path": str(path)}
 
 
 def phases_of(trace_row: dict) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..core.harness import Prepared
+from ..core.measurement import Measurement
 from ..core.rounds import Rounds
 from . import profiler_timeline, thunder_breakdown
 
@@ -37,11 +37,11 @@ def step_timeline(fn, kwargs: dict, device: str, path: Path) -> dict:
     }
 
 
-def insitu_probes(prepared: dict[str, Prepared], kwargs: dict, calls: int) -> tuple[dict, dict, dict]:
+def insitu_probes(measured: dict[str, Measurement], kwargs: dict, calls: int) -> tuple[dict, dict, dict]:
     """For every Thunder configuration that can be instrumented: its ``InSitu`` and a probe for the
     rounds; for the others, the reason. Returns (probes by executor, InSitu by executor, reasons)."""
     out, insitu, reasons = {}, {}, {}
-    for name, p in prepared.items():
+    for name, p in measured.items():
         if not (p.ok and p.executor.needs_thunder):
             continue
         ins, why = thunder_breakdown.insitu_probe(p, kwargs, calls)

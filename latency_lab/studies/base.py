@@ -65,9 +65,9 @@ def begin_with_model(params: Params) -> tuple[dict, model.Setup, torch.Tensor]:
     return env, setup, model.logits_of(setup.model(**setup.kwargs)).detach().clone()
 
 
-def build_selected(params: Params, setup: model.Setup, plan: harness.Plan) -> tuple[dict, dict]:
+def build_selected(params: Params, setup: model.Setup, plan: harness.Plan) -> dict[str, harness.Measurement]:
     """Every executor ``params`` selects, built on the model and measured by ``plan`` right after its own
-    first call (``harness.build_and_measure``): (prepared, measured) by executor name."""
+    first call (``harness.build_and_measure``), by executor name."""
     return harness.build_and_measure(
         registry.selected(params.executors), setup.model, setup.kwargs, plan, params.device
     )

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..core import harness, model, registry, results, seed_numbers
-from ..core.harness import Prepared, Rounds
+from ..core.harness import Rounds
+from ..core.measurement import Measurement, step_records
 from ..core.metrics import Stat
 from ..core.parameters import Params
 from ..core.rounds import state_text
@@ -79,20 +80,14 @@ KEY_COLUMNS = [
 ]
 
 
-def row(p: Prepared, measured: dict | None, timed: Rounds, floor_ms: float | None) -> ExecutorRow:
+def row(p: Measurement, floor_ms: float | None) -> ExecutorRow:
     """One executor's row: wall and steady-state host time with quartiles,
     kernel time and count, the seed's derived columns, how busy the GPU is and whether the step is
     host-bound, the floor ratio, noise and provenance."""
-    measured = measured or {}
-    t = timed.entries.get(p.name)
-    wall = t.wall if t else None
-    kernels = measured.get("kernels") or {}
-    timeit = measured.get("timeit") or {}
-    ratio = t.pass_ratio() if t else None
+    wall, kernels, timeit = p.wall, p.record("kernels"), p.record("timeit")
+    ratio = p.timed.pass_ratio() if p.timed else None
     out = ExecutorRow.of(
         p,
-        first_call_s=p.first_call_s,
-        **ExecutorRow.timed(t),
         kernel_ms=kernels.get("kernel_ms"),
         kernels_per_step=kernels.get("kernels_per_step"),
         copies_per_step=kernels.get("copies_per_step"),
@@ -108,8 +103,8 @@ def row(p: Prepared, measured: dict | None, timed: Rounds, floor_ms: float | Non
     return out
 
 
-def rows(prepared: dict[str, Prepared], measured: dict, timed: Rounds, floor_ms: float | None) -> list[ExecutorRow]:
-    return [row(p, measured.get(n), timed, floor_ms) for n, p in prepared.items()]
+def rows(measured: dict[str, Measurement], floor_ms: float | None) -> list[ExecutorRow]:
+    return [row(p, floor_ms) for p in measured.values()]
 
 
 def seed_frame_rows(table: list[dict], columns: list[str]) -> list[dict]:
@@ -255,12 +250,13 @@ def findings(table: list[ExecutorRow], timed: Rounds, params) -> list[str]:
     ]
 
 
-def top_kernels(measured: dict, n: int = 5) -> list[dict]:
+def top_kernels(measured: dict[str, Measurement], n: int = 5) -> list[dict]:
     """Each executor's ``n`` largest kernels (device µs per step); none on a CPU."""
     return [
         {"executor": name, **k}
         for name, m in measured.items()
-        for k in (m.get("kernels") or {}).get("top_kernels", [])[:n]
+        if m.built
+        for k in m.record("kernels").get("top_kernels", [])[:n]
     ]
 
 
@@ -381,11 +377,10 @@ def run(params: Params, timeit: Callable | None = None) -> Result:
         timeit=seed_timeit(timeit, args, params) if timeit else None,
         trace=trace_row,
     )
-    prepared, measured = build_selected(params, setup, plan)
-    builds = [plain_row(p, first_call_s=p.first_call_s) for p in prepared.values()]
-    prepared, timed = harness.time_prepared(prepared, args, params)
-    table = rows(prepared, measured, timed, floor["floor_ms_measured"])
-    thunder_rows, untraced = taken_rows(prepared, measured)  # each trace saved once, in thunder_rows
+    measured = build_selected(params, setup, plan)
+    builds = [plain_row(p, first_call_s=p.first_call_s) for p in measured.values()]
+    measured, timed = harness.time_in_rounds(measured, args, params)
+    table = rows(measured, floor["floor_ms_measured"])
     seed = seed_numbers.seed_rows()
     return Result(
         params=params,
@@ -393,8 +388,8 @@ def run(params: Params, timeit: Callable | None = None) -> Result:
         floor=floor,
         builds=builds,
         top_kernels=top_kernels(measured),
-        measured=untraced,
-        thunder_rows=thunder_rows,
+        measured=step_records(measured, leave_out=("trace",)),  # each trace saved once, in thunder_rows
+        thunder_rows=thunder_rows(measured),
         timed=timed,
         wall_rows=wall_rows(timed),
         drift_rows=drift_rows(timed),
@@ -409,13 +404,7 @@ def run(params: Params, timeit: Callable | None = None) -> Result:
     )
 
 
-def taken_rows(prepared: dict, measured: dict) -> tuple[dict[str, dict], dict[str, dict]]:
-    """Notebook 02's Thunder rows for ``from_run`` and what else it measured: per Thunder configuration
-    the row its ``trace`` step took, or the executor's own row (unavailable, or failed before that step
-    ran); and ``measured`` without the ``trace`` steps, so the results file holds each trace once.
-    ``measured`` itself is left as it is."""
-    rows = {
-        n: (measured.get(n) or {}).get("trace") or plain_row(p) for n, p in prepared.items() if p.executor.needs_thunder
-    }
-    rest = {n: {step: v for step, v in m.items() if step != "trace"} for n, m in measured.items()}
-    return rows, rest
+def thunder_rows(measured: dict[str, Measurement]) -> dict[str, dict]:
+    """Notebook 02's Thunder rows for ``thunder_traces.from_run``: per Thunder configuration the row its
+    ``trace`` step took, or its own row (unavailable, or failed before that step ran)."""
+    return {n: p.record("trace") or plain_row(p) for n, p in measured.items() if p.executor.needs_thunder}

@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..core import harness, host_state, registry, results, sweep
-from ..core.harness import Prepared, Rounds
+from ..core.harness import Rounds
+from ..core.measurement import Measurement
 from ..core.metrics import Stat
 from ..core.parameters import Params
 from ..core.rounds import host_moved_note
@@ -64,7 +65,7 @@ def baseline_first(executors: list) -> list:
     return sorted(executors, key=lambda ex: ex.name != BASELINE)
 
 
-def unsupported(p: Prepared) -> Prepared:
+def unsupported(p: Measurement) -> Measurement:
     """A lever whose first call this Thunder refuses (an option it rejects or cannot trace) is not a
     broken run but a finding: such a ``p`` comes back ``unavailable``, the error kept as the reason;
     any other ``p`` comes back as it is."""
@@ -143,20 +144,17 @@ def part_deltas(taken_apart: dict[str, dict], name: str, baseline: str = BASELIN
     }
 
 
-def row(p: Prepared, measured: dict, timed: Rounds, taken_apart: dict[str, dict], floor_ms: float | None) -> LeverRow:
+def row(p: Measurement, timed: Rounds, taken_apart: dict[str, dict], floor_ms: float | None) -> LeverRow:
     """One configuration: options and lever, its trace's regions and symbols, kernels, wall and host
     time (same rounds as the baseline), the host time it saves per step and where the saving lands."""
-    t = timed.entries.get(p.name)
-    kernels = measured.get("kernels") or {}
-    nv, other, symbols = regions_of(measured.get("trace"))
+    kernels = p.record("kernels")
+    nv, other, symbols = regions_of(p.steps.get("trace"))
     s = saved(timed, p.name) if p.name != BASELINE else None
     verdict, p_value = saving_verdict(timed, p.name) if p.name != BASELINE else (None, None)
     deltas = part_deltas(taken_apart, p.name) if p.name != BASELINE else {}
     largest = max(deltas.items(), key=lambda kv: abs(kv[1])) if deltas else None
     return LeverRow.of(
         p,
-        first_call_s=p.first_call_s,
-        **LeverRow.timed(t),
         kernel_ms=kernels.get("kernel_ms"),
         kernels_per_step=kernels.get("kernels_per_step"),
         options=options_text(p.executor),
@@ -356,21 +354,21 @@ def breakdown_rows(taken_apart: dict[str, dict]) -> list[dict]:
     return out
 
 
-def alone_regions(prepared: dict[str, Prepared], kwargs: dict, device: str, calls: int) -> list[dict]:
+def alone_regions(measured: dict[str, Measurement], kwargs: dict, device: str, calls: int) -> list[dict]:
     """The baseline's regions run alone, for their kernel counts (the counterfactual's kernels)."""
-    p = prepared.get(BASELINE)
+    p = measured.get(BASELINE)
     if not (p and p.ok and thunder_breakdown.jit_parts(p.fn)):
         return []
     return [{"executor": BASELINE, **r} for r in thunder_breakdown.alone(p.fn, kwargs, device, calls)]
 
 
-def combination_stage(best: list[str], prepared: dict[str, Prepared], case: sweep.Case, params, plan: harness.Plan):
+def combination_stage(best: list[str], measured: dict[str, Measurement], case: sweep.Case, params, plan: harness.Plan):
     """The best levers in one configuration, timed in new rounds beside the baseline and the reference
     at every depth of ``params.depths`` (the lever rounds' depth reuses their builds; other depths are
     built as a sweep and freed after). Returns (rows, depth by entry, floor by depth)."""
     combined = registry.combination(best)
-    first, _ = harness.build_and_measure([combined], case.module, case.kwargs, plan, params.device)
-    kept = {n: prepared[n] for n in (BASELINE, REFERENCE) if n in prepared}
+    first = harness.build_and_measure([combined], case.module, case.kwargs, plan, params.device)
+    kept = {n: measured[n] for n in (BASELINE, REFERENCE) if n in measured}
     stage = {f"{n} @ layers={params.layers}": p for n, p in {**first, **kept}.items()}
     entries = [harness.Entry(k, p.fn, case.kwargs) for k, p in stage.items() if p.ok]
     floor_of = {params.layers: case.floor_ms}
@@ -384,8 +382,8 @@ def combination_stage(best: list[str], prepared: dict[str, Prepared], case: swee
             ),
             params,
         )
-        entries += [harness.Entry(b.key, b.prepared.fn, b.case.kwargs) for b in built if b.prepared.ok]
-        stage.update({b.key: b.prepared for b in built})
+        entries += [harness.Entry(b.key, b.measured.fn, b.case.kwargs) for b in built if b.measured.ok]
+        stage.update({b.key: b.measured for b in built})
         floor_of.update({b.point["layers"]: b.case.floor_ms for b in built})
     timed = harness.rounds(entries, params.device, params.warmup, params.iters, params.repeats)
     depth_of = {k: int(k.rsplit("=", 1)[1]) for k in stage}
@@ -394,7 +392,7 @@ def combination_stage(best: list[str], prepared: dict[str, Prepared], case: swee
     return rows, depth_of, floor_of
 
 
-def combination_row(key: str, p: Prepared, timed: Rounds, depth_of: dict[str, int], combined: str) -> CombinationRow:
+def combination_row(key: str, p: Measurement, timed: Rounds, depth_of: dict[str, int], combined: str) -> CombinationRow:
     """One entry of the combination rounds: wall and host time, and its within-round wall ratio to the
     baseline and to the reference at the same depth."""
     depth = depth_of[key]
@@ -404,8 +402,6 @@ def combination_row(key: str, p: Prepared, timed: Rounds, depth_of: dict[str, in
 
     return CombinationRow.of(
         p,
-        first_call_s=p.first_call_s,
-        **CombinationRow.timed(timed.entries.get(key)),
         key=key,
         layers=depth,
         combined=p.name == combined,
@@ -414,15 +410,15 @@ def combination_row(key: str, p: Prepared, timed: Rounds, depth_of: dict[str, in
     )
 
 
-def build(chosen: list, case: sweep.Case, plan: harness.Plan, device: str) -> tuple[dict, dict]:
+def build(chosen: list, case: sweep.Case, plan: harness.Plan, device: str) -> dict[str, Measurement]:
     """Build and measure the baseline, then every other configuration unless its baseline's trace leaves
     it nothing to move (``nothing_to_move``); a lever this Thunder refuses is ``unavailable``."""
-    prepared, measured = harness.build_and_measure(chosen[:1], case.module, case.kwargs, plan, device)
-    base_trace = (measured.get(BASELINE) or {}).get("trace")
+    measured = harness.build_and_measure(chosen[:1], case.module, case.kwargs, plan, device)
+    base_trace = measured[BASELINE].steps.get("trace") if BASELINE in measured else None
     rest = []
     for ex in chosen[1:]:
         if ex.name == "thunder:nv-embedding" and nothing_to_move(base_trace, ("embedding",)):
-            prepared[ex.name] = harness.Prepared(
+            measured[ex.name] = Measurement(
                 ex,
                 "unavailable",
                 reason="nothing to move: embedding already runs inside an "
@@ -430,8 +426,8 @@ def build(chosen: list, case: sweep.Case, plan: harness.Plan, device: str) -> tu
             )
         else:
             rest.append(ex)
-    more, more_measured = harness.build_and_measure(rest, case.module, case.kwargs, plan, device)
-    return {n: unsupported(p) for n, p in {**prepared, **more}.items()}, {**measured, **more_measured}
+    more = harness.build_and_measure(rest, case.module, case.kwargs, plan, device)
+    return {n: unsupported(p) for n, p in {**measured, **more}.items()}
 
 
 @dataclass
@@ -498,16 +494,16 @@ def skipped(params: Params, env: dict, chosen: list, why: str) -> Result:
     """07 where ``nothing_to_set_beside`` says why: every configuration a row with its reason, nothing
     built or timed, and that one sentence as the finding."""
     print(why)
-    prepared = []
+    measured = []
     for ex in chosen:
         status, reason = ex.check(params.device) or ("unavailable", "not run: no lever to set it beside here")
-        prepared.append(Prepared(ex, status, reason=reason))
+        measured.append(Measurement(ex, status, reason=reason))
     timed = Rounds({}, [], "none", params.warmup, params.iters, 0)
     return Result(
         params=params,
         env=env,
         levers=lever_rows(chosen),
-        configurations=[row(p, {}, timed, {}, None) for p in prepared],
+        configurations=[row(p, timed, {}, None) for p in measured],
         breakdown={},
         parts=[],
         regions=[],
@@ -531,19 +527,19 @@ def run(params: Params) -> Result:
         f"combination at depths {', '.join(map(str, params.depths))}"
     )
     plan = harness.standard_plan(case.kwargs, params, trace=trace_row, check=case.check)
-    prepared, measured = build(chosen, case, plan, params.device)
-    probes, insitu, not_taken_apart = insitu_probes(prepared, case.kwargs, params.iters)
-    prepared, timed = harness.time_prepared(prepared, case.kwargs, params, probes)
+    measured = build(chosen, case, plan, params.device)
+    probes, insitu, not_taken_apart = insitu_probes(measured, case.kwargs, params.iters)
+    measured, timed = harness.time_in_rounds(measured, case.kwargs, params, probes)
     taken_apart = {
         **breakdowns(insitu, timed),
         **{n: {"reason": why} for n, why in not_taken_apart.items()},
     }
-    table = [row(p, measured.get(n) or {}, timed, taken_apart, case.floor_ms) for n, p in prepared.items()]
-    regions = alone_regions(prepared, case.kwargs, params.device, params.iters)
-    base_kernel_ms = ((measured.get(BASELINE) or {}).get("kernels") or {}).get("kernel_ms")
+    table = [row(p, timed, taken_apart, case.floor_ms) for p in measured.values()]
+    regions = alone_regions(measured, case.kwargs, params.device, params.iters)
+    base_kernel_ms = measured[BASELINE].record("kernels").get("kernel_ms") if BASELINE in measured else None
     model_rows = counterfactual(taken_apart, regions, timed, base_kernel_ms, case.floor_ms)
     best = best_levers(table)
-    combo_rows, depth_of, floor_of = combination_stage(best, prepared, case, params, plan) if best else ([], {}, {})
+    combo_rows, depth_of, floor_of = combination_stage(best, measured, case, params, plan) if best else ([], {}, {})
     return Result(
         params=params,
         env=env,

@@ -20,7 +20,7 @@ from ...core import builds, harness, registry, timing
 from ...core.builds import Build
 from ...core.harness import describe
 from ...core.parameters import Params
-from ...core.rounds import Measured
+from ...core.rounds import Reading
 from . import worker
 
 A, TWIN, B = "A", "A'", "B"  # the workers: build A, a second worker of build A (the control), build B
@@ -124,7 +124,7 @@ class RemoteEntry(harness.Entry):
     def arm(self) -> str:
         return self.worker.arm
 
-    def measure(self, device: str, warmup: int, iters: int) -> Measured:
+    def measure(self, device: str, warmup: int, iters: int) -> Reading:
         t0 = time.perf_counter()
         b = self.worker.call(
             "block",
@@ -136,7 +136,7 @@ class RemoteEntry(harness.Entry):
             variant=self.variant,
         )
         self.costs.append(((time.perf_counter() - t0) * 1e3, b["worker_ms"]))
-        return Measured(b["before_ms"], timing.Block(b["wall_ms"], b["host_ms"]), b["after_ms"], b["probed"])
+        return Reading(b["before_ms"], timing.Block(b["wall_ms"], b["host_ms"]), b["after_ms"], b["probed"])
 
 
 def cost_rows(entries: list[RemoteEntry]) -> list[dict]:

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...core import harness, metrics, registry, results, timing
-from ...core.harness import Prepared, Rounds, describe
+from ...core.harness import Rounds, describe
+from ...core.measurement import Measurement
 from ...core.parameters import Params
 from ...core.rows import HostStepRow
 from ...instruments import thunder_breakdown
@@ -54,7 +55,7 @@ def plan(kwargs: dict, params, eager_logits, notebook: str) -> harness.Plan:
     device = params.device
     before = {"reading": harness.memory(device, empty=True)}  # the first executor's memory counts from here
 
-    def thunder_alone(p: Prepared):
+    def thunder_alone(p: Measurement):
         if thunder_breakdown.jit_parts(p.fn) is None:
             return {"reason": thunder_breakdown.not_jit_reason(p.name, "regions")}
         try:
@@ -62,7 +63,7 @@ def plan(kwargs: dict, params, eager_logits, notebook: str) -> harness.Plan:
         except Exception as e:  # an API the installed thunder lacks is a reason in this part's rows
             return {"reason": describe(e)}
 
-    def memory_after(p: Prepared):
+    def memory_after(p: Measurement):
         if not device.startswith("cuda"):
             return {"reason": "GPU memory needs a CUDA device"}
         return harness.memory_held(before["reading"], harness.memory(device, empty=True))
@@ -77,17 +78,14 @@ def plan(kwargs: dict, params, eager_logits, notebook: str) -> harness.Plan:
     }
 
 
-def step_row(p: Prepared, measured: dict, timed: Rounds) -> HostStepRow:
+def step_row(p: Measurement) -> HostStepRow:
     """One executor's steady-state step: wall and host time (same rounds), kernels and kernel time
     (the profiled step), GPU busy and host-bound, the memory it holds."""
-    t = timed.entries.get(p.name)
-    step = (measured.get("timeline") or {}).get("step") or {}
+    step = p.record("timeline").get("step") or {}
     kernel_ms = step["kernel_us"] / 1e3 if step.get("kernels") else None
-    memory = measured.get("memory") or {}
+    memory = p.record("memory")
     out = HostStepRow.of(
         p,
-        first_call_s=p.first_call_s,
-        **HostStepRow.timed(t),
         kernel_ms=kernel_ms,
         kernels_per_step=step.get("kernels") or None,
         allocated_mib=memory.get("allocated_mib"),
@@ -98,15 +96,15 @@ def step_row(p: Prepared, measured: dict, timed: Rounds) -> HostStepRow:
     return out
 
 
-def timeline_row(name: str, measured: dict) -> dict | None:
+def timeline_row(p: Measurement) -> dict | None:
     """The profiled step's metrics: host time under the profiler, its top-level host split, call to
     first kernel, GPU idle, host after the last launch."""
-    t = measured.get("timeline")
+    t = p.record("timeline")
     if not t:
         return None
     s = t["step"]
     return {
-        "executor": name,
+        "executor": p.name,
         "profiled_host_us": s["host_us"],
         "in_torch_ops_us": s["host_in_ops_us"],
         "in_annotated_regions_us": s["host_in_annotations_us"],
@@ -154,14 +152,14 @@ def parts_rows(taken_apart: dict[str, dict]) -> list[dict]:
     return rows
 
 
-def region_rows(taken_apart: dict[str, dict], measured: dict[str, dict]) -> list[dict]:
+def region_rows(taken_apart: dict[str, dict], measured: dict[str, Measurement]) -> list[dict]:
     """Every region and op of each configuration: in place (µs per call, quartiles over rounds), alone
     from an idle GPU (the cross-check), an nvFuser region's ``fd.execute`` alone (nvFuser without
     Thunder's wrapper), kernels it launches (profiled alone) and µs per kernel. Calls are matched to
     the statements by name, in order per name: a call missing alone leaves only its own row empty."""
     out = []
     for n, b in taken_apart.items():
-        rows = ((measured.get(n) or {}).get("alone") or {}).get("rows") or []
+        rows = measured[n].record("alone").get("rows") or [] if n in measured else []
         execute = {r["index"]: r for r in rows if r["kind"] == "nvFuser execute"}
         by_name: dict[str, list[dict]] = {}
         for r in rows:
@@ -310,13 +308,13 @@ def run(params: Params) -> Result:
         f"executors {', '.join(params.executors)}"
     )
     measurements = plan(setup.kwargs, params, eager_logits, results.HOST_OVERHEAD)
-    prepared, measured = build_selected(params, setup, measurements)
-    probed, insitu, not_taken_apart = insitu_probes(prepared, setup.kwargs, params.iters)
-    prepared, timed = harness.time_prepared(prepared, setup.kwargs, params, probed)
+    measured = build_selected(params, setup, measurements)
+    probed, insitu, not_taken_apart = insitu_probes(measured, setup.kwargs, params.iters)
+    measured, timed = harness.time_in_rounds(measured, setup.kwargs, params, probed)
     taken_apart = {**breakdowns(insitu, timed), **{n: {"reason": why} for n, why in not_taken_apart.items()}}
-    step = [step_row(p, measured.get(n) or {}, timed) for n, p in prepared.items()]
+    step = [step_row(p) for p in measured.values()]
     regions = region_rows(taken_apart, measured)
-    timelines = {n: r for n, m in measured.items() if (r := timeline_row(n, m))}
+    timelines = {n: r for n, p in measured.items() if (r := timeline_row(p))}
     graphs = graph_rows(step, timed)
     return Result(
         params=params,
@@ -327,11 +325,11 @@ def run(params: Params) -> Result:
         phases=phase_rows(taken_apart),
         regions=regions,
         timelines=timelines,
-        profiled={n: m["timeline"] for n, m in measured.items() if m.get("timeline")},
+        profiled={n: p.steps["timeline"] for n, p in measured.items() if p.steps.get("timeline")},
         graphs=graphs,
         grades=graded.grades(taken_apart, timelines, regions, graphs, params.device),
         findings=graded.findings(taken_apart, timelines, regions, graphs, timed, params.device),
-        memory={n: m.get("memory") for n, m in measured.items()},
-        first_call_s={n: p.first_call_s for n, p in prepared.items()},
+        memory={n: p.steps.get("memory") for n, p in measured.items() if p.built},
+        first_call_s={n: p.first_call_s for n, p in measured.items()},
         timed=timed,
     )

@@ -64,7 +64,7 @@ def check(reference: torch.Tensor, dtype: str) -> Callable:
     """The output check of one point: the first call's output against eager's (``compare_to_eager``);
     a mismatch fails the row, since the timings of a wrong computation mean nothing."""
 
-    def against_eager(p: harness.Prepared) -> dict:
+    def against_eager(p: harness.Measurement) -> dict:
         result = compare_to_eager(p.output, reference, dtype)
         if not result["passed"]:
             raise ValueError(
@@ -108,7 +108,7 @@ def rows(built: list[sweep.Built], timed: Rounds, threads: int, seq_len: int) ->
     """One row per (op, size, executor) (``rows.OpRow``): ``sweep.row``'s columns, the tokens, the intra-op threads, and
     the overhead against eager at the same op and size, within rounds: ``overhead_vs_eager_us`` (median
     difference, with quartiles) and ``vs_eager_x`` (median ratio)."""
-    eager = {sweep.label(b.point): b.key for b in built if b.prepared.name == "eager"}
+    eager = {sweep.label(b.point): b.key for b in built if b.measured.name == "eager"}
     out = []
     for b in built:
         base = eager.get(sweep.label(b.point))

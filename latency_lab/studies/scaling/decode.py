@@ -53,10 +53,10 @@ def probes(built: list[sweep.Built], params) -> dict[str, dict]:
     every round (``timing.block`` of one loop: CUDA events on a GPU, one sync at its end)."""
 
     def loop(b: sweep.Built):
-        d, new, fn = b.case.decode, b.case.new_tokens, b.prepared.fn
+        d, new, fn = b.case.decode, b.case.new_tokens, b.measured.fn
         return lambda: timing.block(lambda: model.greedy_decode(fn, d, new), {}, params.device, 1)
 
-    return {b.key: {"loop": loop(b)} for b in built if isinstance(b.case, DecodeCase) and b.prepared.ok}
+    return {b.key: {"loop": loop(b)} for b in built if isinstance(b.case, DecodeCase) and b.measured.ok}
 
 
 def generated_tokens(generated: list[torch.Tensor]) -> list[list[int]]:

@@ -64,7 +64,7 @@ def rows(sweeps_: dict[str, sweep.Sweep], built: list[sweep.Built], timed: Round
     out = []
     for b in built:
         names = [name for name, s in sweeps_.items() if sweep.label(b.point) in map(sweep.label, s.points())]
-        decode, tokens = {}, b.measured.get("tokens") or {}
+        decode, tokens = {}, b.measured.record("tokens")
         if isinstance(b.case, DecodeCase):
             t = timed.entries.get(b.key)
             decode = decode_numbers(t.probes.get("loop") if t else None, b.case.new_tokens, params.batch_size)
