@@ -590,7 +590,7 @@ def test_06_points_are_compared_with_their_intervals_not_the_key_tables_bare_val
 
     [row] = compare_rows.read_rows(data(1.5))
     assert row.key == "prefill · 1 · 6 · thunder" and row.fields["status"] == "ok"
-    host = row.measured("host_ms")
+    host = row.stat("host_ms")
     assert host.interval == pytest.approx((1.35, 1.65)) and host.spread == (1.5, 1.5)
     same, _ = compare_pair.compare_notebook(data(1.5), data(1.55), compare_pair.Judging(results.SCALING, EFFECTS))
     far, _ = compare_pair.compare_notebook(data(1.5), data(1.9), compare_pair.Judging(results.SCALING, EFFECTS))
@@ -627,21 +627,21 @@ def test_within_round_ratios_are_compared_beside_the_rows_they_come_from():
     assert {e["verdict"] for e in far if e["row"] in ("b · a", "1 · a+b")} == {"changed"}
 
 
-# --- reading a results row: each metric once, as metrics.Measured -----------------------------------------
+# --- reading a results row: each metric once, as a metrics.Stat --------------------------------------------
 
 
 @pytest.mark.parametrize("with_interval", [True, False])
 @pytest.mark.parametrize("fast_only", [True, False, None])
 def test_a_stats_flat_columns_read_back_as_what_it_measured(with_interval, fast_only):
-    """``Measured.from_flat`` is ``Stat.flat``'s inverse: the median, q1, q3, interval and ``fast_only``
+    """``Stat.from_flat`` is ``Stat.flat``'s inverse: the median, q1, q3, interval and ``fast_only``
     come back from the row's columns; a statistic without an interval reads back with none."""
     stat = metrics.Stat.of([1.0, 2.0, 3.0, 4.0, 10.0])
     if with_interval:
         stat = dataclasses.replace(stat, lo=1.5, hi=4.5)
     stat = dataclasses.replace(stat, fast_only=fast_only)
     row = {"executor": "eager", **stat.flat("wall_ms"), "kernels_per_step": 12}
-    got = metrics.Measured.from_flat(row, "wall_ms")
-    assert (got.value, got.q1, got.q3, got.lo, got.hi, got.fast_only) == (
+    got = metrics.Stat.from_flat(row, "wall_ms")
+    assert (got.median, got.q1, got.q3, got.lo, got.hi, got.fast_only) == (
         stat.median,
         stat.q1,
         stat.q3,
@@ -651,14 +651,15 @@ def test_a_stats_flat_columns_read_back_as_what_it_measured(with_interval, fast_
     )
     assert got.spread == (stat.q1, stat.q3)
     assert got.interval == ((1.5, 4.5) if with_interval else None) and (got.lo is None) is not with_interval
-    assert metrics.Measured.from_flat(row, "kernels_per_step") == metrics.Measured(12)  # a count: a number alone
-    assert metrics.Measured.from_flat(row, "host_ms") is None  # no such column
+    count = metrics.Stat.from_flat(row, "kernels_per_step")  # a count: a number alone
+    assert count.median == 12 and count.spread is None and count.interval is None and count.n is None
+    assert metrics.Stat.from_flat(row, "host_ms") is None  # no such column
 
 
 def test_a_spread_or_interval_needs_both_ends_and_a_value_needs_a_number():
     row = {"host_ms": "n/a", "host_q1_ms": 1.0, "host_q3_ms": None, "host_lo_ms": 0.9, "host_hi_ms": 1.1}
-    got = metrics.Measured.from_flat(row, "host_ms")
-    assert got.value is None and got.spread is None and got.interval == (0.9, 1.1)
+    got = metrics.Stat.from_flat(row, "host_ms")
+    assert got.median is None and got.spread is None and got.interval == (0.9, 1.1)
     assert got.with_interval(None, 2.0).interval is None and got.with_interval(1, 2).interval == (1, 2)
 
 
@@ -681,9 +682,10 @@ def test_key_table_rows_take_their_intervals_and_a_headline_its_flag_from_the_ro
         "rounds": {"eager": {"host": {"fast_only": True}}, "thunder": {"host": "not a record"}},
     }
     eager, thunder = compare_rows.read_rows(data)
-    assert eager.measured("host_ms") == metrics.Measured(1.0, lo=0.9, hi=1.1, fast_only=True)
-    assert thunder.measured("host_ms") == metrics.Measured(2.0)
-    assert eager.measured("kernels_per_step").value == 3 and eager.measured("wall_ms") == compare_rows.NOTHING
+    host = eager.stat("host_ms")
+    assert (host.median, host.interval, host.spread, host.fast_only) == (1.0, (0.9, 1.1), None, True)
+    assert thunder.stat("host_ms") == metrics.Stat(2.0, *[None] * 7)
+    assert eager.stat("kernels_per_step").median == 3 and eager.stat("wall_ms") == compare_rows.NOTHING
     assert compare_rows.metric_names([eager, thunder]) == ["host_ms", "kernels_per_step"]
 
 

@@ -40,16 +40,18 @@ WORDS = {
 
 @dataclass(frozen=True)
 class Stat:
-    """A statistic over samples: median, quartiles, extremes, mean, std and their number."""
+    """A statistic over samples: median, quartiles, extremes, mean, std and their number. Read back from a
+    results row (``from_flat``) it holds what the row does: its median (a count: the number alone), q1 and
+    q3, its interval and ``fast_only``, each None where the row does not say."""
 
-    median: float
-    q1: float
-    q3: float
-    min: float
-    max: float
-    mean: float
-    std: float
-    n: int
+    median: float | None
+    q1: float | None
+    q3: float | None
+    min: float | None
+    max: float | None
+    mean: float | None
+    std: float | None
+    n: int | None
     lo: float | None = None  # the statistic's own 95% interval (host_state.interval)
     hi: float | None = None
     fast_only: bool | None = None  # the samples were the host's fast-state ones (host_state.select)
@@ -80,6 +82,34 @@ class Stat:
         xs, fast_only = host_state.select(samples, keep) if keep is not None else (list(samples), None)
         lo, hi = host_state.interval(xs)
         return replace(cls.of(xs), lo=lo, hi=hi, fast_only=fast_only)
+
+    @classmethod
+    def from_flat(cls, row: dict, name: str) -> Stat | None:
+        """Metric ``name`` of a results ``row``, the inverse of ``flat``: the median under ``name`` (None
+        where it is not a number), ``name_q1``/``name_q3`` and ``name_lo``/``name_hi`` with the unit suffix
+        kept last (each pair only where both are numbers), and ``fast_only_name(name)``. The row holds no
+        more: min, max, mean, std and n are None. None where the row has no column ``name``."""
+        if name not in row:
+            return None
+        base, unit = split_unit(name)
+        q1, q3, lo, hi = (row.get(join(f"{base}_{part}", unit)) for part in SPREAD_PARTS + INTERVAL_PARTS)
+        value = row[name] if is_number(row[name]) else None
+        return cls(value, *_both(q1, q3), None, None, None, None, None, *_both(lo, hi), row.get(fast_only_name(name)))
+
+    def with_interval(self, lo, hi) -> Stat:
+        """The same statistic with the 95% interval ``[lo, hi]`` (none unless both are numbers)."""
+        lo, hi = _both(lo, hi)
+        return replace(self, lo=lo, hi=hi)
+
+    @property
+    def spread(self) -> tuple[float, float] | None:
+        """``(q1, q3)``; None where it has none (a count, a first call read back from a row)."""
+        return None if self.q1 is None else (self.q1, self.q3)
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """``(lo, hi)``, the statistic's own 95% interval; None where it has none."""
+        return None if self.lo is None else (self.lo, self.hi)
 
     @classmethod
     def from_dict(cls, d: dict) -> Stat:
@@ -121,50 +151,6 @@ class Stat:
         parts = SPREAD_PARTS + (INTERVAL_PARTS if self.lo is not None else ())
         fast = {} if self.fast_only is None else {fast_only_name(name): self.fast_only}
         return {name: self.median, **{join(f"{base}_{part}", unit): getattr(self, part) for part in parts}, **fast}
-
-
-@dataclass(frozen=True)
-class Measured:
-    """One metric of a results row as the row holds it (``Stat.flat``'s columns read back by
-    ``from_flat``): its value (a statistic's median, or a plain number such as a count), its q1-q3
-    spread and its 95% interval where the row holds both ends of each, and whether a headline is over
-    the host's fast-state blocks. None where the row does not say."""
-
-    value: float | None
-    q1: float | None = None
-    q3: float | None = None
-    lo: float | None = None
-    hi: float | None = None
-    fast_only: bool | None = None
-
-    @classmethod
-    def from_flat(cls, row: dict, name: str) -> Measured | None:
-        """Metric ``name`` of ``row``, the inverse of ``Stat.flat``: the value under ``name`` (None where
-        it is not a number), ``name_q1``/``name_q3`` and ``name_lo``/``name_hi`` with the unit suffix
-        kept last (each pair only where both are numbers), and ``fast_only_name(name)``. None where
-        the row has no column ``name``."""
-        if name not in row:
-            return None
-        base, unit = split_unit(name)
-        q1, q3, lo, hi = (row.get(join(f"{base}_{part}", unit)) for part in SPREAD_PARTS + INTERVAL_PARTS)
-        return cls(
-            row[name] if is_number(row[name]) else None, *_both(q1, q3), *_both(lo, hi), row.get(fast_only_name(name))
-        )
-
-    def with_interval(self, lo, hi) -> Measured:
-        """The same number with the 95% interval ``[lo, hi]`` (none unless both are numbers)."""
-        lo, hi = _both(lo, hi)
-        return replace(self, lo=lo, hi=hi)
-
-    @property
-    def spread(self) -> tuple[float, float] | None:
-        """``(q1, q3)``; None where the row holds no spread (counts, first calls)."""
-        return None if self.q1 is None else (self.q1, self.q3)
-
-    @property
-    def interval(self) -> tuple[float, float] | None:
-        """``(lo, hi)``, the statistic's own 95% interval; None where the row holds none."""
-        return None if self.lo is None else (self.lo, self.hi)
 
 
 def is_number(value) -> bool:

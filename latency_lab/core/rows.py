@@ -101,14 +101,8 @@ def _columns_of(f) -> list[str]:
 
 
 def _stat_from(d: dict, name: str) -> Stat | None:
-    """The statistic ``Stat.flat(name)`` wrote into ``d``: its median, quartiles, interval and fast-only
-    flag. A row holds no more of it: min, max, mean, std and n come back None. None where ``d`` has no
-    median."""
-    if d.get(name) is None:
-        return None
-    base, unit = split_unit(name)
-    q1, q3, lo, hi = (d.get(join(f"{base}_{part}", unit)) for part in SPREAD_PARTS + INTERVAL_PARTS)
-    return Stat(d[name], q1, q3, None, None, None, None, None, lo=lo, hi=hi, fast_only=d.get(fast_only_name(name)))
+    """The statistic ``Stat.flat(name)`` wrote into ``d`` (``Stat.from_flat``); None where ``d`` has no median."""
+    return Stat.from_flat(d, name) if d.get(name) is not None else None
 
 
 def plain_row(p, **values) -> dict:

@@ -22,7 +22,7 @@ to A and verdict; the seed's tables get one column per run (``runner.py --ray``'
 """
 
 # This module reads the run folders and runs the command (its docstring is the command's --help). The
-# parts live beside it: rows (a notebook's rows, each number read as a metrics.Measured),
+# parts live beside it: rows (a notebook's rows, each number read as a metrics.Stat),
 # pair (the rule, two runs), page (the two-run report as text and HTML) and
 # many (more than two runs). Callers use them through this module's names (__all__).
 

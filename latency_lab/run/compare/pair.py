@@ -79,15 +79,15 @@ def parameter_differences(a: dict, b: dict, common: list[str]) -> list[dict]:
 
 @dataclass(frozen=True)
 class NumberPair:
-    """One number of a row as both runs hold it: A's and B's (``metrics.Measured``)."""
+    """One number of a row as both runs hold it: A's and B's (``metrics.Stat``)."""
 
-    a: metrics.Measured
-    b: metrics.Measured
+    a: metrics.Stat
+    b: metrics.Stat
 
     @property
     def both(self) -> bool:
         """Whether both runs measured the number."""
-        return self.a.value is not None and self.b.value is not None
+        return self.a.median is not None and self.b.median is not None
 
 
 @dataclass(frozen=True)
@@ -141,8 +141,8 @@ def compare_notebook(a: dict, b: dict, judging: Judging) -> tuple[list[dict], li
         if ra.get("grade") is not None or rb.get("grade") is not None:
             out.append(_word_entry(name, key, "grade", ra.get("grade"), rb.get("grade"), not_comparable))
         for m in common:
-            pair = NumberPair(by_a[key].measured(m), by_b[key].measured(m))
-            if pair.a.value is not None or pair.b.value is not None:
+            pair = NumberPair(by_a[key].stat(m), by_b[key].stat(m))
+            if pair.a.median is not None or pair.b.median is not None:
                 out.append(_entry(judging, key, m, pair))
     return out, skipped
 
@@ -191,7 +191,7 @@ def _entry(judging: Judging, key: str, metric: str, pair: NumberPair) -> dict:
     """One number of both runs, judged B against A (``run_to_run.judge``), not comparable (the
     notebook's reason, or a headline over the fast blocks in one run only), or, for a host-bound number
     of a notebook whose host moved too far (``Judging.hosts_apart``), not judged."""
-    a, b = pair.a.value, pair.b.value
+    a, b = pair.a.median, pair.b.median
     kind = run_to_run.kind(metric)
     effect = run_to_run.effect_of(judging.effects, kind, run_to_run.executor_of({"row": key}))
     not_comparable = judging.not_comparable or _fast_only_differs(pair.a.fast_only, pair.b.fast_only)
@@ -245,9 +245,9 @@ def ab_resolution(run: dict) -> float | None:
     data = run["notebooks"].get(results.AB_BUILDS) or {}
     rows = [r for r in read_rows(data) if r.fields.get("comparison", "").startswith("A' vs A")] if data else []
     values = sorted(
-        r.measured("resolution_pct").value
+        r.stat("resolution_pct").median
         for r in rows
-        if r.fields.get("metric") == "host_ms" and r.measured("resolution_pct").value is not None
+        if r.fields.get("metric") == "host_ms" and r.stat("resolution_pct").median is not None
     )
     return values[len(values) // 2] if values else None
 

@@ -1,5 +1,5 @@
 """The rows of a notebook's results as ``compare`` reads them: each row's identity, its status and
-grade, and every metric column read once as a ``metrics.Measured`` (value, q1-q3 spread, 95% interval,
+grade, and every metric column read once as a ``metrics.Stat`` (``Stat.from_flat``: median, q1-q3 spread, 95% interval,
 ``fast_only``), so that the comparison reads attributes rather than composing column names.
 """
 
@@ -28,16 +28,16 @@ KEY_COLUMNS = (
 WITHIN_ROUNDS = ("combination", "graphs")  # 07's and 05's rows of within-round ratios, beside the main rows
 GRADED = ("grades",)  # 05's grades of the seed's claims: a word per claim and executor, compared as it stands
 ROUND_STATS = {"wall_ms": "wall", "host_ms": "host", "host_per_ref_x": "host_per_ref"}  # a rounds record's statistics
-NOTHING = metrics.Measured(None)  # a metric a row does not hold
+NOTHING = metrics.Stat(*[None] * 8)  # a metric a row does not hold
 
 
 @dataclass(frozen=True)
-class Row:
+class ComparedRow:
     """One results row: the row as written (its identity columns, ``status``, ``grade``, ...) and each
-    of its metric columns (``is_compared``) read as a ``metrics.Measured``."""
+    of its metric columns (``is_compared``) read as a ``metrics.Stat``."""
 
     fields: dict
-    numbers: dict[str, metrics.Measured]
+    numbers: dict[str, metrics.Stat]
 
     @property
     def key(self) -> str:
@@ -45,7 +45,7 @@ class Row:
         keys = [str(self.fields[c]) for c in KEY_COLUMNS if self.fields.get(c) is not None]
         return " · ".join(keys) if keys else str(next(iter(self.fields.values()), ""))
 
-    def measured(self, metric: str) -> metrics.Measured:
+    def stat(self, metric: str) -> metrics.Stat:
         """What the row holds of ``metric`` (``NOTHING`` where it has no such column)."""
         return self.numbers.get(metric, NOTHING)
 
@@ -56,8 +56,8 @@ def is_compared(column: str) -> bool:
     return column not in KEY_COLUMNS and (metrics.spread_names(column) is not None or column.endswith(metrics.COUNTS))
 
 
-def read_row(fields: dict, rounds: dict | None = None) -> Row:
-    """A results row with each metric column read once (``metrics.Measured.from_flat``). A headline
+def read_row(fields: dict, rounds: dict | None = None) -> ComparedRow:
+    """A results row with each metric column read once (``metrics.Stat.from_flat``). A headline
     without a ``_fast_only`` column takes that flag from its executor's record in the notebook's
     ``rounds`` section, where there is one."""
     record = rounds.get(fields.get("executor")) if isinstance(rounds, dict) else None
@@ -66,15 +66,15 @@ def read_row(fields: dict, rounds: dict | None = None) -> Row:
     for column in fields:
         if not is_compared(column):
             continue
-        measured = metrics.Measured.from_flat(fields, column)
+        measured = metrics.Stat.from_flat(fields, column)
         stat = record.get(ROUND_STATS.get(column, ""))
         if measured.fast_only is None and isinstance(stat, dict):
             measured = replace(measured, fast_only=stat.get("fast_only"))
         numbers[column] = measured
-    return Row(fields, numbers)
+    return ComparedRow(fields, numbers)
 
 
-def read_rows(data: dict) -> list[Row]:
+def read_rows(data: dict) -> list[ComparedRow]:
     """The notebook's rows: its ``rows`` section (06: ``points``) when it is a list of executor rows (it
     holds more than the key table, intervals included), else the key table's rows with the intervals its
     ``intervals`` section holds; then its rows of within-round ratios (``WITHIN_ROUNDS``), its fit rows
@@ -90,7 +90,7 @@ def read_rows(data: dict) -> list[Row]:
     return key_table_rows(data["key_table"], rounds) + extra
 
 
-def key_table_rows(table: dict, rounds: dict | None = None) -> list[Row]:
+def key_table_rows(table: dict, rounds: dict | None = None) -> list[ComparedRow]:
     """The rows of a key table (``results.key_table``), each metric with its interval from the table's
     ``intervals`` section (``[lo, hi]`` per metric and row) where it has one."""
     intervals = table.get("intervals") if isinstance(table.get("intervals"), dict) else {}
@@ -98,11 +98,11 @@ def key_table_rows(table: dict, rounds: dict | None = None) -> list[Row]:
     for i, values in enumerate(table["rows"]):
         row = read_row(dict(zip(table["columns"], values)), rounds)
         numbers = {m: _with_interval(measured, intervals.get(m), i) for m, measured in row.numbers.items()}
-        rows.append(Row(row.fields, numbers))
+        rows.append(ComparedRow(row.fields, numbers))
     return rows
 
 
-def _with_interval(measured: metrics.Measured, pairs, i: int) -> metrics.Measured:
+def _with_interval(measured: metrics.Stat, pairs, i: int) -> metrics.Stat:
     """``measured`` with the ``i``-th ``[lo, hi]`` of ``pairs`` (a key table's intervals of its metric);
     as it is where ``pairs`` has no ``i``-th entry."""
     if not isinstance(pairs, list) or i >= len(pairs):
@@ -115,14 +115,14 @@ def _with_interval(measured: metrics.Measured, pairs, i: int) -> metrics.Measure
     )
 
 
-def metric_names(rows: list[Row]) -> list[str]:
+def metric_names(rows: list[ComparedRow]) -> list[str]:
     """The measured quantities of the rows (``is_compared``) that some row holds a number of."""
     names = dict.fromkeys(m for r in rows for m in r.numbers)
-    return [m for m in names if any(r.measured(m).value is not None for r in rows)]
+    return [m for m in names if any(r.stat(m).median is not None for r in rows)]
 
 
-def by_key(rows: list[Row]) -> tuple[dict[str, Row], list[str]]:
-    """Rows by ``Row.key``, and the keys that more than one row has (those cannot be paired)."""
+def by_key(rows: list[ComparedRow]) -> tuple[dict[str, ComparedRow], list[str]]:
+    """Rows by ``ComparedRow.key``, and the keys that more than one row has (those cannot be paired)."""
     keys = [r.key for r in rows]
     twice = sorted({k for k in keys if keys.count(k) > 1})
     return {k: r for k, r in zip(keys, rows) if k not in twice}, twice
