@@ -4,20 +4,42 @@
 
 A study's ``Result`` subclasses ``Study`` and declares which notebook it belongs to (``NOTEBOOK``), its
 key table (``TITLE`` and ``COLUMNS`` over ``key_table_rows()``, or ``key_table()`` itself where the
-title or the columns depend on the params) and the rest of its results file (``sections()``).
+title or the columns depend on the params), and which of its fields the results file holds: each field
+declared ``saved(...)``, in the order declared (``sections``: typed rows as their dicts, a ``Rounds`` as
+its ``rounds`` and ``host_reference`` sections). The other fields are what the notebook shows.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Callable, ClassVar
 
 from ..core import environment, harness, model, registry, results
 from ..core.parameters import Params
+from ..core.rounds import Rounds
+from ..core.rows import Row
 
 if TYPE_CHECKING:
     import torch
+
+
+def saved(key: str | None = None, write: Callable | None = None, **kwargs):
+    """A ``Result`` field its results file holds: under ``key`` (default: the field's name), as
+    ``write(value)`` (default: ``written``); ``kwargs`` as ``dataclasses.field`` takes them."""
+    return field(metadata={"saved": key, "write": write}, **kwargs)
+
+
+def written(value):
+    """A field's value as a results file holds it: typed rows as their dicts (``Row.as_dict``), in lists
+    and dicts too; anything else as it is."""
+    if isinstance(value, Row):
+        return value.as_dict()
+    if isinstance(value, list):
+        return [written(v) for v in value]
+    if isinstance(value, dict):
+        return {k: written(v) for k, v in value.items()}
+    return value
 
 
 @dataclass
@@ -40,8 +62,18 @@ class Study:
         return results.key_table(self.TITLE, self.key_table_rows(), self.COLUMNS)
 
     def sections(self) -> dict:
-        """The results file's other sections, in the order the file holds them."""
-        raise NotImplementedError
+        """The results file's other sections: the fields declared ``saved``, in their order, a ``Rounds``
+        as its own sections (``Rounds.sections``)."""
+        out = {}
+        for f in fields(self):
+            if "saved" not in f.metadata:
+                continue
+            value = getattr(self, f.name)
+            if isinstance(value, Rounds):
+                out.update(value.sections())
+            else:
+                out[f.metadata["saved"] or f.name] = (f.metadata["write"] or written)(value)
+        return out
 
     def save(self) -> Path:
         """Write the notebook's results file; its path."""

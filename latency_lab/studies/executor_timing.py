@@ -22,7 +22,7 @@ from ..core.rounds import state_text
 from ..core.rows import ExecutorRow, plain_row
 from ..instruments.trace_row import trace_row
 from ..pages.tables import number
-from .base import Study, begin_with_model, build_selected, rounds_text
+from .base import Study, begin_with_model, build_selected, rounds_text, saved, written
 
 AGREEMENT = 0.10  # two ABBA passes of one executor should agree within 10%
 TIMEIT_RUNS = 7  # %timeit -r: the seed's "mean ± std. dev. of 7 runs"
@@ -290,25 +290,25 @@ class Result(Study):
     TITLE = "Executor timing"
     COLUMNS = KEY_COLUMNS
 
-    floor: dict  # model.bandwidth_floor
+    executors: list[ExecutorRow] = saved("rows")  # one per executor (``row``)
+    seed_rows: list[dict] = saved("reference")  # the seed's published rows
+    floor: dict = saved()  # model.bandwidth_floor
+    findings: list[str] = saved()
+    thunder_rows: dict = saved()  # notebook 03's rows, from these builds
+    measured: dict = saved()  # per executor, what standard_plan measured but its Thunder trace (in thunder_rows)
+    timed: Rounds = saved()
     builds: list[dict]  # build and first call per executor
     top_kernels: list[dict]  # largest kernels per executor
-    measured: dict  # per executor, what standard_plan measured but its Thunder trace (in thunder_rows)
-    thunder_rows: dict  # notebook 03's rows, from these builds
-    timed: Rounds
     wall_rows: list[dict]  # wall time over the rounds and each pass
     drift_rows: list[dict]  # every block relative to its executor's median
-    executors: list[ExecutorRow]  # one per executor (``row``)
     seed_tables: list[dict]  # the seed's numbers beside these (GPU runs of the seed preset only)
-    findings: list[str]
     bars: list[dict]  # kernel time and CPU overhead per executor (``bar_rows``)
-    seed_rows: list[dict]  # the seed's published rows (the results file's "reference")
     kernel_rows: list[dict]  # kernels per step, here and in the seed
 
     @property
     def rows(self) -> list[dict]:
         """One per executor, as the results file holds it."""
-        return [r.as_dict() for r in self.executors]
+        return written(self.executors)
 
     @property
     def table_rows(self) -> list[dict]:
@@ -327,17 +327,6 @@ class Result(Study):
 
     def key_table_rows(self) -> list[dict]:
         return self.rows
-
-    def sections(self) -> dict:
-        return {
-            "rows": self.rows,
-            "reference": self.seed_rows,
-            "floor": self.floor,
-            "findings": self.findings,
-            "thunder_rows": self.thunder_rows,
-            "measured": self.measured,
-            **self.timed.sections(),
-        }
 
 
 def seed_timeit(run_line_magic: Callable, kwargs: dict, params: Params) -> Callable:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ..core import model, model_config, registry, results
 from ..core.parameters import Params
 from ..pages import tables
-from .base import Study, begin
+from .base import Study, begin, saved
 
 
 @dataclass
@@ -19,21 +19,18 @@ class Result(Study):
     TITLE = "Executors here"
     COLUMNS = ["executor", "label", "status", "reason"]
 
-    config: dict  # the config the model is built from
+    config: dict = saved()  # the config the model is built from
     changed_rows: list[dict]  # its keys that differ from the seed's: key, seed, here
     config_rows: list[dict]  # every key: key, value
-    cost: dict  # parameters, weight bytes, bytes per step, bandwidths and the floor
+    cost: dict = saved()  # parameters, weight bytes, bytes per step, bandwidths and the floor
     cost_rows: list[dict]  # the cost as quantity, value, unit
     env_rows: list[dict]  # the environment as item, value
     call: dict  # the call's keyword arguments: shape and dtype, type or value
-    executors: list[dict]  # executor, label, what it runs, status, reason
-    findings: list[str]
+    executors: list[dict] = saved()  # executor, label, what it runs, status, reason
+    findings: list[str] = saved()
 
     def key_table_rows(self) -> list[dict]:
         return self.executors
-
-    def sections(self) -> dict:
-        return {"config": self.config, "cost": self.cost, "executors": self.executors, "findings": self.findings}
 
 
 def cost_rows(cost: dict) -> list[dict]:

@@ -24,7 +24,7 @@ from ...core.parameters import Params
 from ...core.rows import HostStepRow
 from ...instruments import thunder_breakdown
 from ...instruments.probes import STEP_PROFILES, breakdowns, insitu_probes, step_timeline, trace_file
-from ..base import Study, begin_with_model, build_selected, rounds_text
+from ..base import Study, begin_with_model, build_selected, rounds_text, saved, written
 from . import findings as graded
 
 STEP_COLUMNS = [
@@ -261,42 +261,27 @@ class Result(Study):
     TITLE = "Host overhead per executor"
     COLUMNS = STEP_COLUMNS
 
-    steps: list[HostStepRow]  # one per executor (``step_row``)
-    breakdown: dict[str, dict]
-    parts: list[dict]
+    findings: list[str] = saved()
+    steps: list[HostStepRow] = saved("step")  # one per executor (``step_row``)
+    parts: list[dict] = saved()
+    breakdown: dict[str, dict] = saved()
+    regions: list[dict] = saved()
+    graphs: list[dict] = saved()
+    grades: list[dict] = saved()  # the seed claims' grades (``findings.grades``)
+    timelines: dict[str, dict] = saved("timeline")  # the profiled step's metrics per executor (``timeline_row``)
+    memory: dict[str, dict | None] = saved()
+    first_call_s: dict[str, float | None] = saved()
+    timed: Rounds = saved()
     phases: list[dict]
-    regions: list[dict]
-    timelines: dict[str, dict]  # the profiled step's metrics per executor (``timeline_row``)
     profiled: dict[str, dict]  # the profiled step per executor: its Chrome trace's file and its rows
-    graphs: list[dict]
-    grades: list[dict]  # the seed claims' grades (``findings.grades``)
-    findings: list[str]
-    memory: dict[str, dict | None]
-    first_call_s: dict[str, float | None]
-    timed: Rounds
 
     @property
     def step(self) -> list[dict]:
         """One per executor, as the results file holds it."""
-        return [r.as_dict() for r in self.steps]
+        return written(self.steps)
 
     def key_table_rows(self) -> list[dict]:
         return self.step
-
-    def sections(self) -> dict:
-        return {
-            "findings": self.findings,
-            "step": self.step,
-            "parts": self.parts,
-            "breakdown": self.breakdown,
-            "regions": self.regions,
-            "graphs": self.graphs,
-            "grades": self.grades,
-            "timeline": self.timelines,
-            "memory": self.memory,
-            "first_call_s": self.first_call_s,
-            **self.timed.sections(),
-        }
 
 
 def run(params: Params) -> Result:

@@ -32,7 +32,7 @@ from ...core.seed_numbers import SEED_SINGLE_ADD_H100
 from ...pages.charts import Chart
 from ...pages.tables import number
 from .. import base as study
-from ..base import Study
+from ..base import Study, saved
 from .ops import OPS, dims, make_inputs, shape_table, size_tokens
 
 PROFILE_STEPS = 5  # profiled calls per row: kernels per call is exact, so a few suffice
@@ -372,13 +372,13 @@ class Result(Study):
     NOTEBOOK: ClassVar[str] = results.OP_MICROBENCHMARKS
 
     ops_in_model: list[dict]  # op, its place in one forward step
-    shapes: list[dict]  # ``shape_table``
-    rows: list[dict]  # ``rows``, one per (op, size, executor)
+    shapes: list[dict] = saved()  # ``shape_table``
+    rows: list[dict] = saved()  # ``rows``, one per (op, size, executor)
     add_rows: list[dict]  # ``key_rows``
-    findings: list[str]
-    threads: int  # intra-op threads while measuring
-    memory_after_release: dict
-    timed: Rounds
+    findings: list[str] = saved()
+    threads: int = saved()  # intra-op threads while measuring
+    memory_after_release: dict = saved()
+    timed: Rounds = saved()
 
     @property
     def device_name(self) -> str:
@@ -387,16 +387,6 @@ class Result(Study):
     def key_table(self) -> dict:
         title = f"One add per call (size {self.params.sizes[0]}), overhead against eager within rounds"
         return results.key_table(title, self.add_rows, key_columns(self.params))
-
-    def sections(self) -> dict:
-        return dict(
-            shapes=self.shapes,
-            rows=self.rows,
-            findings=self.findings,
-            threads=self.threads,
-            memory_after_release=self.memory_after_release,
-            **self.timed.sections(),
-        )
 
 
 def run(params: Params) -> Result:

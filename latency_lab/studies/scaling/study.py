@@ -24,7 +24,7 @@ from ...core.parameters import Params
 from ...core.rows import ScalingRow
 from ...pages.charts import Chart
 from .. import base as study
-from ..base import Study
+from ..base import Study, saved
 from .decode import DecodeCase, decode_case, decode_numbers, probes
 from .findings import findings, n_layers, rows_of_sweep
 from .fits import METRICS, depth_fits, fit_rows, fitted_curve
@@ -304,33 +304,22 @@ class Result(Study):
     NOTEBOOK: ClassVar[str] = results.SCALING
     COLUMNS: ClassVar[list[str]] = KEY_COLUMNS
 
-    bandwidth: float | None  # measured copy bandwidth (bytes/s) the floors use; None on a CPU
-    points: list[dict]  # ``rows``: one per build
+    findings: list[str] = saved()
+    points: list[dict] = saved()  # ``rows``: one per build
+    fits: list[dict] = saved()  # ``depth_fits``
+    fit_rows: list[dict] = saved()
+    elapsed: dict = saved("elapsed_s")  # seconds: builds, rounds, total
+    memory_after_release: dict = saved()
+    timed: Rounds = saved()
+    # measured copy bandwidth (bytes/s) the floors use; None on a CPU
+    bandwidth: float | None = saved("bandwidth_measured_GBps", write=lambda b: b / 1e9 if b else None)
     depth_rows: list[dict]
     prompt_rows: list[dict]
     decode_rows: list[dict]
-    fits: list[dict]  # ``depth_fits``
-    fit_rows: list[dict]
     key_rows: list[dict]
-    findings: list[str]
-    elapsed: dict  # seconds: builds, rounds, total
-    memory_after_release: dict
-    timed: Rounds
 
     def key_table(self) -> dict:
         return results.key_table(key_title(self.params), self.key_rows, self.COLUMNS)
-
-    def sections(self) -> dict:
-        return dict(
-            findings=self.findings,
-            points=self.points,
-            fits=self.fits,
-            fit_rows=self.fit_rows,
-            elapsed_s=self.elapsed,
-            memory_after_release=self.memory_after_release,
-            **self.timed.sections(),
-            bandwidth_measured_GBps=self.bandwidth / 1e9 if self.bandwidth else None,
-        )
 
 
 def run(params: Params) -> Result:

@@ -17,7 +17,7 @@ from ...core import model, registry, results, seed_numbers
 from ...core.parameters import SAME_MODEL, Params
 from ...instruments.first_call_phases import first_call_finding, first_call_table
 from ...instruments.trace_row import build_row
-from ..base import Study, begin
+from ..base import Study, begin, saved
 from .tables import counter_table, ok_rows, placement, region_table, stats_table, summary, unfused_table
 
 
@@ -112,7 +112,7 @@ KEY_COLUMNS = [
 ]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Result(Study):
     """What notebook 03 shows and saves."""
 
@@ -120,8 +120,11 @@ class Result(Study):
     TITLE = "Final trace composition per Thunder configuration"
     COLUMNS = KEY_COLUMNS
 
-    configurations: list[dict]  # one row per Thunder configuration (``trace_row``)
-    traces_from: str  # notebook 02's builds in this run, or built here
+    configurations: list[dict] = saved()  # one row per Thunder configuration (``trace_row``)
+    traces_from: str = saved()  # notebook 02's builds in this run, or built here
+    seed_counter: dict = saved(
+        default_factory=lambda: {"label": SEED_LABEL, "counter": seed_numbers.SEED_TRACE_COUNTER}
+    )  # the seed's counter
     summary_rows: list[dict]  # final trace per configuration (``summary``)
     counter_rows: list[dict]  # the seed's counter beside each configuration's
     region_rows: list[dict]
@@ -130,18 +133,10 @@ class Result(Study):
     stats_rows: list[dict]  # thunder's compile statistics
     first_call_rows: list[dict]  # first call by phase
     traces: list[dict]  # per configuration with a trace: its summary line and the trace's text
-    findings: list[str]
+    findings: list[str] = saved()
 
     def key_table_rows(self) -> list[dict]:
         return self.summary_rows
-
-    def sections(self) -> dict:
-        return {
-            "configurations": self.configurations,
-            "traces_from": self.traces_from,
-            "seed_counter": {"label": SEED_LABEL, "counter": seed_numbers.SEED_TRACE_COUNTER},
-            "findings": self.findings,
-        }
 
 
 def run(params: Params) -> Result:
