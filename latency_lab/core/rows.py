@@ -15,13 +15,14 @@ code that takes rows as the results files hold them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
 from .metrics import INTERVAL_PARTS, SPREAD_PARTS, Stat, fast_only_name, host_bound, join, split_unit
 
 
-@dataclass
-class Row:
+@dataclass(eq=True)
+class Row(Mapping):
     """Who and how it went: the executor, its label, its status (ok, unavailable, failed, partial),
     the reason when not ok, and notes."""
 
@@ -80,6 +81,15 @@ class Row:
             parts = SPREAD_PARTS + INTERVAL_PARTS if _is_stat(f) else ()
             out += [f.name, *(join(f"{base}_{part}", unit) for part in parts)]
         return out
+
+    def __getitem__(self, column: str):
+        return self.as_dict()[column]
+
+    def __iter__(self):
+        return iter(self.as_dict())
+
+    def __len__(self) -> int:
+        return len(self.as_dict())
 
     def note(self, text: str | None) -> None:
         """Add ``text`` to the notes (nothing for None)."""

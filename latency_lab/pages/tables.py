@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
@@ -70,18 +71,18 @@ def html_table(rows, columns=None, caption=None, *, row_classes=None, css="", st
     column (``time_unit``), long text (``NOTE_CHARS``, ``REMARK_CHARS``) as a numbered note under the
     table; headers from ``header``, cells as ``number`` prints them, everything escaped except
     ``Markup``; a number's cell has the class ``num`` (right-aligned), and so has a header whose column
-    holds numbers only. ``rows``: dicts (``columns`` picks and orders them; all keys by default), lists in the order of
-    ``columns``, or a key table (``results.key_table``: its columns, rows and, unless ``caption`` is
-    given, its title). A cell may be a ``Cell``; ``row_classes``: a CSS class per row; ``css``: more
+    holds numbers only. ``rows``: dicts or typed rows (``columns`` picks and orders them; all keys by
+    default), lists in the order of ``columns``, or a key table (``results.key_table``: its columns, rows
+    and, unless ``caption`` is given, its title). A cell may be a ``Cell``; ``row_classes``: a CSS class per row; ``css``: more
     classes for the table; ``style``: the stylesheet before the table, for a table shown outside the
     pages (notebooks, the explorer)."""
     if isinstance(rows, dict):
         columns, caption, rows = columns or rows["columns"], caption or rows["title"], rows["rows"]
     if columns is None:
-        if not all(isinstance(r, dict) for r in rows):
+        if not all(isinstance(r, Mapping) for r in rows):
             raise ValueError("html_table: rows given as lists need their columns")
         columns = list(dict.fromkeys(k for r in rows for k in r))
-    grid = [[r.get(c) for c in columns] if isinstance(r, dict) else list(r) for r in rows]
+    grid = [[r.get(c) for c in columns] if isinstance(r, Mapping) else list(r) for r in rows]
     if any(len(line) != len(columns) for line in grid):
         raise ValueError(f"html_table: a row's cells do not match the {len(columns)} columns {columns}")
     shown = [_scaled(c, grid) for c in merged([str(c) for c in columns])]

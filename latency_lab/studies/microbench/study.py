@@ -104,7 +104,7 @@ def difference(timed: Rounds, a: str, b: str) -> Stat | None:
     return timed.paired(a, b, "wall_ms", lambda x, y: (x - y) * 1e3)
 
 
-def rows(built: list[sweep.Built], timed: Rounds, threads: int, seq_len: int) -> list[dict]:
+def rows(built: list[sweep.Built], timed: Rounds, threads: int, seq_len: int) -> list[OpRow]:
     """One row per (op, size, executor) (``rows.OpRow``): ``sweep.row``'s columns, the tokens, the intra-op threads, and
     the overhead against eager at the same op and size, within rounds: ``overhead_vs_eager_us`` (median
     difference, with quartiles) and ``vs_eager_x`` (median ratio)."""
@@ -122,7 +122,7 @@ def rows(built: list[sweep.Built], timed: Rounds, threads: int, seq_len: int) ->
             overhead_vs_eager_us=difference(timed, b.key, base) if base else None,
             vs_eager_x=ratio,
         )
-        out.append(row.as_dict())
+        out.append(row)
     return out
 
 
@@ -373,7 +373,7 @@ class Result(Study):
 
     ops_in_model: list[dict]  # op, its place in one forward step
     shapes: list[dict] = saved()  # ``shape_table``
-    rows: list[dict] = saved()  # ``rows``, one per (op, size, executor)
+    rows: list[OpRow] = saved()  # ``rows``, one per (op, size, executor)
     add_rows: list[dict]  # ``key_rows``
     findings: list[str] = saved()
     threads: int = saved()  # intra-op threads while measuring

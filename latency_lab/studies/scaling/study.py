@@ -57,7 +57,7 @@ def sweeps(params, executors, bandwidth: float | None) -> dict[str, sweep.Sweep]
     }
 
 
-def rows(sweeps_: dict[str, sweep.Sweep], built: list[sweep.Built], timed: Rounds, params) -> list[dict]:
+def rows(sweeps_: dict[str, sweep.Sweep], built: list[sweep.Built], timed: Rounds, params) -> list[ScalingRow]:
     """One row per build (``rows.ScalingRow``): ``sweep.row``'s columns, its key in the rounds,
     ``sweep`` (the sweeps its point belongs to: ``depth, prompt`` for the shared one), and for a decode
     build its loop's numbers and how many of its greedy tokens equal eager's."""
@@ -80,7 +80,7 @@ def rows(sweeps_: dict[str, sweep.Sweep], built: list[sweep.Built], timed: Round
             divergence_ulps=tokens.get("divergence_ulps"),
             near_tie=tokens.get("near_tie"),
         )
-        out.append(row.as_dict())
+        out.append(row)
     return out
 
 
@@ -305,7 +305,7 @@ class Result(Study):
     COLUMNS: ClassVar[list[str]] = KEY_COLUMNS
 
     findings: list[str] = saved()
-    points: list[dict] = saved()  # ``rows``: one per build
+    points: list[ScalingRow] = saved()  # ``rows``: one per build
     fits: list[dict] = saved()  # ``depth_fits``
     fit_rows: list[dict] = saved()
     elapsed: dict = saved("elapsed_s")  # seconds: builds, rounds, total
