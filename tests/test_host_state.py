@@ -13,7 +13,7 @@ from latency_lab.core.metrics import Stat
 from latency_lab.core.rounds import state_text
 from latency_lab.core.rows import StepRow
 from latency_lab.run.compare import command as C
-from latency_lab.studies import levers
+from latency_lab.studies.levers import savings as levers_savings
 from latency_lab.studies.scaling import study as scaling
 
 FAST_REF, SLOW_REF = 1.0, 1.7  # ms of the reference loop in each state (the H200 host's two states)
@@ -96,20 +96,20 @@ def test_the_interval_covers_a_drift_of_the_fast_state_within_the_run():
 
 def test_a_lever_that_saves_nothing_is_not_separated_and_one_that_saves_is():
     timed = two_state_rounds(
-        {levers.BASELINE: 1.6, "thunder:nv-linear": 1.6, "thunder:nv-skip-cache": 1.4},
+        {levers_savings.BASELINE: 1.6, "thunder:nv-linear": 1.6, "thunder:nv-skip-cache": 1.4},
         rounds=40,
         slow_share=0.5,
         seed=6,
     )
-    verdict, p = levers.saving_verdict(timed, "thunder:nv-linear")
+    verdict, p = levers_savings.saving_verdict(timed, "thunder:nv-linear")
     assert verdict == "same" and p > 0.05
-    verdict, p = levers.saving_verdict(timed, "thunder:nv-skip-cache")
+    verdict, p = levers_savings.saving_verdict(timed, "thunder:nv-skip-cache")
     assert verdict == "changed: saves" and p < 0.05
-    s = levers.saved(timed, "thunder:nv-skip-cache")
+    s = levers_savings.saved(timed, "thunder:nv-skip-cache")
     assert s.lo < 200 < s.hi and s.lo > 0
-    r = levers.saved_per_reference(timed, "thunder:nv-skip-cache")  # 0.2 ms of a 1.0 ms reference
+    r = levers_savings.saved_per_reference(timed, "thunder:nv-skip-cache")  # 0.2 ms of a 1.0 ms reference
     assert r.lo < 0.2 / FAST_REF < r.hi and r.fast_only
-    assert levers.saved_per_reference(timed, "thunder:nv-linear").median == pytest.approx(0, abs=0.02)
+    assert levers_savings.saved_per_reference(timed, "thunder:nv-linear").median == pytest.approx(0, abs=0.02)
 
 
 def test_sign_test():

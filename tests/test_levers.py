@@ -12,7 +12,9 @@ from conftest import run_runner
 from latency_lab.core import harness, parameters, registry
 from latency_lab.core.metrics import Stat
 from latency_lab.instruments import thunder_breakdown
-from latency_lab.studies import levers
+from latency_lab.studies.levers import findings as levers_findings
+from latency_lab.studies.levers import savings as levers_savings
+from latency_lab.studies.levers import study as levers
 
 # The top-level keys of 07's results file: the notebook's run and ``run(params).save()`` write the same.
 RESULTS_KEYS = {
@@ -63,10 +65,10 @@ def test_saving_is_taken_within_rounds_and_lands_on_its_part():
         },
         reference=[1.0, 2.0, 1.0, 2.0] * 2,
     )
-    assert levers.saved(timed, "thunder:nv-linear").median == pytest.approx(300.0)
-    assert levers.saved(timed, "thunder:nv-linear").iqr == pytest.approx(0.0)
+    assert levers_savings.saved(timed, "thunder:nv-linear").median == pytest.approx(300.0)
+    assert levers_savings.saved(timed, "thunder:nv-linear").iqr == pytest.approx(0.0)
     broken = {"thunder": _broken(1136.0, 723.0), "thunder:nv-linear": _broken(1311.0, 292.0)}
-    deltas = levers.part_deltas(broken, "thunder:nv-linear")  # medians of per-round differences
+    deltas = levers_savings.part_deltas(broken, "thunder:nv-linear")  # medians of per-round differences
     assert deltas["ops outside fusions"] == pytest.approx(431.0 * 1.5) and deltas["nvFusion regions"] == pytest.approx(
         -175.0 * 1.5
     )
@@ -76,7 +78,7 @@ def test_saving_is_taken_within_rounds_and_lands_on_its_part():
         "thunder": _broken(1136.0, 723.0),
         "thunder:nv-linear": _broken(1136.0, 723.0, drift=(2.0, 1.0, 2.0, 1.0)),
     }
-    assert levers.part_deltas(shifted, "thunder:nv-linear")["nvFusion regions"] == pytest.approx(0.0)
+    assert levers_savings.part_deltas(shifted, "thunder:nv-linear")["nvFusion regions"] == pytest.approx(0.0)
     rows = [
         _row(
             _prepared(n),
@@ -92,9 +94,9 @@ def test_saving_is_taken_within_rounds_and_lands_on_its_part():
     assert linear.nvfusion_regions == 8 and linear.other_regions == 0 and linear.bound_symbols == 53
     assert linear.options == "nv_enable_linear=True, nv_enable_matmul=True" and rows[0].host_saved_us is None
     # skip-cache's saving straddles zero: ranked, but not combined
-    assert [r.executor for r in levers.ranked(rows)] == ["thunder:nv-linear", "thunder:nv-skip-cache"]
-    assert levers.best_levers(rows) == ["thunder:nv-linear"]
-    text = levers.ranking_text(rows, timed)
+    assert [r.executor for r in levers_savings.ranked(rows)] == ["thunder:nv-linear", "thunder:nv-skip-cache"]
+    assert levers_savings.best_levers(rows) == ["thunder:nv-linear"]
+    text = levers_findings.ranking_text(rows, timed)
     assert text.startswith("Host time saved per step against Thunder-nvFuser, within the rounds where both ran fast")
     # the interval is the saving's own over the rounds: 300 in every round, whatever the host's drift
     assert (
@@ -107,8 +109,8 @@ def test_saving_is_taken_within_rounds_and_lands_on_its_part():
 def test_no_baseline_no_ranking():
     timed = _rounds({"torch.compile": [1.0] * 4})
     rows = [_row(_prepared("torch.compile"), {}, timed, {}, None)]
-    assert levers.ranked(rows) == [] and levers.best_levers(rows) == []
-    assert levers.ranking_text(rows, timed) == "No lever ran beside the baseline here, so none is ranked."
+    assert levers_savings.ranked(rows) == [] and levers_savings.best_levers(rows) == []
+    assert levers_findings.ranking_text(rows, timed) == "No lever ran beside the baseline here, so none is ranked."
 
 
 def test_a_lever_this_thunder_refuses_comes_back_unavailable_and_the_build_is_left_alone():
@@ -137,15 +139,19 @@ def test_counterfactual_replaces_the_nvfusion_host_cost_per_kernel():
         {"executor": "thunder", "kind": "nvFusion", "kernels": 3},
         {"executor": "thunder", "kind": "op", "kernels": 9},
     ]
-    model = levers.counterfactual({"thunder": _broken(1150.0, 700.0)}, regions, timed, kernel_ms=0.22, floor_ms=0.15)
+    model = levers_findings.counterfactual(
+        {"thunder": _broken(1150.0, 700.0)}, regions, timed, kernel_ms=0.22, floor_ms=0.15
+    )
     assert model[0]["model"] == "measured" and model[0]["us_per_kernel"] == pytest.approx(50.0)
     ten, five, one = model[1:]
     assert ten["host_ms"] == pytest.approx((2400 - 1150 + 230) / 1e3) and ten["wall_ms"] == ten["host_ms"]
     assert one["host_ms"] == pytest.approx((2400 - 1150 + 23) / 1e3)
-    slow = levers.counterfactual({"thunder": _broken(1150.0, 700.0)}, regions, timed, kernel_ms=5.0, floor_ms=None)
+    slow = levers_findings.counterfactual(
+        {"thunder": _broken(1150.0, 700.0)}, regions, timed, kernel_ms=5.0, floor_ms=None
+    )
     assert slow[-1]["wall_ms"] == 5.0  # the GPU cannot beat its kernels
-    assert levers.counterfactual({}, regions, timed, 0.22, 0.15) == []
-    assert "(model, not measured)" in levers.counterfactual_text(model, [])
+    assert levers_findings.counterfactual({}, regions, timed, 0.22, 0.15) == []
+    assert "(model, not measured)" in levers_findings.counterfactual_text(model, [])
 
 
 def test_combination_rows_compare_within_rounds_at_each_depth():
@@ -173,7 +179,7 @@ def test_combination_rows_compare_within_rounds_at_each_depth():
         and combo.vs_reference_x.median == pytest.approx(2.0 / 0.95)
     )
     assert rows[1].vs_baseline_x is None
-    [text] = levers.combination_text(rows, depth_of, {1: 0.15})
+    [text] = levers_findings.combination_text(rows, depth_of, {1: 0.15})
     assert "At 1 layer: thunder:nv-linear" in text and "does not reach torch.compile's wall" in text
 
 

@@ -11,8 +11,9 @@ import pytest
 from latency_lab.core import rows as R
 from latency_lab.core.metrics import Stat
 from latency_lab.explorer import session
-from latency_lab.studies import executor_timing, levers
+from latency_lab.studies import executor_timing
 from latency_lab.studies.host_overhead import study as host_overhead
+from latency_lab.studies.levers import study as levers
 from latency_lab.studies.microbench import study as microbench
 from latency_lab.studies.scaling import study as scaling
 

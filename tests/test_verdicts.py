@@ -52,11 +52,11 @@ def test_said_and_word_of_refuse_other_words():
 
 
 def test_the_studies_grade_in_the_same_words():
-    from latency_lab.studies import levers
     from latency_lab.studies.host_overhead import findings as graded
+    from latency_lab.studies.levers import savings as levers_savings
 
     grades = (graded.HOLDS, graded.EDGE, graded.HIGHER, graded.LOWER)
-    assert [verdicts.read_word(g) for g in (*grades, graded.DOES_NOT_HOLD, levers.SAVES)] == [
+    assert [verdicts.read_word(g) for g in (*grades, graded.DOES_NOT_HOLD, levers_savings.SAVES)] == [
         "same",
         "same",
         "changed",

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from ..pages import tables
 from ..run.compare import command as compare
-from .session import COLUMNS, PROFILE_STEPS, phases_of
+from .measure import PROFILE_STEPS, phases_of
+from .session import COLUMNS
 
 LOG_AXIS_SPAN = 10.0  # walls spanning more than this factor get a log axis
 LIMITS = ("wall_lo_ms", "wall_hi_ms")  # a row's whiskers: the log axis's ticks cover them

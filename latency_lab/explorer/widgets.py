@@ -11,7 +11,8 @@ from pathlib import Path
 from ..core import harness, registry
 from ..core.parameters import CACHE_MODES, DTYPES, PRESETS, ParameterError, Params, validate
 from ..run.compare import command as compare
-from .session import REFERENCE, STEPS, Explorer, Progress, StopSwitch, beside_reference, summary_line
+from .measure import STEPS, Progress, StopSwitch
+from .session import REFERENCE, Explorer, beside_reference, summary_line
 from .view import comparison_html, details_html, figure, legend_html, plotly_output, table_html
 
 

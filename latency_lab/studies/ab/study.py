@@ -148,6 +148,22 @@ def differs_text(r: Result) -> str:
     return "**What differs between A and B:** " + "; ".join(r.differs) + "."
 
 
+def planted_text(c: dict) -> str:
+    """One planted delay (a row of ``control_rows``): its size against what the rounds found."""
+    interval = f" ({c['found_lo_pct']:+.2g} to {c['found_hi_pct']:+.2g}%)" if c["found_lo_pct"] is not None else ""
+    kernels = (
+        f"; {c['kernels_per_step_added']:+.3g} kernels and {c['kernel_us_added']:+.3g} µs of kernel time per step"
+        if c.get("kernel_us_added") is not None
+        else ""
+    )
+    return (
+        f"**Planted {c['planted_pct']:.2g}%** ({c['plant']}: {c['planted_us']:.3g} µs per step in one process"
+        f"{kernels}) in {c['executor']}'s host time: found {c['found_pct']:+.2g}%{interval}, "
+        + ("detected" if c["detected"] else "not detected")
+        + (", its interval covering the planted size." if c["covered"] else ", its interval missing the planted size.")
+    )
+
+
 def findings(r: Result) -> list[str]:
     """Sentences from the tables: what differs, how far the rounds resolved and why they stopped, each
     executor's verdict, the controls, the spread between processes, which part moved."""
@@ -171,23 +187,7 @@ def findings(r: Result) -> list[str]:
             f"**A/A control:** {len(aa) - len(false_calls)} of {len(aa)} numbers of two arms of build A read "
             "no change" + (f"; {called} did not, so B's verdict for that executor is not judged." if called else ".")
         )
-    for c in r.controls:
-        interval = f" ({c['found_lo_pct']:+.2g} to {c['found_hi_pct']:+.2g}%)" if c["found_lo_pct"] is not None else ""
-        kernels = (
-            f"; {c['kernels_per_step_added']:+.3g} kernels and {c['kernel_us_added']:+.3g} µs of kernel time per step"
-            if c.get("kernel_us_added") is not None
-            else ""
-        )
-        out.append(
-            f"**Planted {c['planted_pct']:.2g}%** ({c['plant']}: {c['planted_us']:.3g} µs per step in one process"
-            f"{kernels}) in {c['executor']}'s host time: found {c['found_pct']:+.2g}%{interval}, "
-            + ("detected" if c["detected"] else "not detected")
-            + (
-                ", its interval covering the planted size."
-                if c["covered"]
-                else ", its interval missing the planted size."
-            )
-        )
+    out += [planted_text(c) for c in r.controls]
     spread = [x for x in r.table if x["comparison"].startswith("A' vs A") and x["metric"] == "host_ms"]
     for x in spread:
         if x.get("between_sd_pct") is not None:
@@ -254,6 +254,11 @@ def primary(found: dict[str, paired.Change], p: Params) -> list[paired.Change]:
     build, the A/A control's."""
     of_builds = [c for arm, c in found.items() if is_build(arm, p)]
     return of_builds or [c for arm, c in found.items() if arm == TWIN]
+
+
+def half_width_pct(c: paired.Change | None) -> float | None:
+    """The half-width of ``c``'s interval in %; None without a judged interval."""
+    return None if c is None or not c.judged else 100 * c.half_width
 
 
 def widest(timed: Rounds, p: Params) -> paired.Change | None:
@@ -345,7 +350,7 @@ class Session:
             timed = harness.Rounds.merged(batches)
             c = widest(timed, p)
             spent = time.perf_counter() - self.started
-            hw = None if c is None or not c.judged else 100 * c.half_width
+            hw = half_width_pct(c)
             trace.append([timed.rounds, round(spent, 1), hw])
             say(
                 f"rounds: {timed.rounds} · ±{hw:.2g}% against ±{p.resolve_pct:g}% · {spent:.0f} s of {p.budget_s:g} s"
@@ -368,9 +373,16 @@ class Session:
                     f"resolve ±{p.resolve_pct:g}%"
                 )
                 break
+        return timed, self.stopping(timed, reason, needed, trace, start)
+
+    def stopping(self, timed: Rounds | None, reason: str, needed: int | None, trace: list, start: float) -> Stopping:
+        """Where the rounds stopped and why: the widest primary interval of ``timed`` against the target, the
+        workers per arm it would take (``needed`` where more rounds could not help), and the builds' seconds
+        plus the rounds' since ``start`` (``time.perf_counter`` when they began)."""
+        p = self.params
         c = widest(timed, p) if timed else None
-        hw = None if c is None or not c.judged else 100 * c.half_width
-        return timed, Stopping(
+        hw = half_width_pct(c)
+        return Stopping(
             p.resolve_pct,
             hw,
             hw is not None and hw <= p.resolve_pct,

@@ -7,33 +7,29 @@ A lever is a registry entry (``registry.LEVERS``: one compile option changed); `
 them (02 times them by default). Each configuration's row: its output check, fusion regions and symbols
 of its final trace, kernels and kernel time, wall and steady-state host time (interleaved rounds with
 the baseline), and its host time taken apart in place (``thunder_breakdown.InSitu``), so each lever's
-saving lands on the part it is meant to shrink. The best levers are then combined and timed again
-beside the baseline and torch.compile at every depth asked for.
+saving lands on the part it is meant to shrink (``savings``). The best levers are then combined and timed
+again beside the baseline and torch.compile at every depth asked for; the counterfactual model and the
+sentences are ``findings``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..core import harness, host_state, registry, results, sweep
-from ..core.harness import Rounds
-from ..core.measurement import Measurement
-from ..core.metrics import Stat
-from ..core.parameters import Params
-from ..core.rounds import host_moved_note
-from ..core.rows import CombinationRow, LeverRow
-from ..core.verdicts import CHANGED, SAME, phrase
-from ..instruments import thunder_breakdown
-from ..instruments.probes import breakdowns, insitu_probes
-from ..instruments.trace_row import trace_row
-from ..pages.tables import number
-from .base import Study, begin, rounds_text
+from ...core import harness, registry, results, sweep
+from ...core.harness import Rounds
+from ...core.measurement import Measurement
+from ...core.metrics import Stat
+from ...core.parameters import Params
+from ...core.rows import CombinationRow, LeverRow
+from ...instruments import thunder_breakdown
+from ...instruments.probes import breakdowns, insitu_probes
+from ...instruments.trace_row import trace_row
+from ...pages.tables import number
+from ..base import Study, begin, rounds_text
+from .findings import counterfactual, findings
+from .savings import BASELINE, REFERENCE, best_levers, part_deltas, saved, saved_per_reference, saving_verdict
 
-BASELINE = "thunder"
-SAVES = phrase(CHANGED, "saves")  # a lever whose saving is beyond chance (``saving_verdict``)
-REFERENCE = "torch.compile"  # what the seed measured Thunder against (no CUDA graphs)
-COMBINE_AT_MOST = 3
-COUNTERFACTUAL_US_PER_KERNEL = (10.0, 5.0, 1.0)
 # Remedies the seed names for which thunder 0.2.6 has no switch: rows with their reason.
 NO_SWITCH = {
     "triu in nvFuser": "the seed asks nvFuser to take torch.triu; thunder 0.2.6 has no compile option for it",
@@ -76,6 +72,7 @@ def unsupported(p: Measurement) -> Measurement:
 
 
 def options_text(ex) -> str | None:
+    """The compile options ``ex`` passes, as ``key=value`` text, or None."""
     return ", ".join(f"{k}={v!r}" for k, v in ex.options.items()) or None
 
 
@@ -93,55 +90,6 @@ def nothing_to_move(trace: dict | None, ops: tuple[str, ...]) -> bool:
     """Whether none of ``ops`` runs outside a fusion in a configuration's final trace."""
     unfused = (trace or {}).get("unfused") or {}
     return bool(trace) and not any(any(op in name for op in ops) for name in unfused)
-
-
-def saved(timed: Rounds, name: str, baseline: str = BASELINE) -> Stat | None:
-    """Host µs per step the configuration saves against the baseline, round by round over the rounds
-    where both ran fast (``Rounds.paired``), with its interval."""
-    return timed.paired(baseline, name, "host_ms", lambda b, x: (b - x) * 1e3)
-
-
-def saved_per_reference(timed: Rounds, name: str, baseline: str = BASELINE) -> Stat | None:
-    """The same saving in units of the round's host reference (``Rounds.per_round``: one reference for both
-    blocks of a round), paired over the same rounds."""
-    return timed.paired(baseline, name, "host_per_ref_x", lambda b, x: b - x)
-
-
-def saving_verdict(timed: Rounds, name: str, baseline: str = BASELINE) -> tuple[str | None, float | None]:
-    """``changed: saves``, ``changed: costs`` or ``same`` (``verdicts``: changed when the sign
-    test over the same rounds as ``saved`` gives p < 0.05 and the interval excludes zero), and the sign
-    test's p."""
-    s = saved(timed, name, baseline)
-    if s is None:
-        return None, None
-    ta, tb = timed.entries[baseline], timed.entries[name]
-    both = [f and g for f, g in zip(ta.fast, tb.fast)] if s.fast_only else None
-    diffs = [(b - x) * 1e3 for i, (b, x) in enumerate(zip(ta.host_ms, tb.host_ms)) if both is None or both[i]]
-    p = host_state.sign_test(diffs)
-    if not host_state.separated(diffs, s.lo, s.hi):
-        return SAME, p
-    return (SAVES if s.lo > 0 else phrase(CHANGED, "costs")), p
-
-
-def part_deltas(taken_apart: dict[str, dict], name: str, baseline: str = BASELINE) -> dict[str, float]:
-    """Per in-place part (phases around the computation and statement kinds), the baseline's µs less
-    this configuration's, round by round (both instrumented in the same round), median over rounds."""
-
-    def per_block(b):
-        return {
-            **{k: v for k, v in b.get("phases_per_block", {}).items() if k != "statements"},
-            **{thunder_breakdown.kind_label(k): v for k, v in b.get("kinds_per_block", {}).items()},
-        }
-
-    mine, base = per_block(taken_apart.get(name) or {}), per_block(taken_apart.get(baseline) or {})
-    if not mine or not base:
-        return {}
-    rounds = min(len(v) for v in [*mine.values(), *base.values()])
-    zero = [0.0] * rounds
-    return {
-        k: Stat.of(b - m for b, m in zip(base.get(k, zero), mine.get(k, zero))).median
-        for k in dict.fromkeys([*base, *mine])
-    }
 
 
 def row(p: Measurement, timed: Rounds, taken_apart: dict[str, dict], floor_ms: float | None) -> LeverRow:
@@ -180,160 +128,8 @@ def lever_rows(chosen: list) -> list[dict]:
 
 
 def no_switch_rows() -> list[dict]:
+    """The remedies without a switch (``NO_SWITCH``), as unavailable rows with their reason."""
     return [{"executor": name, "status": "unavailable", "reason": why} for name, why in NO_SWITCH.items()]
-
-
-def ranked(rows: list[LeverRow]) -> list[LeverRow]:
-    """Levers (not the baseline, not the reference, not CUDA graphs) that saved host time, best first."""
-    levers = [
-        r
-        for r in rows
-        if r.executor in registry.REGISTRY and registry.REGISTRY[r.executor].lever and r.host_saved_us is not None
-    ]
-    return sorted(levers, key=lambda r: -r.host_saved_us.median)
-
-
-def best_levers(rows: list[LeverRow]) -> list[str]:
-    """The levers to combine: up to ``COMBINE_AT_MOST`` whose saving is separated from zero (``changed: saves``)."""
-    return [r.executor for r in ranked(rows) if r.saving == SAVES][:COMBINE_AT_MOST]
-
-
-def counterfactual(
-    taken_apart: dict[str, dict], regions: list[dict], timed: Rounds, kernel_ms: float | None, floor_ms: float | None
-) -> list[dict]:
-    """The baseline's step if each nvFusion region's host cost were ``c`` µs per kernel, for each
-    ``COUNTERFACTUAL_US_PER_KERNEL``: host = measured host - measured nvFusion host in place + c x its
-    kernels; wall = the larger of that host time and the measured kernel time (a host-bound step waits
-    for its host; the GPU cannot beat its kernels). Assumptions: every other part keeps its measured
-    cost, and kernels overlap the host perfectly once the host is faster."""
-    b = taken_apart.get(BASELINE) or {}
-    t = timed.entries.get(BASELINE)
-    nv = b.get("kinds", {}).get("nvFusion")
-    kernels = sum(r["kernels"] or 0 for r in regions if r["executor"] == BASELINE and r["kind"] == "nvFusion")
-    if not (nv and kernels and t and t.host):
-        return []
-    host_us = t.host.median * 1e3
-    rows = [
-        {
-            "model": "measured",
-            "us_per_kernel": nv["median"] / kernels,
-            "host_ms": host_us / 1e3,
-            "wall_ms": t.wall.median,
-            "floor_ratio_x": t.wall.median / floor_ms if floor_ms else None,
-        }
-    ]
-    for c in COUNTERFACTUAL_US_PER_KERNEL:
-        host = (host_us - nv["median"] + c * kernels) / 1e3
-        wall = max(host, kernel_ms) if kernel_ms is not None else host
-        rows.append(
-            {
-                "model": f"{number(c)} µs per nvFuser kernel",
-                "us_per_kernel": c,
-                "host_ms": host,
-                "wall_ms": wall,
-                "floor_ratio_x": wall / floor_ms if floor_ms else None,
-            }
-        )
-    return rows
-
-
-def _landing(row: LeverRow) -> str:
-    return f"; largest in-place change: {row.largest_change}" if row.largest_change else ""
-
-
-def ranking_text(rows: list[LeverRow], timed: Rounds) -> str:
-    order = ranked(rows)
-    if not order:
-        return "No lever ran beside the baseline here, so none is ranked."
-    parts = [
-        f"{r.executor} {number(r.host_saved_us.median)} µs ({r.saving}; interval {number(r.host_saved_us.lo)} to "
-        f"{number(r.host_saved_us.hi)}, sign test p {number(r.saving_p)}{_landing(r)})"
-        for r in order
-    ]
-    base = next((r for r in rows if r.executor == BASELINE), None)
-    note = host_moved_note(timed, order[0].host_saved_us.median / 1e3 / base.host) if base and base.host else ""
-    return (
-        "Host time saved per step against Thunder-nvFuser, within the rounds where both ran fast, best first "
-        "(changed only when a sign test over those rounds gives p < 0.05 and the interval excludes zero, else same): "
-        + "; ".join(parts)
-        + "."
-        + note
-    )
-
-
-def failed_text(rows: list[LeverRow]) -> str | None:
-    bad = [r for r in rows if r.status != "ok"]
-    if not bad:
-        return None
-    return (
-        "Levers this run could not measure: " + "; ".join(f"{r.executor} ({r.status}: {r.reason})" for r in bad) + "."
-    )
-
-
-def _median(s: Stat | None) -> float | None:
-    return s and s.median
-
-
-def combination_text(
-    combo: list[CombinationRow], depth_of: dict[str, int], floor_of: dict[int, float | None]
-) -> list[str]:
-    """Per depth: the combination against the baseline and torch.compile (within-round ratios), and its
-    distance from the bandwidth floor."""
-    out = []
-    for depth in sorted(set(depth_of.values())):
-        here = {r.executor: r for r in combo if depth_of.get(r.key) == depth}
-        combined = next((r for n, r in here.items() if n not in (BASELINE, REFERENCE) and r.combined), None)
-        if combined is None or combined.wall is None:
-            out.append(f"At {depth} layer{'s' if depth > 1 else ''}: no combination was measured.")
-            continue
-        ref, base = here.get(REFERENCE), here.get(BASELINE)
-        text = (
-            f"At {depth} layer{'s' if depth > 1 else ''}: {combined.executor} "
-            f"{number(combined.wall)} ms wall, "
-            f"x{number(_median(combined.vs_baseline_x))} of Thunder-nvFuser's ({number(base and base.wall)} ms)"
-        )
-        if ref and ref.wall:
-            vs = combined.vs_reference_x
-            low = None if vs is None else vs.lo if vs.lo is not None else vs.q1
-            reaches = low is not None and low <= 1.0
-            text += f" and x{number(_median(vs))} of torch.compile's ({number(ref.wall)} ms): " + (
-                "it reaches torch.compile's wall" if reaches else "it does not reach torch.compile's wall"
-            )
-        if floor_of.get(depth):
-            text += f"; x{number(combined.wall / floor_of[depth])} the bandwidth floor"
-        out.append(text + " (ratios within rounds).")
-    return out
-
-
-def counterfactual_text(model: list[dict], rows: list[LeverRow]) -> str | None:
-    if not model:
-        return None
-    ref = next((r for r in rows if r.executor == REFERENCE and r.wall), None)
-    best = next(iter(ranked(rows)), None)
-    parts = [f"{m['model']}: {number(m['wall_ms'])} ms wall" for m in model[1:]]
-    text = (
-        "Counterfactual (model, not measured): Thunder-nvFuser's nvFusion regions cost "
-        f"{number(model[0]['us_per_kernel'])} µs "
-        f"of host time per kernel in place; at " + "; ".join(parts)
-    )
-    if ref:
-        text += f"; torch.compile measured {number(ref.wall)} ms"
-    if best:
-        text += f"; the best lever, {best.executor}, measured {number(best.wall)} ms"
-    return text + "."
-
-
-def findings(rows, timed, model, combo, depth_of, floor_of) -> list[str]:
-    return [
-        t
-        for t in (
-            ranking_text(rows, timed),
-            failed_text(rows),
-            counterfactual_text(model, rows),
-            *combination_text(combo, depth_of, floor_of),
-        )
-        if t
-    ]
 
 
 def breakdown_rows(taken_apart: dict[str, dict]) -> list[dict]:

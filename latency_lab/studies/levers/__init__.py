@@ -1,0 +1,2 @@
+"""Notebook 07: ``study`` (the configurations, their rounds and the combination), ``savings`` (what each saves
+against the baseline, and the ranking) and ``findings`` (the counterfactual and the sentences)."""
