@@ -73,8 +73,8 @@ def html_table(rows, columns=None, caption=None, *, row_classes=None, css="", st
     ``Markup``; a number's cell has the class ``num`` (right-aligned), and so has a header whose column
     holds numbers only. ``rows``: dicts or typed rows (``columns`` picks and orders them; all keys by
     default), lists in the order of ``columns``, or a key table (``results.key_table``: its columns, rows
-    and, unless ``caption`` is given, its title). A cell may be a ``Cell``; ``row_classes``: a CSS class per row; ``css``: more
-    classes for the table; ``style``: the stylesheet before the table, for a table shown outside the
+    and, unless ``caption`` is given, its title). A cell may be a ``Cell``; ``row_classes``: a CSS class per row;
+    ``css``: more classes for the table; ``style``: the stylesheet before the table, for a table shown outside the
     pages (notebooks, the explorer)."""
     if isinstance(rows, dict):
         columns, caption, rows = columns or rows["columns"], caption or rows["title"], rows["rows"]
