@@ -105,7 +105,7 @@ def test_a_lever_that_saves_nothing_is_not_separated_and_one_that_saves_is():
     assert verdict == "same" and p > 0.05
     verdict, p = levers_savings.saving_verdict(timed, "thunder:nv-skip-cache")
     assert verdict == "changed: saves" and p < 0.05
-    s = levers_savings.saved(timed, "thunder:nv-skip-cache")
+    s = levers_savings.host_saved(timed, "thunder:nv-skip-cache")
     assert s.lo < 200 < s.hi and s.lo > 0
     r = levers_savings.saved_per_reference(timed, "thunder:nv-skip-cache")  # 0.2 ms of a 1.0 ms reference
     assert r.lo < 0.2 / FAST_REF < r.hi and r.fast_only

@@ -65,8 +65,8 @@ def test_saving_is_taken_within_rounds_and_lands_on_its_part():
         },
         reference=[1.0, 2.0, 1.0, 2.0] * 2,
     )
-    assert levers_savings.saved(timed, "thunder:nv-linear").median == pytest.approx(300.0)
-    assert levers_savings.saved(timed, "thunder:nv-linear").iqr == pytest.approx(0.0)
+    assert levers_savings.host_saved(timed, "thunder:nv-linear").median == pytest.approx(300.0)
+    assert levers_savings.host_saved(timed, "thunder:nv-linear").iqr == pytest.approx(0.0)
     broken = {"thunder": _broken(1136.0, 723.0), "thunder:nv-linear": _broken(1311.0, 292.0)}
     deltas = levers_savings.part_deltas(broken, "thunder:nv-linear")  # medians of per-round differences
     assert deltas["ops outside fusions"] == pytest.approx(431.0 * 1.5) and deltas["nvFusion regions"] == pytest.approx(

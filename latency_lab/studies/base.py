@@ -63,14 +63,14 @@ class Study:
 
     def sections(self) -> dict:
         """The results file's other sections: the fields declared ``saved``, in their order, a ``Rounds``
-        as its own sections (``Rounds.sections``)."""
+        as its own sections (``Rounds.sections``; none where it is None)."""
         out = {}
         for f in fields(self):
             if "saved" not in f.metadata:
                 continue
             value = getattr(self, f.name)
-            if isinstance(value, Rounds):
-                out.update(value.sections())
+            if isinstance(value, Rounds) or value is None and "Rounds" in str(f.type):  # none: nothing was timed
+                out.update(value.sections() if value else {})
             else:
                 out[f.metadata["saved"] or f.name] = (f.metadata["write"] or written)(value)
         return out

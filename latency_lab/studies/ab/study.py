@@ -32,7 +32,7 @@ from ...core.parameters import Params
 from ...core.phases import phase
 from ...core.progress import say
 from ...pages.tables import number
-from ..base import Study
+from ..base import Study, saved
 from .remote import (
     TWIN,
     A,
@@ -88,7 +88,7 @@ KEY_COLUMNS = [
 PAGE_COLUMNS = ["executor", "comparison", "metric", "a_ms", "ratio_x", "p", "verdict", "status", "reason"]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Result(Study):
     """Notebook 08's run: the builds, the verdicts (B against A and the controls), kernels, parts,
     logits, findings, and the rounds."""
@@ -97,43 +97,26 @@ class Result(Study):
     TITLE = "B against A and the controls, paired per round"
     COLUMNS = KEY_COLUMNS
 
-    builds: list[dict]  # per worker: the build, its versions and folders' git state
-    differs: list[str]  # what differs between A and B (empty: the same stack, or no B)
+    findings: list[str] = saved()
+    builds: list[dict] = saved()  # per worker: the build, its versions and folders' git state
+    differs: list[str] = saved()  # what differs between A and B (empty: the same stack, or no B)
+    controls: list[dict] = saved()  # the planted delays: known against found
+    kernels: list[dict] = saved()
+    parts: list[dict] = saved()
+    logits: list[dict] = saved()
+    executors: list[dict] = saved()  # per executor and arm: status, reason, first call
+    levels: list[dict] = saved()  # per worker: its level against A's (the spread between processes)
+    stopping: Stopping | None = saved(write=lambda s: s and asdict(s))
+    delays_us: dict = saved("planted_delays_us", default_factory=dict)
+    # what each delay adds in one process (``remote.planted_cost``)
+    planted_us: dict = saved("planted_cost_us", default_factory=dict)
+    costs: list[dict] = saved("block_costs", default_factory=list)  # ``cost_rows``
+    method: str = saved(default=paired.METHOD)
+    timed: Rounds | None = saved(default=None)
     table: list[dict]  # the key table: per executor, comparison and metric
-    controls: list[dict]  # the planted delays: known against found
-    kernels: list[dict]
-    parts: list[dict]
-    logits: list[dict]
-    executors: list[dict]  # per executor and arm: status, reason, first call
-    levels: list[dict]  # per worker: its level against A's (the spread between processes)
-    stopping: Stopping | None
-    findings: list[str]
-    timed: Rounds | None = None
-    delays_us: dict = field(default_factory=dict)
-    planted_us: dict = field(default_factory=dict)  # what each delay adds in one process (``remote.planted_cost``)
-    costs: list[dict] = field(default_factory=list)  # ``cost_rows``
 
     def key_table_rows(self) -> list[dict]:
         return self.table
-
-    def sections(self) -> dict:
-        return {
-            "findings": self.findings,
-            "builds": self.builds,
-            "differs": self.differs,
-            "controls": self.controls,
-            "kernels": self.kernels,
-            "parts": self.parts,
-            "logits": self.logits,
-            "executors": self.executors,
-            "levels": self.levels,
-            "stopping": self.stopping and asdict(self.stopping),
-            "planted_delays_us": self.delays_us,
-            "planted_cost_us": self.planted_us,
-            "block_costs": self.costs,
-            "method": paired.METHOD,
-            **(self.timed.sections() if self.timed else {}),
-        }
 
 
 def differs_text(r: Result) -> str:

@@ -1,5 +1,5 @@
 """Notebook 07's savings: the host time a configuration saves against the baseline within the same rounds
-(``saved``, ``saved_per_reference``), whether that saving is beyond chance (``saving_verdict``), where it
+(``host_saved``, ``saved_per_reference``), whether that saving is beyond chance (``saving_verdict``), where it
 lands among the in-place parts (``part_deltas``), and the levers ranked by it (``ranked``, ``best_levers``)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ SAVES = phrase(CHANGED, "saves")  # a lever whose saving is beyond chance (``sav
 COMBINE_AT_MOST = 3
 
 
-def saved(timed: Rounds, name: str, baseline: str = BASELINE) -> Stat | None:
+def host_saved(timed: Rounds, name: str, baseline: str = BASELINE) -> Stat | None:
     """Host µs per step the configuration saves against the baseline, round by round over the rounds
     where both ran fast (``Rounds.paired``), with its interval."""
     return timed.paired(baseline, name, "host_ms", lambda b, x: (b - x) * 1e3)
@@ -31,9 +31,9 @@ def saved_per_reference(timed: Rounds, name: str, baseline: str = BASELINE) -> S
 
 def saving_verdict(timed: Rounds, name: str, baseline: str = BASELINE) -> tuple[str | None, float | None]:
     """``changed: saves``, ``changed: costs`` or ``same`` (``verdicts``: changed when the sign
-    test over the same rounds as ``saved`` gives p < 0.05 and the interval excludes zero), and the sign
+    test over the same rounds as ``host_saved`` gives p < 0.05 and the interval excludes zero), and the sign
     test's p."""
-    s = saved(timed, name, baseline)
+    s = host_saved(timed, name, baseline)
     if s is None:
         return None, None
     ta, tb = timed.entries[baseline], timed.entries[name]

@@ -26,9 +26,9 @@ from ...instruments import thunder_breakdown
 from ...instruments.probes import breakdowns, insitu_probes
 from ...instruments.trace_row import trace_row
 from ...pages.tables import number
-from ..base import Study, begin, rounds_text
+from ..base import Study, begin, rounds_text, saved, written
 from .findings import counterfactual, findings
-from .savings import BASELINE, REFERENCE, best_levers, part_deltas, saved, saved_per_reference, saving_verdict
+from .savings import BASELINE, REFERENCE, best_levers, host_saved, part_deltas, saved_per_reference, saving_verdict
 
 # Remedies the seed names for which thunder 0.2.6 has no switch: rows with their reason.
 NO_SWITCH = {
@@ -97,7 +97,7 @@ def row(p: Measurement, timed: Rounds, taken_apart: dict[str, dict], floor_ms: f
     time (same rounds as the baseline), the host time it saves per step and where the saving lands."""
     kernels = p.record("kernels")
     nv, other, symbols = regions_of(p.steps.get("trace"))
-    s = saved(timed, p.name) if p.name != BASELINE else None
+    s = host_saved(timed, p.name) if p.name != BASELINE else None
     verdict, p_value = saving_verdict(timed, p.name) if p.name != BASELINE else (None, None)
     deltas = part_deltas(taken_apart, p.name) if p.name != BASELINE else {}
     largest = max(deltas.items(), key=lambda kv: abs(kv[1])) if deltas else None
@@ -236,39 +236,29 @@ class Result(Study):
     TITLE = "Levers against Thunder-nvFuser (same rounds)"
     COLUMNS = KEY_COLUMNS
 
+    findings: list[str] = saved()
+    # the key table: one ``row`` per configuration, same rounds; the file adds the remedies without a switch
+    configurations: list[LeverRow] = saved("rows", write=lambda rows: written(rows) + no_switch_rows())
+    breakdown: dict[str, dict] = saved()
+    counterfactual: list[dict] = saved()
+    combined: list[CombinationRow] = saved("combination")  # ``combination_stage``
+    regions: list[dict] = saved()
+    timed: Rounds = saved()
     levers: list[dict]  # the configurations and the remedies without a switch (``lever_rows``)
-    configurations: list[LeverRow]  # the key table: one ``row`` per configuration, same rounds
-    breakdown: dict[str, dict]
     parts: list[dict]  # ``breakdown_rows``
-    regions: list[dict]
-    counterfactual: list[dict]
-    combined: list[CombinationRow]  # ``combination_stage``
-    findings: list[str]
-    timed: Rounds
 
     @property
     def table(self) -> list[dict]:
         """One row per configuration, as the results file holds it."""
-        return [r.as_dict() for r in self.configurations]
+        return written(self.configurations)
 
     @property
     def combination(self) -> list[dict]:
         """The combination rounds' rows, as the results file holds them."""
-        return [r.as_dict() for r in self.combined]
+        return written(self.combined)
 
     def key_table_rows(self) -> list[dict]:
         return self.table
-
-    def sections(self) -> dict:
-        return {
-            "findings": self.findings,
-            "rows": self.table + no_switch_rows(),
-            "breakdown": self.breakdown,
-            "counterfactual": self.counterfactual,
-            "combination": self.combination,
-            "regions": self.regions,
-            **self.timed.sections(),
-        }
 
 
 GPU_ANSWER = f"the GPU answer is in outputs/reference-h100 ({results.LEVERS})"
