@@ -26,6 +26,7 @@ def executor_options(device: str) -> list[tuple[str, str]]:
 
 
 def device_options() -> list[str]:
+    """The devices to pick: cpu and, where CUDA is present, cuda and each cuda:N."""
     import torch
 
     cuda = [f"cuda:{i}" for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
@@ -176,6 +177,7 @@ class ExplorerUI:
         )
 
     def _step_changed(self, change) -> None:
+        """A decode step picked: the static cache it needs."""
         if change["new"] == "decode":  # a decode step needs the pre-filled StaticCache
             self.cache_mode.value = "static"
 
@@ -193,6 +195,7 @@ class ExplorerUI:
             self.executors.value = chosen
 
     def settings(self) -> dict:
+        """The widgets' setting, as ``Explorer.run`` takes it."""
         return {
             "preset": self.preset.value,
             "dtype": self.dtype.value,
@@ -277,6 +280,7 @@ class ExplorerUI:
             self.timeline.outputs = ()
 
     def on_save(self) -> Path | None:
+        """Every run saved to the path given (``Explorer.save``); the status line says where, or why not."""
         try:
             path = self.explorer.save(self.save_path.value)
             self.status.value = f"saved {len(self.explorer.runs)} run(s) to {html_escape(str(path))}"
@@ -310,4 +314,5 @@ def _register_profiler() -> None:
 
 
 def html_escape(text: str) -> str:
+    """``text`` as HTML, its line breaks as ``<br>``."""
     return html.escape(text, quote=False).replace("\n", "<br>")

@@ -280,6 +280,8 @@ class _Namespace:
 
 
 def _instrument(value, name: str, calls: list):
+    """``value`` as the recorded computation sees it: a module or class as a ``_Namespace``, a callable as a
+    ``_Recorder``, anything else as it is."""
     if isinstance(value, types.ModuleType) or inspect.isclass(value):
         return _Namespace(value, name, calls)
     return _Recorder(value, name, calls) if callable(value) else value

@@ -167,15 +167,18 @@ class State:
         self.steps: dict = json.loads(self.path.read_text()) if self.path.is_file() else {}
 
     def get(self, key: str) -> dict | None:
+        """The step kept under ``key``, or None."""
         return self.steps.get(key)
 
     def put(self, key: str, step: dict) -> None:
+        """``step`` kept under ``key``, the file rewritten whole."""
         self.steps[key] = step
         self.path.parent.mkdir(parents=True, exist_ok=True)
         results.write_atomic(self.path, json.dumps(self.steps, indent=1))
 
     @staticmethod
     def key(good: Candidate, bad: Candidate, mid: Candidate | None, attempt: int) -> str:
+        """A step's key: its bracket, its midpoint (``-``: none) and its attempt."""
         return f"{good.ref}..{bad.ref}@{mid.ref if mid else '-'}#{attempt}"
 
 

@@ -192,6 +192,7 @@ def bisect_parser() -> argparse.ArgumentParser:
 
 
 def publish_parser() -> argparse.ArgumentParser:
+    """``runner.py publish``'s options (its help: ``report.publish``'s docstring)."""
     ap = argparse.ArgumentParser(
         prog="runner.py publish",
         description=report.publish.__doc__,

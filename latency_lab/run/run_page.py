@@ -145,6 +145,7 @@ def _status_table(summary: dict):
 
 
 def _environment_line(summary: dict) -> str:
+    """The device, the stack's main packages and the compile caches, on one line."""
     env = summary.get("environment") or {}
     packages = env.get("packages") or {}
     stack = ", ".join(
@@ -161,6 +162,7 @@ def _environment_line(summary: dict) -> str:
 
 
 def _chart(figure: dict, div_id: str):
+    """A plotly figure as the page's ``Markup`` (``html_assets.figure_html``)."""
     from markupsafe import Markup
 
     return Markup(html_assets.figure_html(figure, div_id))
