@@ -496,7 +496,7 @@ def test_a_time_without_an_interval_is_not_judged_and_a_kernel_time_is_judged_by
 
 
 def seed_timing(run: Path, scale: float, interval: bool = True, gpu: str | None = None):
-    """02's results of the seed's step on a GPU (``report.seed_step``): wall and kernel time, kernels
+    """02's results of the seed's step on a GPU (``headline.seed_step``): wall and kernel time, kernels
     and the host time with an interval, as the seed's tables and the fleet page read them; on GPU
     ``gpu`` (default: the run's name)."""
     gpu = gpu or run.name

@@ -1,4 +1,4 @@
-"""Notebook 05: the in-place breakdown (thunder_breakdown) on fake timestamps and on a real Thunder
+"""Notebook 05: the in-place breakdown (thunder_breakdown, call_stamps) on fake timestamps and on a real Thunder
 call on CPU, the graded hypotheses, memory readings, and the notebook end to end (tiny preset)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from conftest import run_runner
 from latency_lab.core import harness, parameters, registry
 from latency_lab.core.metrics import Stat
 from latency_lab.core.rows import HostStepRow
-from latency_lab.instruments import thunder_breakdown
+from latency_lab.instruments import call_stamps, thunder_breakdown
 from latency_lab.pages.tables import number
 from latency_lab.studies.host_overhead import findings as host_overhead_findings
 from latency_lab.studies.host_overhead import study as host_overhead
@@ -49,12 +49,12 @@ def _stamps(stamp_ns=100):
     s["exec_stop"] = t
     s["host_stop"] = t + 4000
     s["stop"] = t + 5000
-    return thunder_breakdown.CallStamps(statements=statements, **s)
+    return call_stamps.CallStamps(statements=statements, **s)
 
 
 def test_phases_and_statements_subtract_one_timestamp_each():
     c = _stamps(stamp_ns=100)
-    phases = thunder_breakdown.phases_us(c, stamp_ns=100)
+    phases = call_stamps.phases_us(c, stamp_ns=100)
     assert phases == pytest.approx(
         {
             "call entry": 1,
@@ -68,11 +68,11 @@ def test_phases_and_statements_subtract_one_timestamp_each():
             "call exit": 1,
         }
     )
-    assert thunder_breakdown.statements_us(c, 100) == pytest.approx([10, 20, 5])
-    uncorrected = thunder_breakdown.phases_us(c, stamp_ns=0)
+    assert call_stamps.statements_us(c, 100) == pytest.approx([10, 20, 5])
+    uncorrected = call_stamps.phases_us(c, stamp_ns=0)
     assert uncorrected["statements"] == pytest.approx(35.3)  # what the timestamps cost when not subtracted
     with pytest.raises(ValueError):
-        thunder_breakdown.phases_us(thunder_breakdown.CallStamps(0, 0, 0, 0, 0, 0, 0, 0, 0, []), 0)
+        call_stamps.phases_us(call_stamps.CallStamps(0, 0, 0, 0, 0, 0, 0, 0, 0, []), 0)
 
 
 def test_statements_are_classified_by_what_they_call():
@@ -80,8 +80,8 @@ def test_statements_are_classified_by_what_they_call():
         "def computation(a, b):\n  t0 = nvFusion0(a, b)\n  t1 = torch.nn.functional.linear(t0, b)\n"
         "  update_aliases((t1,))\n  del t0\n  x, y = t1\n  return x\n"
     )
-    tree, body = thunder_breakdown.stamped(src, "computation")
-    kinds = [thunder_breakdown.classify(n, i, {"nvFusion0": "nvFusion"}) for i, n in enumerate(body)]
+    tree, body = call_stamps.stamped(src, "computation")
+    kinds = [call_stamps.classify(n, i, {"nvFusion0": "nvFusion"}) for i, n in enumerate(body)]
     assert [(k.name, k.kind) for k in kinds] == [
         ("nvFusion0", "nvFusion"),
         ("torch.nn.functional.linear", "op"),
@@ -91,16 +91,16 @@ def test_statements_are_classified_by_what_they_call():
         ("return", "glue"),
     ]
     func = tree.body[0]
-    assert len(func.body) == 2 * len(body) and ast.unparse(func.body[0]).startswith(thunder_breakdown.STAMP)
+    assert len(func.body) == 2 * len(body) and ast.unparse(func.body[0]).startswith(call_stamps.STAMP)
 
 
 def test_calibration_prices_an_empty_timestamp():
     ticks = iter(range(0, 10_000_000, 70))
-    assert thunder_breakdown.calibration_ns([], now=lambda: next(ticks)) == 70
+    assert call_stamps.calibration_ns([], now=lambda: next(ticks)) == 70
 
 
 def _block(call_us, statements_us, stamp_ns=50.0):
-    phases = {k: 1.0 for k in thunder_breakdown.PHASES}
+    phases = {k: 1.0 for k in call_stamps.PHASES}
     phases["statements"] = sum(statements_us)
     return {
         "phases_us": phases,
@@ -114,9 +114,9 @@ def _block(call_us, statements_us, stamp_ns=50.0):
 
 class _FakeInSitu:
     statements = [
-        thunder_breakdown.Statement(0, "nvFusion0", "nvFusion"),
-        thunder_breakdown.Statement(1, "del", "glue"),
-        thunder_breakdown.Statement(2, "torch.nn.functional.linear", "op"),
+        call_stamps.Statement(0, "nvFusion0", "nvFusion"),
+        call_stamps.Statement(1, "del", "glue"),
+        call_stamps.Statement(2, "torch.nn.functional.linear", "op"),
     ]
 
 

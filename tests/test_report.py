@@ -22,7 +22,7 @@ from conftest import ROOT, chromium_dom, chromium_page
 from latency_lab.core import parameters as P
 from latency_lab.core import results, seed_numbers
 from latency_lab.pages import display, html_assets, tables
-from latency_lab.run import notebook_run, report
+from latency_lab.run import headline, notebook_run, report, run_page
 from latency_lab.studies import executor_timing
 from latency_lab.studies.thunder_traces import study as thunder_traces
 
@@ -470,15 +470,15 @@ def test_report_write_index_and_standalone_report(tmp_path):
 
 def test_headline_figure_splits_host_and_kernel_time():
     rows = [_measured_row("eager", "torch-eager", 2.0, 0.5, 60), _measured_row("torch.compile", "torch.compile", 1.0)]
-    fig = report.headline_figure({"rows": rows, "params": {"preset": "seed", "device": "cuda"}}, "H200")
+    fig = headline.headline_figure({"rows": rows, "params": {"preset": "seed", "device": "cuda"}}, "H200")
     bars = {(t["xaxis"], t["name"]): dict(zip(t["x"], t["y"])) for t in fig["data"] if t["type"] == "bar"}
     totals = {t["xaxis"]: dict(zip(t["x"], t["text"])) for t in fig["data"] if t["type"] == "scatter"}
     assert totals["x"]["torch-eager"] == "1.01" and totals["x2"] == {"torch-eager": "2.00", "torch.compile": "1.00"}
-    assert bars[("x", report.KERNEL)]["torch-eager"] == 0.398 and bars[("x", report.HOST)]["torch-eager"] == 0.616
-    assert bars[("x2", report.KERNEL)] == {"torch-eager": 0.5} and bars[("x2", report.HOST)] == {"torch-eager": 1.5}
-    assert bars[("x2", report.UNSPLIT)] == {"torch.compile": 1.0}  # no kernel time: the wall, unsplit
+    assert bars[("x", headline.KERNEL)]["torch-eager"] == 0.398 and bars[("x", headline.HOST)]["torch-eager"] == 0.616
+    assert bars[("x2", headline.KERNEL)] == {"torch-eager": 0.5} and bars[("x2", headline.HOST)] == {"torch-eager": 1.5}
+    assert bars[("x2", headline.UNSPLIT)] == {"torch.compile": 1.0}  # no kernel time: the wall, unsplit
     assert "here: H200, preset seed" in json.dumps(fig["layout"]["annotations"])
-    alone = report.headline_figure({"rows": rows, "params": {"preset": "tiny", "device": "cpu"}}, "CPU")
+    alone = headline.headline_figure({"rows": rows, "params": {"preset": "tiny", "device": "cpu"}}, "CPU")
     assert {t["xaxis"] for t in alone["data"]} == {"x"} and "seed:" not in json.dumps(alone["layout"]["annotations"])
 
 
@@ -561,7 +561,7 @@ def test_every_page_fits_a_1280_px_window(tiny_run: Path, tmp_path):
     code, a literal ``**``, a Python function's repr or a table without rows (``FLAWS``)."""
     reference = tmp_path / "reference-h100"
     shutil.copytree(ROOT / "outputs" / "reference-h100", reference)
-    page_html = report.index_html(report.load_summary(reference), reference, published=True)
+    page_html = run_page.index_html(report.load_summary(reference), reference, published=True)
     (reference / "index.html").write_text(page_html)
     pages = [tiny_run / "index.html", *sorted(tiny_run.glob("[0-9][0-9]_*.html")), reference / "index.html"]
     assert len(pages) == 1 + len(results.NOTEBOOKS) + 1
@@ -615,7 +615,7 @@ def test_index_tells_failed_interrupted_and_not_run_apart_and_shows_what_each_no
     }
     summary = report.summarize(run, meta, outcomes)
     assert [n["seconds"] for n in summary["notebooks"]] == [1.0, 2.0, 3.0, 98.2, 0.0]
-    page = report.index_html(summary, run)
+    page = run_page.index_html(summary, run)
     for status, why in (
         ("failed", "the notebook failed"),
         ("interrupted", "the run was interrupted in this notebook"),
@@ -623,8 +623,8 @@ def test_index_tells_failed_interrupted_and_not_run_apart_and_shows_what_each_no
     ):
         assert f'<div class="finding {status}">' in page and f"no findings saved ({why})" in page
     assert "cell 5: Interrupted: SIGINT" in page and ">98.2<" in page
-    assert report.ran_with(summary, summary["notebooks"][1]) == {"repeats": (4, 20)}
-    assert report.ran_with(summary, summary["notebooks"][0]) == {"repeats": (2, 20)}  # tiny's 2 against the run's 20
+    assert run_page.ran_with(summary, summary["notebooks"][1]) == {"repeats": (4, 20)}
+    assert run_page.ran_with(summary, summary["notebooks"][0]) == {"repeats": (2, 20)}  # tiny's 2 against the run's 20
     assert "Ran with, unlike the run: repeats 4 (run: 20)" in page
     assert "<th>parameter</th><th>run</th><th>01</th><th>05</th>" in page
     assert '<tr><td>repeats</td><td>20</td><td class="differs">2</td><td class="differs">4</td></tr>' in page
@@ -647,7 +647,7 @@ def test_a_notebooks_own_default_is_not_set_against_the_run(tmp_path):
         meta = {"run_id": "r", "started": "now", "seconds": 1.0, "command": "runner.py"}
         meta["parameters"] = {"given": given, "resolved": resolved}
         summary = report.summarize(run, meta, outcomes)
-        page = html.unescape(report.index_html(summary, run))
+        page = html.unescape(run_page.index_html(summary, run))
         assert page.count("Ran with, unlike the run: ") == lines, page
         assert not lines or "Ran with, unlike the run: executors [eager, torch.compile, " in page
 
@@ -714,6 +714,6 @@ def test_a_cpu_runs_page_says_what_it_cannot_answer_and_where_the_gpu_answer_is(
     run, summary = _fake_run(tmp_path)
     for device, said in (("cpu", True), ("cuda", False)):
         summary["environment"] = {**(summary.get("environment") or {}), "device": device}
-        page = html.unescape(report.index_html(summary, run))
+        page = html.unescape(run_page.index_html(summary, run))
         assert ("The GPU answer to the question is the committed H100 run: outputs/reference-h100" in page) == said
-    assert (ROOT / report.GPU_ANSWER / "index.html").is_file()
+    assert (ROOT / run_page.GPU_ANSWER / "index.html").is_file()

@@ -7,7 +7,7 @@ import pytest
 
 from latency_lab.core import parameters as P
 from latency_lab.core import results
-from latency_lab.run import notebook_run, report
+from latency_lab.run import notebook_run, report, run_page
 
 
 def test_save_and_load_roundtrip_json_safe(tmp_path):
@@ -32,7 +32,7 @@ def test_summary_marks_missing_results_failed(tmp_path):
     ok = notebook_run.Outcome("01_a", "ok", 1.0, None, {"ipynb": "01_a.ipynb"})
     summary = report.summarize(tmp_path, {"run_id": "r"}, [ok])
     assert not summary["ok"] and summary["notebooks"][0]["error"]["ename"] == "MissingResults"
-    page = report.index_html(summary)
+    page = run_page.index_html(summary)
     assert "01_a" in page and "MissingResults" in page
 
 

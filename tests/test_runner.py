@@ -378,7 +378,7 @@ def test_a_timeout_names_the_cells_first_line_not_its_source_as_a_list():
     and the index show the cell's first line instead (the error's ``first_line``), on one line."""
     from nbclient.exceptions import CellTimeoutError
 
-    from latency_lab.run import report
+    from latency_lab.run import run_page
 
     source = "import plotly.express as px\n" + "\n".join(f"x{i} = {i}" for i in range(12))
     for cell in (source, "import time\ntime.sleep(60)"):
@@ -390,7 +390,7 @@ def test_a_timeout_names_the_cells_first_line_not_its_source_as_a_list():
             "cell 3: CellTimeoutError: A cell timed out while it was being executed, after 5 seconds. "
             f"The message was: Cell execution timed out; the cell's first line: {first}"
         ), line
-        assert report._error({"error": error}) == line
+        assert run_page._error({"error": error}) == line
 
 
 def test_list_shows_notebooks_and_parameters():

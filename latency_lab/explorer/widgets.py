@@ -27,10 +27,14 @@ def executor_options(device: str) -> list[tuple[str, str]]:
 
 
 def device_options() -> list[str]:
+    """The devices to pick: cpu and, where CUDA is present, cuda and each cuda:N."""
     import torch
 
     cuda = [f"cuda:{i}" for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
     return ["cpu", *(["cuda"] if cuda else []), *cuda]
+
+
+WIDE = {"style": {"description_width": "8em"}}  # the labels' width, the same for every setting
 
 
 class _WidgetProgress(Progress):
@@ -70,34 +74,48 @@ class ExplorerUI:
     never raise."""
 
     def __init__(self, explorer: Explorer, params: Params, save_path: str | Path, notebook_dir: Path | None = None):
-        import ipywidgets as w
-
         self.explorer, self.seed, self.notebook_dir = explorer, params.seed, notebook_dir
         self.worker: threading.Thread | None = None
         self.stop_switch = StopSwitch()
         self.reporter: _WidgetProgress | None = None  # the running (or last) run's progress
         self.compared: Path | None = None  # the reference the comparison shows, redone after each run
-        wide = {"style": {"description_width": "8em"}}
-        self.preset = w.Dropdown(options=PRESETS, value=params.preset, description="preset", **wide)
-        self.dtype = w.Dropdown(options=sorted(set(DTYPES.values())), value=params.dtype, description="dtype", **wide)
-        self.device = w.Dropdown(options=device_options(), value=params.device, description="device", **wide)
-        self.batch_size = w.IntText(value=params.batch_size, description="batch", **wide)
-        self.threads = w.IntText(value=params.threads, description="threads", **wide)
+        self._make_settings(params)
+        self._make_buttons_and_outputs(save_path)
+        self._connect()
+        self.widget = self._layout()
+        self._refresh()
+        _register_profiler()
+
+    def _make_settings(self, params: Params) -> None:
+        """The settings' widgets, at ``params``' values."""
+        import ipywidgets as w
+
+        self.preset = w.Dropdown(options=PRESETS, value=params.preset, description="preset", **WIDE)
+        self.dtype = w.Dropdown(options=sorted(set(DTYPES.values())), value=params.dtype, description="dtype", **WIDE)
+        self.device = w.Dropdown(options=device_options(), value=params.device, description="device", **WIDE)
+        self.batch_size = w.IntText(value=params.batch_size, description="batch", **WIDE)
+        self.threads = w.IntText(value=params.threads, description="threads", **WIDE)
         self.executors = w.SelectMultiple(
             options=executor_options(params.device),
             value=tuple(params.executors),
             rows=len(registry.REGISTRY),
             description="executors",
             layout=w.Layout(width="56em"),
-            **wide,
+            **WIDE,
         )
-        self.layers = w.IntText(value=params.layers, description="layers", **wide)
-        self.seq_len = w.IntText(value=params.seq_len, description="prompt tokens", **wide)
-        self.step = w.ToggleButtons(options=STEPS, value="prefill", description="step", **wide)
-        self.cache_mode = w.Dropdown(options=CACHE_MODES, value=params.cache_mode, description="cache mode", **wide)
-        self.warmup = w.IntText(value=params.warmup, description="warm-up calls", **wide)
-        self.iters = w.IntText(value=params.iters, description="calls / block", **wide)
-        self.repeats = w.IntText(value=params.repeats, description="rounds/pass", **wide)
+        self.layers = w.IntText(value=params.layers, description="layers", **WIDE)
+        self.seq_len = w.IntText(value=params.seq_len, description="prompt tokens", **WIDE)
+        self.step = w.ToggleButtons(options=STEPS, value="prefill", description="step", **WIDE)
+        self.cache_mode = w.Dropdown(options=CACHE_MODES, value=params.cache_mode, description="cache mode", **WIDE)
+        self.warmup = w.IntText(value=params.warmup, description="warm-up calls", **WIDE)
+        self.iters = w.IntText(value=params.iters, description="calls / block", **WIDE)
+        self.repeats = w.IntText(value=params.repeats, description="rounds/pass", **WIDE)
+
+    def _make_buttons_and_outputs(self, save_path: str | Path) -> None:
+        """Run, Stop, Save (with its path) and Beside-reference; progress, status, log, chart, table, the
+        row to detail, its details and timeline, and the comparison."""
+        import ipywidgets as w
+
         self.run_button = w.Button(description="Run", button_style="primary", icon="play")
         self.stop_button = w.Button(description="Stop", button_style="danger", icon="stop", disabled=True)
         self.save_button = w.Button(description="Save", icon="save")
@@ -109,11 +127,14 @@ class ExplorerUI:
         self.status = w.HTML()
         self.log = w.HTML()
         self.chart = w.Output()
-        self.table = w.HTML(table_html(explorer.rows()))
-        self.row_choice = w.Dropdown(options=[], description="details of", layout=w.Layout(width="56em"), **wide)
+        self.table = w.HTML(table_html(self.explorer.rows()))
+        self.row_choice = w.Dropdown(options=[], description="details of", layout=w.Layout(width="56em"), **WIDE)
         self.details = w.HTML()
         self.timeline = w.Output()
         self.comparison = w.HTML()
+
+    def _connect(self) -> None:
+        """The callbacks: a step, preset or device changed, a row chosen, a button clicked."""
         self.step.observe(self._step_changed, names="value")
         for base in (self.preset, self.device):
             base.observe(self._base_changed, names="value")
@@ -122,6 +143,11 @@ class ExplorerUI:
         self.stop_button.on_click(lambda _: self.on_stop())
         self.save_button.on_click(lambda _: self.on_save())
         self.compare_button.on_click(lambda _: self.on_compare())
+
+    def _layout(self):
+        """The controls above the chart, table, row details, timeline and comparison."""
+        import ipywidgets as w
+
         controls = w.VBox(
             [
                 w.HBox([self.preset, self.dtype, self.device]),
@@ -137,11 +163,7 @@ class ExplorerUI:
                 w.HBox([self.save_button, self.save_path, self.compare_button]),
             ]
         )
-        self.widget = w.VBox(
-            [controls, self.chart, self.table, self.row_choice, self.details, self.timeline, self.comparison]
-        )
-        self._refresh()
-        _register_profiler()
+        return w.VBox([controls, self.chart, self.table, self.row_choice, self.details, self.timeline, self.comparison])
 
     def view(self, interactive: bool = True):
         """The widgets; in a batch run (``interactive`` False: no one to click, no widget state saved)
@@ -156,6 +178,7 @@ class ExplorerUI:
         )
 
     def _step_changed(self, change) -> None:
+        """A decode step picked: the static cache it needs."""
         if change["new"] == "decode":  # a decode step needs the pre-filled StaticCache
             self.cache_mode.value = "static"
 
@@ -173,6 +196,7 @@ class ExplorerUI:
             self.executors.value = chosen
 
     def settings(self) -> dict:
+        """The widgets' setting, as ``Explorer.run`` takes it."""
         return {
             "preset": self.preset.value,
             "dtype": self.dtype.value,
@@ -257,6 +281,7 @@ class ExplorerUI:
             self.timeline.outputs = ()
 
     def on_save(self) -> Path | None:
+        """Every run saved to the path given (``Explorer.save``); the status line says where, or why not."""
         try:
             path = self.explorer.save(self.save_path.value)
             self.status.value = f"saved {len(self.explorer.runs)} run(s) to {html_escape(str(path))}"
@@ -290,4 +315,5 @@ def _register_profiler() -> None:
 
 
 def html_escape(text: str) -> str:
+    """``text`` as HTML, its line breaks as ``<br>``."""
     return html.escape(text, quote=False).replace("\n", "<br>")

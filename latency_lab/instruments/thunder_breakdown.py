@@ -1,13 +1,14 @@
 """A Thunder step taken apart where it runs, and its regions run alone as a cross-check.
 
-In place (``InSitu``): the cache entry's computation function is swapped for a copy of itself,
-compiled from its own trace, with a timestamp before every statement; thunder's own per-call stamps
-(``compile_stats``: the call, the cache check, the prologue, the computation) frame it. Steady-state
-calls of the real step then give, per call, every phase and every statement of the computation: each
-fusion region, each op outside fusions, each bookkeeping call and the glue between them (dels,
-unpacking, the return), measured, not inferred. The timestamps' own cost is calibrated in every block
-and subtracted, and the corrected total is closed against the plain step's host time measured in the
-same rounds: the remainder tests the instrumentation, not a sum that holds by definition.
+In place (``InSitu``; its timestamps and statements: ``call_stamps``): the cache entry's computation
+function is swapped for a copy of itself, compiled from its own trace, with a timestamp before every
+statement; thunder's own per-call stamps (``compile_stats``: the call, the cache check, the prologue,
+the computation) frame it. Steady-state calls of the real step then give, per call, every phase and
+every statement of the computation: each fusion region, each op outside fusions, each bookkeeping call
+and the glue between them (dels, unpacking, the return), measured, not inferred. The timestamps' own
+cost is calibrated in every block and subtracted, and the corrected total is closed against the plain
+step's host time measured in the same rounds: the remainder tests the instrumentation, not a sum that
+holds by definition.
 
 Alone (``record_calls``, ``measure_calls``): every call the computation makes is recorded with its
 inputs and run by itself from an idle GPU, the way NVIDIA/Fuser issues 3469 and 3507 measured host
@@ -22,7 +23,6 @@ torch.compile, ``thunderfx``'s several functions) gets a reason instead of numbe
 
 from __future__ import annotations
 
-import ast
 import inspect
 import statistics
 import time
@@ -35,27 +35,23 @@ from ..core import timing
 from ..core.harness import describe
 from ..core.metrics import Stat
 from . import profiler_timeline, trace_analysis
+from .call_stamps import (
+    NOW,
+    PHASES,
+    STAMP,
+    STARTUP,
+    CallStamps,
+    calibration_ns,
+    call_kind,
+    classify,
+    phases_us,
+    stamped,
+    statements_us,
+)
 
 PROFILE_REPEATS = 2  # profiled runs of each recorded call (kernels and device time are their mean)
-CALIBRATION_STAMPS = 200  # empty statements timed per block to price one timestamp
 NVFUSER_INPUTS = "nvFuser wrapper's own store_inputs -> last_inputs (thunder option nv_store_fusion_inputs)"
 RECORDED_INPUTS = "recorded by wrapping the computation function's callables"
-REGION_KINDS = ("nvFusion", "TorchCompile", "CUDAGraph")
-# The phases of one call, in order, from thunder's stamps (``compile_stats``) and the call's own span:
-# call entry/exit are nn.Module.__call__ and ThunderModule.forward around thunder's own span.
-PHASES = (
-    "call entry",
-    "cache info",
-    "cache search",
-    "prologue",
-    "cache hit bookkeeping",
-    "computation entry",
-    "statements",
-    "epilogue and statistics",
-    "call exit",
-)
-# What runs before the computation's first statement: the per-step start-up the seed points at.
-STARTUP = PHASES[:6]
 
 
 def jit_parts(fn):
@@ -69,6 +65,7 @@ def jit_parts(fn):
 
 
 def not_jit_reason(executor_name: str, part: str) -> str:
+    """Why ``executor_name``'s ``part`` are not taken apart: it is no single thunder.jit callable."""
     return (
         f"{executor_name} is not a single thunder.jit callable (no thunder.compile_data with a cache entry): "
         f"its {part} are not taken apart here"
@@ -87,15 +84,6 @@ def cached_call(fn, kwargs: dict):
 # --- in place ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Statement:
-    """One top-level statement of the computation function."""
-
-    index: int
-    name: str  # the callee (nvFusion0, torch.nn.functional.linear, update_aliases) or del / unpack / return
-    kind: str  # nvFusion, TorchCompile, CUDAGraph, op, bookkeeping or glue
-
-
 def kind_label(kind: str) -> str:
     """A statement kind as the tables name it: ``nvFusion regions``, ``ops outside fusions``, ..."""
     return {
@@ -103,104 +91,6 @@ def kind_label(kind: str) -> str:
         "glue": "glue (dels, unpacking, return)",
         "bookkeeping": "bookkeeping calls",
     }.get(kind, f"{kind} regions")
-
-
-def _callee(node: ast.AST) -> str | None:
-    """The dotted name a statement calls (``torch.nn.functional.linear``), None if it calls nothing."""
-    value = getattr(node, "value", None)
-    if not isinstance(value, ast.Call):
-        return None
-    parts, f = [], value.func
-    while isinstance(f, ast.Attribute):
-        parts.append(f.attr)
-        f = f.value
-    return ".".join([f.id, *reversed(parts)]) if isinstance(f, ast.Name) else None
-
-
-def classify(node: ast.stmt, index: int, regions: dict[str, str]) -> Statement:
-    """A statement's kind: a fusion region (by the trace's region names), a bookkeeping call, an op,
-    or glue (a del, an unpacking, the return)."""
-    name = _callee(node)
-    if name is None:
-        glue = {ast.Delete: "del", ast.Return: "return", ast.Assign: "unpack"}.get(type(node), type(node).__name__)
-        return Statement(index, glue, "glue")
-    if name in regions:
-        return Statement(index, name, regions[name])
-    short = name.rsplit(".", 1)[-1]
-    return Statement(
-        index, name, "bookkeeping" if short in trace_analysis.BOOKKEEPING or short.startswith("unpack_") else "op"
-    )
-
-
-STAMP = "_latency_lab_stamp"  # name of the timestamp statement's list.append in the copy's globals
-NOW = "_latency_lab_now"
-
-
-def stamped(source: str, name: str) -> tuple[ast.Module, list[ast.stmt]]:
-    """``source`` parsed, with ``STAMP(NOW())`` inserted before every top-level statement of function
-    ``name``; and those statements."""
-    tree = ast.parse(source)
-    func = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
-    body = list(func.body)
-    stamp = ast.parse(f"{STAMP}({NOW}())").body[0]
-    func.body = [s for stmt in body for s in (stamp, stmt)]
-    return ast.fix_missing_locations(tree), body
-
-
-def calibration_ns(stamps: list[int], now=time.perf_counter_ns) -> float:
-    """ns one timestamp statement adds to the interval it opens: the median interval between
-    ``CALIBRATION_STAMPS`` timestamps with nothing between them, taken the way the copy takes them."""
-    append = stamps.append
-    stamps.clear()
-    for _ in range(CALIBRATION_STAMPS):
-        append(now())
-    gaps = [b - a for a, b in zip(stamps, stamps[1:])]
-    stamps.clear()
-    return statistics.median(gaps)
-
-
-@dataclass
-class CallStamps:
-    """One call's timestamps (ns): around the call, thunder's own, and one per statement."""
-
-    start: int
-    host_start: int
-    cache_start: int
-    prologue_start: int
-    prologue_stop: int
-    exec_start: int
-    exec_stop: int
-    host_stop: int
-    stop: int
-    statements: list[int]
-
-
-def phases_us(c: CallStamps, stamp_ns: float) -> dict[str, float]:
-    """µs of each phase of one call (``PHASES``); ``statements`` runs from the first statement to the
-    computation's end (the return and the decorators' exit included), less one timestamp per statement."""
-    if not c.statements:
-        raise ValueError("no statement timestamps: the instrumented computation did not run")
-    n = len(c.statements)
-    return {
-        k: v / 1e3
-        for k, v in {
-            "call entry": c.host_start - c.start,
-            "cache info": c.cache_start - c.host_start,
-            "cache search": c.prologue_start - c.cache_start,
-            "prologue": c.prologue_stop - c.prologue_start,
-            "cache hit bookkeeping": c.exec_start - c.prologue_stop,
-            "computation entry": c.statements[0] - c.exec_start,
-            "statements": c.exec_stop - c.statements[0] - n * stamp_ns,
-            "epilogue and statistics": c.host_stop - c.exec_stop,
-            "call exit": c.stop - c.host_stop,
-        }.items()
-    }
-
-
-def statements_us(c: CallStamps, stamp_ns: float) -> list[float]:
-    """µs of each statement of one call, less one timestamp each; the last runs to the computation's end."""
-    ends = [*c.statements[1:], c.exec_stop]
-    return [(b - a - stamp_ns) / 1e3 for a, b in zip(c.statements, ends)]
 
 
 class InSitu:
@@ -390,16 +280,11 @@ class _Namespace:
 
 
 def _instrument(value, name: str, calls: list):
+    """``value`` as the recorded computation sees it: a module or class as a ``_Namespace``, a callable as a
+    ``_Recorder``, anything else as it is."""
     if isinstance(value, types.ModuleType) or inspect.isclass(value):
         return _Namespace(value, name, calls)
     return _Recorder(value, name, calls) if callable(value) else value
-
-
-def _kind(name: str, regions: dict[str, str]) -> str:
-    if name in regions:
-        return regions[name]
-    short = name.rsplit(".", 1)[-1]
-    return "bookkeeping" if short in trace_analysis.BOOKKEEPING or short.startswith("unpack_") else "op"
 
 
 def record_calls(fn, kwargs: dict) -> list[Call]:
@@ -424,7 +309,7 @@ def record_calls(fn, kwargs: dict) -> list[Call]:
     finally:
         for w in wrappers.values():
             w.store_inputs = False
-    recorded = [Call(i, name, _kind(name, regions), f, a, k) for i, (name, f, a, k) in enumerate(calls)]
+    recorded = [Call(i, name, call_kind(name, regions), f, a, k) for i, (name, f, a, k) in enumerate(calls)]
     for c in recorded:
         w = wrappers.get(c.name)
         if w is not None and w.last_inputs is not None:

@@ -167,15 +167,18 @@ class State:
         self.steps: dict = json.loads(self.path.read_text()) if self.path.is_file() else {}
 
     def get(self, key: str) -> dict | None:
+        """The step kept under ``key``, or None."""
         return self.steps.get(key)
 
     def put(self, key: str, step: dict) -> None:
+        """``step`` kept under ``key``, the file rewritten whole."""
         self.steps[key] = step
         self.path.parent.mkdir(parents=True, exist_ok=True)
         results.write_atomic(self.path, json.dumps(self.steps, indent=1))
 
     @staticmethod
     def key(good: Candidate, bad: Candidate, mid: Candidate | None, attempt: int) -> str:
+        """A step's key: its bracket, its midpoint (``-``: none) and its attempt."""
         return f"{good.ref}..{bad.ref}@{mid.ref if mid else '-'}#{attempt}"
 
 
@@ -203,42 +206,13 @@ def run(cands, p: Params) -> dict:
             if i is None and steps:
                 break
             mid = None if i is None else items[i]
-            try:
-                mid_build = None if mid is None else cands.build(mid)
-            except RuntimeError as e:
-                skipped[i] = str(e)
-                say(f"skip {mid.name}: {e}")
-                continue
-            reason = None if mid is None else why_not(mid_build, p.cache_mode, need)
-            if reason:
+            mid_build, reason = midpoint(cands, mid, p.cache_mode, need)
+            if reason is not None:
                 skipped[i] = reason
                 say(f"skip {mid.name}: {reason}")
                 continue
             step_p = replace(p, build_a=cands.build(items[lo]), build_b=cands.build(items[hi]))
-            what = f"{mid.name} (M) against" if mid else "bad against"
-            for attempt in range(1, ATTEMPTS + 1):
-                n = len(steps) + 1
-                say(f"step {n}: {what} good {items[lo].name} and bad {items[hi].name} in the same rounds")
-                key = State.key(items[lo], items[hi], mid, attempt)
-                step = state.get(key)
-                if step is None:
-                    step = time_step(step_p, mid_build, p.seed + n)
-                    state.put(key, step)
-                else:
-                    say(f"step {n}: taken from an earlier run of the same bisection ({state.path})")
-                verdict, why = call(step) if mid else direct(step)
-                retry = not step["resolved"] or step["controls"] != "passed"
-                if verdict == "stop" and retry and not step["failed"] and attempt < ATTEMPTS:
-                    short = (
-                        "its controls failed"
-                        if step["controls"] != "passed"
-                        else "its interval did not reach the target"
-                    )
-                    verdict, why = "again", f"{why}; {short}: again with fresh workers"
-                steps.append({"step": n, "good": lo, "bad": hi, "mid": i, "call": verdict, "why": why, **step})
-                say(f"step {n}: {verdict}: {why} ({step['seconds']:.0f} s)")
-                if verdict != "again":
-                    break
+            verdict, why = attempts(state, step_p, items, (lo, hi, i), mid_build, steps)
             if verdict == "skip":
                 skipped[i] = why
             elif verdict == "good":
@@ -253,13 +227,7 @@ def run(cands, p: Params) -> dict:
         status = "complete"
     except KeyboardInterrupt:
         status = "interrupted"
-    return {
-        "kind": cands.kind,
-        "range": cands.identity(),
-        "executor": p.executors[0],
-        "metric": METRIC,
-        "params": {k: v for k, v in p.to_dict().items() if k not in ("build_a", "build_b")},
-        "builds": [{"index": n, "name": c.name, "title": c.title, "ref": c.ref} for n, c in enumerate(items)],
+    ended = {
         "skipped": {str(k): v for k, v in sorted(skipped.items())},
         "steps": steps,
         "good": lo,
@@ -267,6 +235,63 @@ def run(cands, p: Params) -> dict:
         "stop": stop,
         "status": status,
         "state": str(state.path),
+    }
+    return outcome(cands, p, ended, t0)
+
+
+def midpoint(cands, mid: Candidate | None, cache_mode: str, need: tuple[str, ...]) -> tuple[dict | None, str | None]:
+    """The midpoint's build (None: no midpoint) and None, or None and why it is skipped: it could not be
+    built, or it cannot run the step (``why_not``)."""
+    if mid is None:
+        return None, None
+    try:
+        build = cands.build(mid)
+    except RuntimeError as e:
+        return None, str(e)
+    return build, why_not(build, cache_mode, need) or None
+
+
+def attempts(state: State, p: Params, items: list, at: tuple, mid_build: dict | None, steps: list) -> tuple[str, str]:
+    """One step: the midpoint ``items[i]`` (or, with ``i`` None, bad) against good ``items[lo]`` and bad
+    ``items[hi]`` (``at``: lo, hi, i), timed again with fresh workers (up to ``ATTEMPTS``) where it would stop
+    unresolved or with its controls failed; each timing taken from ``state`` or kept there, and appended to
+    ``steps`` with its call. Returns the last call and why."""
+    lo, hi, i = at
+    good, bad, mid = items[lo], items[hi], None if i is None else items[i]
+    what = f"{mid.name} (M) against" if mid else "bad against"
+    for attempt in range(1, ATTEMPTS + 1):
+        n = len(steps) + 1
+        say(f"step {n}: {what} good {good.name} and bad {bad.name} in the same rounds")
+        key = State.key(good, bad, mid, attempt)
+        step = state.get(key)
+        if step is None:
+            step = time_step(p, mid_build, p.seed + n)
+            state.put(key, step)
+        else:
+            say(f"step {n}: taken from an earlier run of the same bisection ({state.path})")
+        verdict, why = call(step) if mid else direct(step)
+        retry = not step["resolved"] or step["controls"] != "passed"
+        if verdict == "stop" and retry and not step["failed"] and attempt < ATTEMPTS:
+            short = "its controls failed" if step["controls"] != "passed" else "its interval did not reach the target"
+            verdict, why = "again", f"{why}; {short}: again with fresh workers"
+        steps.append({"step": n, "good": lo, "bad": hi, "mid": i, "call": verdict, "why": why, **step})
+        say(f"step {n}: {verdict}: {why} ({step['seconds']:.0f} s)")
+        if verdict != "again":
+            break
+    return verdict, why
+
+
+def outcome(cands, p: Params, ended: dict, t0: float) -> dict:
+    """A bisection as data: its range, executor, metric, parameters and builds, then how it ``ended``
+    (skipped builds, steps, good and bad, why it stopped, its status and state file), its time since ``t0``."""
+    return {
+        "kind": cands.kind,
+        "range": cands.identity(),
+        "executor": p.executors[0],
+        "metric": METRIC,
+        "params": {k: v for k, v in p.to_dict().items() if k not in ("build_a", "build_b")},
+        "builds": [{"index": n, "name": c.name, "title": c.title, "ref": c.ref} for n, c in enumerate(cands.items)],
+        **ended,
         "seconds": round(time.perf_counter() - t0, 1),
         "confidence": p.confidence,
     }

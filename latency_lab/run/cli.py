@@ -54,6 +54,16 @@ def run_parser() -> argparse.ArgumentParser:
         help="run (default): Inductor's cache and nvFuser's kernel DB fresh per run, shared by its "
         "notebooks; default: the tools' own (Inductor's machine-wide cache, no kernel DB)",
     )
+    _placement_options(ap)
+    ap.add_argument("--timeout", type=int, default=1800, help="seconds a single cell may run, > 0 (default: 1800)")
+    ap.add_argument("--notebook-dir", default=str(notebook_run.NOTEBOOK_DIR), help=argparse.SUPPRESS)
+    ap.add_argument("--list", action="store_true", help="list notebooks and their parameters, then exit")
+    return ap
+
+
+def _placement_options(ap: argparse.ArgumentParser) -> None:
+    """Where a run's notebooks run: side by side on GPUs (``--gpus``) or CPU cores (``--cpu-slots``), or on
+    a Ray cluster (``--ray``, ``--accelerators``, ``--runtime-env``)."""
     ap.add_argument(
         "--gpus",
         metavar="0,1,2,3|all",
@@ -87,10 +97,6 @@ def run_parser() -> argparse.ArgumentParser:
         "type the cluster has)",
     )
     ap.add_argument("--runtime-env", metavar="FILE", help="with --ray: a JSON file, Ray's runtime_env for the tasks")
-    ap.add_argument("--timeout", type=int, default=1800, help="seconds a single cell may run, > 0 (default: 1800)")
-    ap.add_argument("--notebook-dir", default=str(notebook_run.NOTEBOOK_DIR), help=argparse.SUPPRESS)
-    ap.add_argument("--list", action="store_true", help="list notebooks and their parameters, then exit")
-    return ap
 
 
 AB_HELP = """Notebook 08 on two builds of the stack, timed in the same rounds by K worker processes each.
@@ -186,6 +192,7 @@ def bisect_parser() -> argparse.ArgumentParser:
 
 
 def publish_parser() -> argparse.ArgumentParser:
+    """``runner.py publish``'s options (its help: ``report.publish``'s docstring)."""
     ap = argparse.ArgumentParser(
         prog="runner.py publish",
         description=report.publish.__doc__,

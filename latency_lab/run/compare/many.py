@@ -12,7 +12,7 @@ from pathlib import Path
 from ...core import results, seed_numbers
 from ...core.verdicts import CHANGED
 from ...pages import tables
-from ..report import seed_step
+from ..headline import seed_step
 from .page import fmt_range, shown, tally
 from .pair import compare
 
