@@ -62,7 +62,7 @@ def _differing(pairs: list[dict], section: str) -> list[dict]:
 
 def seed_columns_per_run(runs: list[dict]) -> list[dict]:
     """The seed's tables (``seed_numbers.seed_tables``) with one column per run that measured the
-    seed's step on a GPU (``report.seed_step``); none without such a run."""
+    seed's step on a GPU (``headline.seed_step``); none without such a run."""
     merged: dict[str, dict] = {}
     shown_runs = [r for r in runs if seed_step(r["notebooks"].get(results.EXECUTOR_TIMING) or {})]
     for i, run in enumerate(shown_runs):
