@@ -60,6 +60,31 @@ def cell(entry: dict, key: str) -> str:
     return fmt_range(entry[key]) if key in RANGES else tables.number(entry[key])
 
 
+def judged_with(report: dict) -> str:
+    """How the numbers were judged: the false-discovery control over all of them, and the minimum
+    effects per kind (or why only kernel counts were judged)."""
+    effects, where = report.get("effects") or {}, report.get("effects_source") or {}
+    multiple, out = report.get("multiple"), ""
+    if multiple and multiple["judged"]:
+        out += (
+            f" {multiple['judged']} numbers judged at once: held to {100 * multiple['false_discovery_rate']:.0f}% "
+            f"false discoveries ({multiple['method']}), which kept {multiple['held']} from reading changed."
+        )
+    if effects:
+        kinds = ", ".join(f"{k} {100 * v['min_effect']:.2g}%" for k, v in effects.items() if " · " not in k)
+        own = sorted({k.split(" · ")[1] for k in effects if " · " in k})
+        pairs, folder = where.get("pairs", "?"), where.get("source", "?")
+        out += (
+            f" Minimum effects (measured from {pairs} same-tree run pairs, {folder}): {kinds}; kernel counts exact"
+            + (f"; {', '.join(own)} with effects of their own where measured." if own else ".")
+        )
+    elif (report.get("machines") or {}).get("apart"):
+        out += " No effects were measured across machines of this device: only kernel counts are judged."
+    else:
+        out += " No same-tree run pairs were measured on this device: only kernel counts are judged."
+    return out
+
+
 def tally(report: dict) -> str:
     """What the comparison found, in a few sentences: how many numbers changed (higher or lower in B),
     stayed the same, could not be compared or judged, the minimum effects judged with, and the
@@ -92,25 +117,7 @@ def tally(report: dict) -> str:
         out += f" {noisy} not judged as too noisy: an interval wider than {100 * run_to_run.NOISY:.3g}% of its value."
     if report.get("stack"):
         return out  # nothing was judged: no minimum effect or resolution applies
-    effects, where = report.get("effects") or {}, report.get("effects_source") or {}
-    multiple = report.get("multiple")
-    if multiple and multiple["judged"]:
-        out += (
-            f" {multiple['judged']} numbers judged at once: held to {100 * multiple['false_discovery_rate']:.0f}% "
-            f"false discoveries ({multiple['method']}), which kept {multiple['held']} from reading changed."
-        )
-    if effects:
-        kinds = ", ".join(f"{k} {100 * v['min_effect']:.2g}%" for k, v in effects.items() if " · " not in k)
-        own = sorted({k.split(" · ")[1] for k in effects if " · " in k})
-        pairs, folder = where.get("pairs", "?"), where.get("source", "?")
-        out += (
-            f" Minimum effects (measured from {pairs} same-tree run pairs, {folder}): {kinds}; kernel counts exact"
-            + (f"; {', '.join(own)} with effects of their own where measured." if own else ".")
-        )
-    elif (report.get("machines") or {}).get("apart"):
-        out += " No effects were measured across machines of this device: only kernel counts are judged."
-    else:
-        out += " No same-tree run pairs were measured on this device: only kernel counts are judged."
+    out += judged_with(report)
     resolved = sorted(e["resolution"] for e in numbers if e.get("resolution") is not None)
     if resolved:
         ab = report.get("ab_resolution_pct")

@@ -283,11 +283,9 @@ def caches_apart(a: dict, b: dict) -> str | None:
     return f"first calls follow the compile caches, whose state is not known ({shown(ca)})"
 
 
-def compare(a: dict, b: dict, effects: dict | None = None) -> dict:
-    """The comparison of two loaded runs (``compare.load_run``), B against A, each number judged with
-    ``effects`` (per kind; None: those measured for A's device, between runs of one machine or, where
-    the runs' machines may differ, between machines: ``run_to_run.effects``), the changed ones held
-    together to a false discovery rate (``run_to_run.hold_false_discoveries``)."""
+def common_notebooks(a: dict, b: dict) -> list[str]:
+    """The notebooks both runs hold, in A's order; ``CompareError`` (saying what each holds and what could
+    not be read) where there is none."""
     common = [n for n in a["notebooks"] if n in b["notebooks"]]
     if not common:
         unreadable = "".join(
@@ -297,6 +295,15 @@ def compare(a: dict, b: dict, effects: dict | None = None) -> dict:
             f"runs {a['name']} ({', '.join(a['notebooks'])}) and {b['name']} "
             f"({', '.join(b['notebooks'])}) have no notebook in common{unreadable}"
         )
+    return common
+
+
+def compare(a: dict, b: dict, effects: dict | None = None) -> dict:
+    """The comparison of two loaded runs (``compare.load_run``), B against A, each number judged with
+    ``effects`` (per kind; None: those measured for A's device, between runs of one machine or, where
+    the runs' machines may differ, between machines: ``run_to_run.effects``), the changed ones held
+    together to a false discovery rate (``run_to_run.hold_false_discoveries``)."""
+    common = common_notebooks(a, b)
     device = a["environment"].get("device")
     given, apart = effects is not None, machines_apart(a, b)
     effects = effects if given else run_to_run.effects(device, across=apart is not None)
