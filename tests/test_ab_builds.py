@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, run_runner
 
-from latency_lab.core import builds, paired, parameters
+from latency_lab.core import ab_parameters, builds, paired, parameters
 from latency_lab.core.parameters import ParameterError
 from latency_lab.studies.ab import remote as ab_remote
 from latency_lab.studies.ab import study as ab_builds
@@ -352,7 +352,7 @@ def test_differences_name_what_differs_between_two_probes():
 )
 def test_runner_ab_rejects_bad_input_in_one_line_before_any_run(tmp_path, args, fragment, python_without_torch):
     """Exit 2, one line on stderr naming the flag or parameter, no run folder made."""
-    too_many = str(parameters.usable_cores() + 1)  # above the cores and, with 2 or more, not a multiple of them
+    too_many = str(ab_parameters.usable_cores() + 1)  # above the cores and, with 2 or more, not a multiple of them
     args = [python_without_torch if a == "NO_TORCH" else too_many if a == "TOO_MANY" else a for a in args]
     out = tmp_path / "out"
     proc = run_runner("ab", *args, "--preset", "tiny", "--device", "cpu", "--output-dir", str(out), timeout=120)
