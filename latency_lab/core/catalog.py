@@ -3,8 +3,11 @@ file stem), the question it answers, its parameter defaults (and those that diff
 it holds at once, its rows' identity columns and the kinds of number it holds. The runner, the start
 page, the memory check, ``compare`` and ``run_to_run`` read it; it imports no torch and no study.
 
-A notebook found in ``notebooks/`` but not catalogued (a draft, a test's) runs with ``parameters.SCHEMA``'s
-defaults (``entry``). Adding a study: CONTRIBUTING.md, "Adding a study".
+Each notebook's parameters cell mirrors ``parameters.SCHEMA`` and its entry's ``defaults`` (a test checks it),
+and the runner injects every parameter a notebook declares with the package's value, so an edited parameters
+cell (JupyterLab's autosave) never changes a batch run. A notebook found in ``notebooks/`` but not catalogued
+(a draft, a test's) runs with ``SCHEMA``'s defaults (``entry``). Adding a study: CONTRIBUTING.md, "Adding a
+study".
 """
 
 from __future__ import annotations
