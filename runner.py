@@ -146,11 +146,11 @@ def prepare_run(args: argparse.Namespace):
         if name not in known:
             raise ParameterError(name, values[name], "parameters of the selected notebooks: " + ", ".join(known))
     params = validate(checked)
-    for name in notebooks:  # a notebook's own defaults with the given values, checked before any notebook starts
-        parameters.for_notebook(name, checked)
+    # what each notebook runs with (its own defaults and the values given), checked before any notebook starts
+    injected = {name: notebook_run.injected_parameters(name, checked, path) for name, path in notebooks.items()}
     root = run_folder.output_root(args.output_dir)
     check_writable(root, args.output_dir)
-    return notebooks, values, declared, params, root
+    return notebooks, values, declared, params, root, injected
 
 
 def check_writable(root: Path, given: str) -> None:
@@ -178,7 +178,7 @@ def run(args: argparse.Namespace, argv, stop: interrupts.Stop) -> int:
     try:
         if args.list:
             return list_quietly(notebook_run.select(notebook_run.discover(Path(args.notebook_dir)), args.notebooks))
-        notebooks, values, declared, params, root = prepare_run(args)
+        notebooks, values, declared, params, root, injected = prepare_run(args)
         planted.here()  # a malformed LATENCY_LAB_PLANTED stops the run here, before any folder is made
         if args.ray is not None:
             cluster = fleet.connect(args)
@@ -206,7 +206,8 @@ def run(args: argparse.Namespace, argv, stop: interrupts.Stop) -> int:
     }
     if args.ray is not None:
         return run_fleet(fleet.Fleet(cluster["types"], notebooks, values, run_dir, args), stop, cluster, meta, t0)
-    local = LocalRun(notebooks, values, params, run_dir, slots, args.timeout, meta)
+    run_injected = {name: {**given, "output_dir": str(run_dir.resolve())} for name, given in injected.items()}
+    local = LocalRun(notebooks, run_injected, params, run_dir, slots, args.timeout, meta)
     kernels = {**compile_cache.environment(cache_root), results.RUN_DIR: str(run_dir.resolve())}
     try:
         try:
@@ -351,7 +352,7 @@ class LocalRun:
     signal cuts it short."""
 
     notebooks: dict[str, Path]
-    values: dict
+    injected: dict[str, dict]  # per notebook, the parameters it runs with (``notebook_run.injected_parameters``)
     params: parameters.Params
     run_dir: Path
     slots: list
@@ -380,16 +381,9 @@ class LocalRun:
             else f"GPUs {', '.join(s.gpu for s in slots)} side by side"
         )
         print(f"run {self.run_dir} · {count} notebooks · {where} · kernel {kernel}", flush=True)
-        injected = {
-            name: {
-                **notebook_run.injected_parameters(name, self.values, path),
-                "output_dir": str(self.run_dir.resolve()),
-            }
-            for name, path in self.notebooks.items()
-        }
         if len(slots) > 1:
             scheduler.run_side_by_side(
-                self.notebooks, injected, slots, self.run_dir, kernel, self.timeout, self.outcomes
+                self.notebooks, self.injected, slots, self.run_dir, kernel, self.timeout, self.outcomes
             )
             return
         for i, (name, path) in enumerate(self.notebooks.items(), 1):
@@ -399,7 +393,7 @@ class LocalRun:
             )
             with notebook_run.kernel_environment(slots[0].env), notebook_run.forwarded_progress(sys.stdout):
                 o = notebook_run.execute(
-                    path, self.run_dir, injected[name], kernel, self.timeout, progress_bar=sys.stderr.isatty()
+                    path, self.run_dir, self.injected[name], kernel, self.timeout, progress_bar=sys.stderr.isatty()
                 )
             o.gpu = slots[0].gpu
             self.outcomes[-1] = o

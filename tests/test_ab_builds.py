@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, run_runner
 
-from latency_lab.core import builds, paired, parameters
+from latency_lab.core import ab_parameters, builds, paired, parameters
 from latency_lab.core.parameters import ParameterError
 from latency_lab.studies.ab import remote as ab_remote
 from latency_lab.studies.ab import study as ab_builds
@@ -352,7 +352,7 @@ def test_differences_name_what_differs_between_two_probes():
 )
 def test_runner_ab_rejects_bad_input_in_one_line_before_any_run(tmp_path, args, fragment, python_without_torch):
     """Exit 2, one line on stderr naming the flag or parameter, no run folder made."""
-    too_many = str(parameters.usable_cores() + 1)  # above the cores and, with 2 or more, not a multiple of them
+    too_many = str(ab_parameters.usable_cores() + 1)  # above the cores and, with 2 or more, not a multiple of them
     args = [python_without_torch if a == "NO_TORCH" else too_many if a == "TOO_MANY" else a for a in args]
     out = tmp_path / "out"
     proc = run_runner("ab", *args, "--preset", "tiny", "--device", "cpu", "--output-dir", str(out), timeout=120)
@@ -743,3 +743,28 @@ def test_planted_delays_that_print_alike_are_refused():
     with pytest.raises(ParameterError, match="planted_pct"):
         parameters.resolved(planted_pct=[1, 1.0000001])
     assert parameters.resolved(planted_pct=[5, 1]).planted_pct == (1.0, 5.0)
+
+
+def test_the_planted_sizes_travel_as_numbers_to_the_workers_their_entries_and_the_rows(tmp_path):
+    """Each worker of a planted arm carries its delay as a number, its entries plant the µs sized for that
+    number (an arm whose delay was not sized has none), and a row of the arm names the number beside the label."""
+    from latency_lab.studies.ab import tables as ab_tables
+
+    p = parameters.resolved(preset="tiny", executors="eager", planted_pct=[2.5, 1], planted_ops=3, workers=2)
+    workers = ab_remote.workers_for(p, tmp_path)
+    assert {w.arm: w.planted_pct for w in workers} == {
+        "A": None,
+        "A'": None,
+        "A + 1% planted": 1.0,
+        "A + 2.5% planted": 2.5,
+        "A + 3 ops planted": None,
+    }
+    built = {w.label: {"eager": {"status": "ok"}} for w in workers}
+    entries = ab_remote.entries_for(workers, built, p, {"eager": {1.0: 40.0}}, parts=False)  # 2.5% not sized
+    assert {e.worker.label: e.delay_us for e in entries} == {
+        **{f"{arm} #{i}": 0.0 for arm in ("A", "A'", "A + 3 ops planted") for i in (1, 2)},
+        **{f"A + 1% planted #{i}": 40.0 for i in (1, 2)},
+    }
+    built["A + 2.5% planted #2"] = {"eager": {"status": "failed", "reason": "broke"}}
+    (row,) = ab_tables.failed_entries(p, built, workers)
+    assert (row["comparison"], row["planted_pct_asked"]) == ("A + 2.5% planted build", 2.5)

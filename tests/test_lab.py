@@ -25,6 +25,7 @@ import pytest
 from conftest import ROOT, Page, chromium_dom, chromium_page, run_runner, stop
 
 import tasks
+from latency_lab.core import catalog
 from latency_lab.core import parameters as P
 from latency_lab.run import start_page
 
@@ -228,7 +229,7 @@ def test_lab_opens_at_the_start_page(tmp_path):
     rendered = dom[heading.start() :]
     links = re.findall(r'<a href="[^"]*/files/notebooks/([0-9][0-9]_[a-z_]+\.ipynb)', rendered)  # Lab opens these
     assert links == sorted(p.name for p in (project / "notebooks").glob("*.ipynb")), links
-    assert html.escape(start_page.QUESTIONS["05_host_overhead"], quote=False) in rendered
+    assert html.escape(catalog.entry("05_host_overhead").question, quote=False) in rendered
 
 
 WIDGET_BUTTON = "[...document.querySelectorAll('.jupyter-widgets button')].find(b => b.textContent.trim() == 'Run')"

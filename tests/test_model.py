@@ -8,8 +8,8 @@ import pytest
 import torch
 from conftest import ROOT, cpu_environment
 
+from latency_lab.core import fits, model_config, results
 from latency_lab.core import model as llama
-from latency_lab.core import model_config, results
 from latency_lab.core import parameters as P
 from latency_lab.studies import model_setup
 
@@ -64,11 +64,11 @@ def test_a_build_at_the_largest_size_the_check_admits_stays_within_the_memory():
     runs = {}
     for dtype in ("bfloat16", "float32"):
         with pytest.raises(P.ParameterError) as err:
-            P.check_fits(P.resolved(preset="tiny", dtype=dtype, layers=10**9), {"layers": 10**9}, budget)
+            fits.check_fits(P.resolved(preset="tiny", dtype=dtype, layers=10**9), {"layers": 10**9}, budget)
         top = int(str(err.value).split(" up to ")[1].split(" ")[0].replace(",", ""))
-        P.check_fits(P.resolved(preset="tiny", dtype=dtype, layers=top), {"layers": top}, budget)
+        fits.check_fits(P.resolved(preset="tiny", dtype=dtype, layers=top), {"layers": top}, budget)
         with pytest.raises(P.ParameterError) as err:
-            P.check_fits(P.resolved(preset="tiny", dtype=dtype, layers=top + 1), {"layers": top + 1}, budget)
+            fits.check_fits(P.resolved(preset="tiny", dtype=dtype, layers=top + 1), {"layers": top + 1}, budget)
         message = str(err.value)
         assert err.value.name == "layers" and f"up to {top:,} on this machine" in message, message
         assert "more than its 0.75 GiB of RAM available" in message, message

@@ -16,6 +16,7 @@ import pytest
 from conftest import ROOT, run_runner
 
 import tasks
+from latency_lab.core import catalog
 from latency_lab.core import parameters as P
 from latency_lab.run import notebook_changes, notebook_run
 
@@ -53,9 +54,9 @@ def test_parameters_cell_mirrors_the_package_defaults(name):
     assert set(values) <= set(defaults), f"{name} declares {set(values) - set(defaults)}, not in parameters.SCHEMA"
     differ = {k: (v, defaults[k]) for k, v in values.items() if v != defaults[k]}
     assert not differ, (
-        f"{name}: cell value vs package default {differ}: change parameters.NOTEBOOK_DEFAULTS or the cell"
+        f"{name}: cell value vs package default {differ}: change its catalog entry's defaults or the cell"
     )
-    missing = set(P.NOTEBOOK_DEFAULTS.get(name, {})) - set(values)
+    missing = set(catalog.entry(name).defaults) - set(values)
     assert not missing, f"{name} has its own default for {missing} but its cell does not show it"
     P.for_notebook(name, {"device": "cpu"})  # the package's defaults validate
 
@@ -194,11 +195,11 @@ def test_runner_injects_the_package_values_not_the_cells(tmp_path):
     ran = data["params"]
     assert (ran["layers"], ran["repeats"], ran["threads"], ran["preset"]) == (
         1,
-        P.NOTEBOOK_DEFAULTS["05_host_overhead"]["repeats"],
+        catalog.entry("05_host_overhead").defaults["repeats"],
         2,
         "tiny",
     )
-    default = P.validate(executors=P.NOTEBOOK_DEFAULTS["05_host_overhead"]["executors"], device="cpu").executors
+    default = P.validate(executors=catalog.entry("05_host_overhead").defaults["executors"], device="cpu").executors
     assert ran["executors"] == list(default)  # 05's package default, not the cell's eager
     assert data["key_table"]["rows"] == [[2]] and data["environment"]["threads"] == 2
     summary = json.loads((out / "r" / "summary.json").read_text())

@@ -2,7 +2,7 @@
 
 import pytest
 
-from latency_lab.core import model_config, results
+from latency_lab.core import catalog, fits, model_config, results
 from latency_lab.core import parameters as P
 
 
@@ -145,12 +145,12 @@ def test_long_bad_values_are_echoed_shortened():
     assert len(str(err.value)) < 200 and "[[[[" in str(err.value)
 
 
-@pytest.mark.parametrize("name", P.SIZE_PARAMS)
+@pytest.mark.parametrize("name", fits.SIZE_PARAMS)
 def test_sizes_are_bounded_by_what_the_machine_holds(name, monkeypatch):
     """A size too large for the memory available is refused, naming the largest that fits, which
     validates, and one more does not (the available memory held still, as read once)."""
-    memory = P.machine_memory("cpu")
-    monkeypatch.setattr(P, "machine_memory", lambda device: memory)
+    memory = fits.machine_memory("cpu")
+    monkeypatch.setattr(fits, "machine_memory", lambda device: memory)
     huge = {"sizes": ["99999999999999x"], "depths": [10**9], "prompt_lengths": [10**9]}.get(name, 10**9)
     with pytest.raises(P.ParameterError) as err:
         P.validate({name: huge, "device": "cpu"})
@@ -169,8 +169,8 @@ def test_sizes_are_held_against_available_memory_not_total(monkeypatch, tmp_path
     of the seed model (about 4.4 GiB) fit in the 23.5 GiB of MemTotal, not in its 4 GiB available."""
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal:       24683784 kB\nMemFree:         1048576 kB\nMemAvailable:    4194304 kB\n")
-    assert P.available_ram(str(meminfo)) == (4 * 2**30, "RAM available")
-    monkeypatch.setattr(P, "available_ram", lambda: (4 * 2**30, "RAM available"))
+    assert fits.available_ram(str(meminfo)) == (4 * 2**30, "RAM available")
+    monkeypatch.setattr(fits, "available_ram", lambda: (4 * 2**30, "RAM available"))
     with pytest.raises(P.ParameterError) as err:
         P.validate(device="cpu", layers=16)
     message = str(err.value)
@@ -180,7 +180,7 @@ def test_sizes_are_held_against_available_memory_not_total(monkeypatch, tmp_path
     import torch
 
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda index: (3 * 2**30 + index, 80 * 2**30))
-    assert P.machine_memory("cuda:1") == (3 * 2**30 + 1, "GPU memory (cuda:1) available")
+    assert fits.machine_memory("cuda:1") == (3 * 2**30 + 1, "GPU memory (cuda:1) available")
 
 
 def test_memory_needed_counts_the_builds_peak():
@@ -211,16 +211,16 @@ def test_the_schema_is_declared_once_params_only_come_resolved():
 
 
 def test_a_notebook_takes_its_cpu_defaults_on_a_cpu_only_and_a_given_value_wins():
-    """06 on a CPU runs Thunder without nvFuser in nvFuser's place (``CPU_DEFAULTS``); on a GPU its own
-    defaults stand; a value given wins on both; a notebook without CPU defaults is unchanged."""
+    """06 on a CPU runs Thunder without nvFuser in nvFuser's place (its catalog entry's ``cpu_defaults``); on a
+    GPU its own defaults stand; a value given wins on both; a notebook without CPU defaults is unchanged."""
     scaling = results.SCALING
     assert "thunder:torch" in P.for_notebook(scaling, {"device": "cpu", "preset": "tiny"}).executors
     assert "thunder" not in P.for_notebook(scaling, {"device": "cpu", "preset": "tiny"}).executors
-    assert P.own_defaults(scaling, "cuda") == P.NOTEBOOK_DEFAULTS[scaling]
+    assert P.own_defaults(scaling, "cuda") == catalog.entry(scaling).defaults
     given = P.for_notebook(scaling, {"device": "cpu", "preset": "tiny", "executors": "eager"})
     assert given.executors == ("eager",)
     levers = results.LEVERS
-    assert P.own_defaults(levers, "cpu") == P.own_defaults(levers, "cuda") == P.NOTEBOOK_DEFAULTS[levers]
+    assert P.own_defaults(levers, "cpu") == P.own_defaults(levers, "cuda") == catalog.entry(levers).defaults
 
 
 def test_a_notebook_that_holds_several_models_is_checked_with_all_of_them(monkeypatch):
@@ -231,16 +231,16 @@ def test_a_notebook_that_holds_several_models_is_checked_with_all_of_them(monkey
     p = P.for_notebook(results.MODEL_SETUP, given)
     scaling = P.validate({**given, **P.own_defaults(results.SCALING, "cpu")})
     ab = P.resolved(preset="seed", device="cuda", executors="thunder", planted_pct=[1, 2, 5], budget_s=600)
-    assert P.ab_processes(ab) == 4 * 5  # A, A', three planted arms, 4 workers each
+    assert fits.ab_processes(ab) == 4 * 5  # A, A', three planted arms, 4 workers each
     with pytest.raises(P.ParameterError, match=r"invalid parameter workers=4: allowed at most 3 workers per arm on"):
-        P.check_workers_fit(ab, {}, (int(20 * 3.4 * 2**30), "GPU memory"))  # 20 x 3.4 GiB do not fit in 68
-    P.check_workers_fit(ab, {}, (int(80 * 2**30), "GPU memory"))
-    assert P.workers_that_fit(ab, (int(20 * 3.4 * 2**30), "GPU memory")) == 3
-    held = P.models_held(results.SCALING, scaling)
-    assert held == (1, 2, 2000, 2000) and P.models_held(results.MODEL_SETUP, p) == ()
+        fits.check_workers_fit(ab, {}, (int(20 * 3.4 * 2**30), "GPU memory"))  # 20 x 3.4 GiB do not fit in 68
+    fits.check_workers_fit(ab, {}, (int(80 * 2**30), "GPU memory"))
+    assert fits.workers_that_fit(ab, (int(20 * 3.4 * 2**30), "GPU memory")) == 3
+    held = catalog.entry(results.SCALING).models_held(scaling)
+    assert held == (1, 2, 2000, 2000) and catalog.entry(results.MODEL_SETUP).models_held(p) == ()
     one, five = model_config.memory_needed(p), model_config.memory_needed(scaling, held)
     assert five > 2 * one
-    monkeypatch.setattr(P, "machine_memory", lambda device: ((one + five) // 2, "RAM available"))
+    monkeypatch.setattr(fits, "machine_memory", lambda device: ((one + five) // 2, "RAM available"))
     P.for_notebook(results.MODEL_SETUP, given)
     with pytest.raises(P.ParameterError, match=r"layers=2000: allowed an integer up to .*5 models held at once"):
         P.for_notebook(results.SCALING, given)
@@ -250,10 +250,10 @@ def test_08_by_default_runs_as_many_workers_as_fit_and_refuses_more_when_asked(m
     """In a run of every notebook, 08's default workers per arm shrink to what the memory holds (at least 2); a
     number given with -p is checked as given."""
     tiny = {"preset": "tiny", "device": "cpu"}
-    each = model_config.memory_needed(P.resolved(**tiny)) + P.PROCESS_BYTES["cpu"]
-    monkeypatch.setattr(P, "machine_memory", lambda device: (int(each * 3 * 2.5), "RAM available"))  # 3 arms
+    each = model_config.memory_needed(P.resolved(**tiny)) + fits.PROCESS_BYTES["cpu"]
+    monkeypatch.setattr(fits, "machine_memory", lambda device: (int(each * 3 * 2.5), "RAM available"))  # 3 arms
     assert P.for_notebook(results.AB_BUILDS, tiny).workers == 2
     with pytest.raises(P.ParameterError, match=r"invalid parameter workers=4: allowed at most 2 workers per arm"):
         P.for_notebook(results.AB_BUILDS, {**tiny, "workers": 4})
-    monkeypatch.setattr(P, "machine_memory", lambda device: (int(each * 3 * 10), "RAM available"))
+    monkeypatch.setattr(fits, "machine_memory", lambda device: (int(each * 3 * 10), "RAM available"))
     assert P.for_notebook(results.AB_BUILDS, tiny).workers == 4

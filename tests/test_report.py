@@ -631,7 +631,7 @@ def test_index_tells_failed_interrupted_and_not_run_apart_and_shows_what_each_no
 
 
 def test_a_notebooks_own_default_is_not_set_against_the_run(tmp_path):
-    """A default run: 02 runs its own seven executors (``NOTEBOOK_DEFAULTS``), 06 on a CPU its CPU
+    """A default run: 02 runs its own seven executors (its catalog entry's defaults), 06 on a CPU its CPU
     defaults, the run resolves all executors: no section says "Ran with, unlike the run". Given on the
     command line, it is a plain difference."""
     from latency_lab.core import parameters as P

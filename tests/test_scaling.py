@@ -525,7 +525,8 @@ def test_tiny_run_measures_every_point_in_the_same_rounds(tiny_run):
     shared = points["prefill", p["layers"], p["seq_len"], "eager"]
     assert shared["sweep"] == "depth, prompt"
     ok = [r for r in data["points"] if r["status"] == "ok"]
-    assert {"eager", "torch.compile", "thunder:torch"} <= {r["executor"] for r in ok}  # a CPU's Thunder (CPU_DEFAULTS)
+    # a CPU's Thunder (its catalog entry's cpu_defaults)
+    assert {"eager", "torch.compile", "thunder:torch"} <= {r["executor"] for r in ok}
     # every ok point timed in the same rounds: one block per round each, beside one host reference
     rounds = data["rounds"]
     assert {r["key"] for r in ok} == set(rounds)

@@ -16,7 +16,8 @@ finish in.
 
 ``estimate`` and ``check`` read ``INTO/plan.json`` (written before the runs: which pairs estimate, which
 are held out, which carry a planted change, and the pass criteria) and judge with ``compare``:
-``estimate`` measures per kind (``run_to_run.KINDS``) the run-to-run sigma and the minimum effect from
+``estimate`` measures per kind (``run_to_run.KINDS``: the kinds of number the studies of
+``latency_lab/core/catalog.py`` declare) the run-to-run sigma and the minimum effect from
 the estimation pairs and, with ``--write``, keeps them for this device in
 ``latency_lab/core/run_to_run.json``; ``check`` applies compare's rule to the held-out and planted
 pairs and says whether the plan's criteria pass.
@@ -68,31 +69,41 @@ def run_one(name: str, into: Path, runner_args: list[str], env: dict) -> dict:
     return {"name": name, "rc": rc, "seconds": round(time.perf_counter() - t0, 1)}
 
 
-def run_entry(name: str, args, into: Path, state: dict) -> dict:
-    """One name of the plan: run it (``run_one``), or why it was skipped; ``state`` carries the slowest
-    run so far, the start and the last plain run (a planted run's size comes from it)."""
+def plan_of(text: str) -> list[tuple[str, float | None]]:
+    """``--plan``'s runs, each name with the % of host time it plants (``p<N>``: N; a plain run: None), or
+    ValueError naming the form."""
+    names = text.split(",")
+    if "" in names or any(n.startswith("p") and not n[1:].replace(".", "", 1).isdigit() for n in names):
+        raise ValueError(f"--plan {text!r}: run names, comma-separated; p<N> (N a number) plants N %")
+    return [(n, float(n[1:]) if n.startswith("p") else None) for n in names]
+
+
+def run_entry(name: str, pct: float | None, args, into: Path, state: dict) -> dict:
+    """One run of the plan, planting ``pct`` % (None: none): run it (``run_one``), or why it was skipped;
+    ``state`` carries the slowest run so far, the start and the last plain run (a planted run's size comes
+    from it)."""
     left = args.deadline - (time.perf_counter() - state["t0"]) if args.deadline else None
     if left is not None and left < 1.1 * state["slowest"]:
         return {"skipped": f"{left:.0f} s left, the slowest run took {state['slowest']:.0f} s"}
     env, entry = {}, {}
-    if name.startswith("p"):
+    if pct is not None:
         last = state["last_plain"]
         base = host_us(into / last, args.planted_executor) if last else None  # a name, or a path
         if base is None:
             return {"skipped": "no run before it timed the planted executor"}
-        us = float(name[1:]) / 100 * base
+        us = pct / 100 * base
         env[planted.VARIABLE] = f"{args.planted_executor}={us:.3f}"
         entry = {
             "planted_executor": args.planted_executor,
             "planted_us": us,
-            "planted_pct": float(name[1:]),
+            "planted_pct": pct,
             "sized_from": Path(last).name,
             "sized_from_host_us": base,
         }
     done = run_one(name, into, args.runner_args, env)
     state["slowest"] = max(state["slowest"], done["seconds"])
     print(f"run_pairs: {name}: rc {done['rc']}, {done['seconds']} s", flush=True)
-    if not name.startswith("p") and done["rc"] in (0, 1):
+    if pct is None and done["rc"] in (0, 1):
         state["last_plain"] = name
     return {**done, **entry}
 
@@ -107,8 +118,8 @@ def run(args) -> int:
         "slowest": 0.0,
         "last_plain": Path(args.size_from).resolve() if args.size_from else None,
     }
-    for name in args.plan.split(","):
-        log.append({"name": name, **run_entry(name, args, into, state), "call": args.call})
+    for name, pct in args.plan:
+        log.append({"name": name, **run_entry(name, pct, args, into, state), "call": args.call})
         log_path.write_text(json.dumps(log, indent=1))  # after each run: a call cut short keeps what it ran
     return 0
 
@@ -245,9 +256,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         if args.command == "run":
-            bad = [n for n in args.plan.split(",") if n.startswith("p") and not n[1:].replace(".", "", 1).isdigit()]
-            if bad or "" in args.plan.split(","):
-                raise ValueError(f"--plan {args.plan!r}: run names, comma-separated; p<N> (N a number) plants N %")
+            args.plan = plan_of(args.plan)
         return {"run": run, "pack": pack, "estimate": estimate, "check": check}[args.command](args)
     except (OSError, ValueError, KeyError) as e:  # a folder without plan.json or runs, a run that cannot be read
         print(f"run_pairs.py {args.command}: error: {e}", file=sys.stderr)

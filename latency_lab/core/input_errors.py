@@ -1,8 +1,10 @@
 """Bad input, said early: ``ParameterError`` names the parameter, the value and what is allowed, and
-``clip``/``short`` keep any value, however long or deep, to a readable message."""
+``clip``/``short`` keep any value, however long or deep, to a readable message; ``integer`` and
+``is_number`` check the numbers parameters take."""
 
 from __future__ import annotations
 
+import math
 import reprlib
 
 
@@ -33,3 +35,22 @@ def short(value, limit: int = 80) -> str:
     (so no value, however deep, can break the message), long text by ``clip``, which counts a
     string's own characters (not its quotes)."""
     return clip(_REPR.repr(value), limit, len(value) if isinstance(value, str) else None)
+
+
+def integer(name: str, value, minimum: int, maximum: int | None = None) -> int:
+    """``value`` when it is an integer (not a bool) in ``minimum``..``maximum``, else ParameterError."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or value < minimum
+        or (maximum is not None and value > maximum)
+    ):
+        raise ParameterError(
+            name, value, f"an integer >= {minimum}" if maximum is None else f"an integer {minimum}..{maximum}"
+        )
+    return value
+
+
+def is_number(value) -> bool:
+    """Whether ``value`` is a finite int or float (not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -10,43 +10,23 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import metrics, phases
+from . import catalog, metrics, phases
+from .catalog import AB_BUILDS as AB_BUILDS  # the suite's notebooks: their names, as the catalog declares them
+from .catalog import EXECUTOR_TIMING as EXECUTOR_TIMING
+from .catalog import EXPLORER as EXPLORER
+from .catalog import HOST_OVERHEAD as HOST_OVERHEAD
+from .catalog import LEVERS as LEVERS
+from .catalog import MODEL_SETUP as MODEL_SETUP
+from .catalog import OP_MICROBENCHMARKS as OP_MICROBENCHMARKS
+from .catalog import SCALING as SCALING
+from .catalog import TRACE_COUNTERS as TRACE_COUNTERS
 from .input_errors import clip
 from .metrics import SCHEMA_VERSION
 
 SUFFIX = ".results.json"
 PHASES_SUFFIX = ".phases.json"  # beside a results file: its process's seconds per phase (core.phases)
 REQUIRED = ("notebook", "created", "params", "environment", "key_table")
-
-# The suite's notebooks, in order: the one table of their names.
-EXPLORER, MODEL_SETUP, EXECUTOR_TIMING, TRACE_COUNTERS = (
-    "00_explorer",
-    "01_model_setup",
-    "02_executor_timing",
-    "03_trace_counters",
-)
-OP_MICROBENCHMARKS, HOST_OVERHEAD, SCALING, LEVERS, AB_BUILDS = (
-    "04_op_microbenchmarks",
-    "05_host_overhead",
-    "06_scaling",
-    "07_levers",
-    "08_ab_builds",
-)
-NOTEBOOKS = (
-    EXPLORER,
-    MODEL_SETUP,
-    EXECUTOR_TIMING,
-    TRACE_COUNTERS,
-    OP_MICROBENCHMARKS,
-    HOST_OVERHEAD,
-    SCALING,
-    LEVERS,
-    AB_BUILDS,
-)
-# What a notebook reads from another one's results in the same run (it runs after it): 03 reads the
-# Thunder trace rows 02 took right after each first call.
-READS_FROM = {TRACE_COUNTERS: (EXECUTOR_TIMING,)}
-
+NOTEBOOKS = catalog.NAMES  # the suite's notebooks, in order
 
 INTERACTIVE = "interactive"  # the folder under outputs/ a notebook run by hand writes into: scratch, never a run
 RUN_DIR = "LATENCY_LAB_RUN_DIR"  # set by runner.py for its notebooks' kernels: the run's folder

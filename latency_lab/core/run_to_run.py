@@ -20,51 +20,24 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import host_state
+from . import catalog, host_state
+from .catalog import COUNT, DIFFERENCE, FIRST_CALL, KERNEL, PER_REF, TIME
+from .catalog import FIT as FIT  # every kind by its name here too, as callers of judge give it
+from .catalog import WITHIN as WITHIN
 from .verdicts import CHANGED, NOT_JUDGED, SAME, TOO_NOISY, phrase
 
 PATH = Path(__file__).with_name("run_to_run.json")
 P = 0.05
 NOISY = 0.5  # an interval wider than this share of its value cannot tell "same": too noisy to judge
 Z95 = 1.959964  # half-width of a 95% interval in standard errors
-TIME, PER_REF, WITHIN, DIFFERENCE, KERNEL, FIRST_CALL, FIT, COUNT = (
-    "host and wall time",
-    "per reference",
-    "ratio within rounds",
-    "difference within rounds",
-    "kernel time",
-    "first call",
-    "fit",
-    "count",
-)
-KINDS = (TIME, PER_REF, WITHIN, DIFFERENCE, KERNEL, FIRST_CALL, FIT, COUNT)
+KINDS = catalog.KINDS  # the kinds of number the catalog's studies hold
 ONE_SAMPLE = (KERNEL, FIRST_CALL)  # one measurement per run, no interval: judged by the run-to-run sigma alone
-COUNTED = ("kernels_per_step", "copies_per_step")  # exact: the same tree launches the same kernels
-WITHIN_ROUNDS = ("vs_eager_x", "vs_baseline_x", "vs_reference_x", "wall_ratio_x")  # ratios of two entries of a round
-# Differences of two entries of a round: a move is relative to A's difference, so judged only where A's
-# interval excludes zero (a difference near zero has no scale to move against)
-DIFFERENCES = ("overhead_vs_eager_us", "host_saved_us", "host_saved_per_ref_x")
-FITTED = ("per_layer_ms", "per_layer_per_ref_x", "fixed_ms")  # 06's fits against depth
-TIMED = ("wall_ms", "host_ms", "loop_ms", "tpot_ms")
 
 
 def kind(metric: str) -> str | None:
-    """The kind of number ``metric`` is, or None for one compare does not judge (memory, shares, %timeit)."""
-    if metric in COUNTED:
-        return COUNT
-    if metric == "kernel_ms":
-        return KERNEL
-    if metric == "first_call_s":
-        return FIRST_CALL
-    if metric in WITHIN_ROUNDS:
-        return WITHIN
-    if metric in DIFFERENCES:
-        return DIFFERENCE
-    if metric in FITTED:
-        return FIT
-    if metric == "host_per_ref_x":
-        return PER_REF
-    return TIME if metric in TIMED else None
+    """The kind of number ``metric`` is, as the catalog's studies declare it (``catalog.Entry.kinds``), or
+    None for one compare does not judge (memory, shares, %timeit)."""
+    return catalog.METRIC_KINDS.get(metric)
 
 
 @dataclass(frozen=True)

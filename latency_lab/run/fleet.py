@@ -9,7 +9,7 @@ object store. The caller writes them into one run folder per type (``<fleet>/<ty
 summary and pages of a local run) and the fleet page, ``<fleet>/index.html``: every task's status,
 and the types side by side (``compare.many.compare_many``). A task that fails, or whose worker or node
 dies, is its row's error and the others finish; Ctrl-C cancels the tasks left and writes what came.
-A notebook that reads another's results (``results.READS_FROM``) starts after it on the same type.
+A notebook that reads another's results (``catalog.READS_FROM``) starts after it on the same type.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..core import compile_cache, environment, parameters, results
+from ..core import catalog, compile_cache, environment, parameters, results
 from ..core.parameters import REPO_ROOT, clip, short
 from ..pages import html_assets, tables
 from . import notebook_run, report
@@ -210,7 +210,7 @@ class Fleet:
         import ray
 
         for t, name in list(self.waiting):
-            reads = [r for r in results.READS_FROM.get(name, ()) if r in self.notebooks]
+            reads = [r for r in catalog.READS_FROM.get(name, ()) if r in self.notebooks]
             if not all((t, r) in self.finished for r in reads):
                 continue
             inputs = {p.name: p.read_bytes() for r in reads if (p := results.path_for(self.dir / t, r)).is_file()}

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, TextIO
 
-from ..core import parameters, progress, results
+from ..core import catalog, parameters, progress, results
 from ..core.parameters import EVERY_NOTEBOOK, REPO_ROOT, clip, short
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
@@ -143,16 +143,20 @@ def declared_names(path: Path) -> list[str]:
 
 
 def injected_parameters(name: str, values: dict, path: Path) -> dict:
-    """What a run injects into notebook ``name``: every parameter its cell declares and any of its
-    own defaults (``parameters.NOTEBOOK_DEFAULTS``), resolved from ``values`` and the package alone, so
-    an edited parameters cell never changes a batch run. An undeclared ``EVERY_NOTEBOOK`` parameter goes
-    in when given (else the notebook's setup resolves the same default itself)."""
+    """What a run injects into notebook ``name``: every parameter its cell declares and any of its own
+    defaults (its catalog entry's), resolved from ``values`` and the package alone
+    (``parameters.for_notebook``), as papermill literals (tuples as lists), so an edited parameters cell never
+    changes a batch run. An undeclared ``EVERY_NOTEBOOK`` parameter goes in when given (else the notebook's
+    setup resolves the same default itself)."""
+    entry = catalog.entry(name)
     names = {
         *declared_parameters(path),
-        *parameters.NOTEBOOK_DEFAULTS.get(name, {}),
+        *entry.defaults,
+        *entry.cpu_defaults,
         *(n for n in EVERY_NOTEBOOK if n in values),
     }
-    return parameters.injected(parameters.for_notebook(name, values), names)
+    given = parameters.for_notebook(name, values).to_dict()
+    return {n: list(v) if isinstance(v, tuple) else v for n, v in given.items() if n in names}
 
 
 def kernel_name() -> str:

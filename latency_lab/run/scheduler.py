@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..core import compile_cache, results
+from ..core import catalog, compile_cache
 from ..core.parameters import REPO_ROOT
 from . import notebook_run, run_folder
 
 # Notebook -> notebooks of the same run whose results it reads, so it starts after they finish
-# (whatever their status: without their results it builds its own): the suite's one table of them.
-RUNS_AFTER = results.READS_FROM
+# (whatever their status: without their results it builds its own): their catalog entries' ``reads_from``.
+RUNS_AFTER = catalog.READS_FROM
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The start page ``tasks.py lab`` opens in JupyterLab: the notebooks in order, the question each
-answers, and how long each took in this machine's last usable run (``run_folder.last_usable``, what
-``outputs/latest`` points at) and in the published reference run.
+answers (its catalog entry's), and how long each took in this machine's last usable run
+(``run_folder.last_usable``, what ``outputs/latest`` points at) and in the published reference run.
 
     python -m latency_lab.run.start_page notebooks/START.md
 """
@@ -11,29 +11,11 @@ import json
 import sys
 from pathlib import Path
 
-from ..core import results
+from ..core import catalog
 from ..core.parameters import REPO_ROOT
 from . import run_folder
 from .notebook_run import NOTEBOOK_DIR, discover
 
-QUESTIONS = {
-    results.EXPLORER: "How fast is a setting you pick (executors, preset, dtype, device, layers, tokens, threads)? "
-    "Runs side by side; from any row its Thunder trace, profiler timeline and top ops; "
-    "one click sets them beside the H100 reference.",
-    results.MODEL_SETUP: "What does one step have to do (parameters, bytes, the memory-bandwidth floor), in which "
-    "environment, and which executors can run here?",
-    results.EXECUTOR_TIMING: "How do the executors compare on the seed's step, measured with the seed's own methods?",
-    results.TRACE_COUNTERS: "What is in Thunder's final trace (fusion regions, ops outside them), and where does its "
-    "first call go?",
-    results.OP_MICROBENCHMARKS: "What does each executor pay per call for one op (the seed's add, and more), "
-    "over sizes?",
-    results.HOST_OVERHEAD: "Where does the host time of one step go, and how much do CUDA graphs remove?",
-    results.SCALING: "How do wall, host and kernel time grow with depth, prompt length and token-by-token decoding?",
-    results.LEVERS: "What does each remedy the seed proposes save Thunder-nvFuser, where does the saving land, and "
-    "would the best together reach torch.compile?",
-    results.AB_BUILDS: "Did a change of the stack (a Thunder or nvFuser branch, another transformers) move the step, "
-    "and which part moved? Two builds in the same rounds, with what this run can resolve.",
-}
 OUTPUTS = REPO_ROOT / "outputs"
 REFERENCE = OUTPUTS / "reference-h100"  # the published reference run (``runner.py publish``)
 
@@ -73,7 +55,7 @@ def text(notebook_dir: Path = NOTEBOOK_DIR, outputs: Path = OUTPUTS, reference: 
         return f"{table[name]:.0f} s" if name in table else "—"
 
     rows = [
-        f"| [{title(path)}]({path.name}) | {QUESTIONS.get(name, '')} | {secs(here, name)} | {secs(ref, name)} |"
+        f"| [{title(path)}]({path.name}) | {catalog.entry(name).question} | {secs(here, name)} | {secs(ref, name)} |"
         for name, path in discover(notebook_dir).items()
     ]
     here_note = (

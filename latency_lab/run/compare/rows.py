@@ -7,24 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ...core import metrics
+from ...core import catalog, metrics
 
-KEY_COLUMNS = (
-    "op",
-    "size",
-    "step",
-    "layers",
-    "tokens",
-    "prompt_tokens",
-    "executor",
-    "with_graphs",
-    "without",
-    "metric",
-    "comparison",
-    "claim",
-)  # a row's identity, where a notebook's rows have them (``with_graphs``, ``without``: 05's CUDA-graph ratios;
-# ``metric``: 06's fit rows, one per fitted metric; ``comparison``: 08's B, A/A and planted rows;
-# ``claim``: 05's grades)
+KEY_COLUMNS = catalog.KEY_COLUMNS  # a row's identity, whichever study it is of: every study's key columns
 WITHIN_ROUNDS = ("combination", "graphs")  # 07's and 05's rows of within-round ratios, beside the main rows
 GRADED = ("grades",)  # 05's grades of the seed's claims: a word per claim and executor, compared as it stands
 ROUND_STATS = {"wall_ms": "wall", "host_ms": "host", "host_per_ref_x": "host_per_ref"}  # a rounds record's statistics

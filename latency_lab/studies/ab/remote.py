@@ -46,6 +46,7 @@ class Worker:
     arm: str = A
     slot: int = 0
     variants: tuple[str, ...] = (worker.PLAIN,)  # what it builds (``worker.Worker.build``); it times the last
+    planted_pct: float | None = None  # the delay its arm plants, % of A's host time (None: no delay)
     group: object = None
     gateway: object = None
     channel: object = None
@@ -168,16 +169,21 @@ def worker_label(arm: str, slot: int) -> str:
     return f"{arm} #{slot + 1}"
 
 
-def arms_for(params: Params, more: tuple[tuple[str, Build], ...] = ()) -> list[tuple[str, Build]]:
-    """The arms: A, its twin A' (the control), one arm of build A per planted delay, B when given, then
-    ``more`` builds (name, build), each read against A like B (a bisection's midpoint)."""
+def planted_arms(params: Params) -> list[tuple[str, float | None]]:
+    """The planted arms of build A, each with the delay it plants (% of A's host time; None: the planted ops)."""
+    ops = [(ops_label(params.planted_ops), None)] if params.planted_ops else []
+    return [*((planted_label(pct), pct) for pct in params.planted_pct), *ops]
+
+
+def arms_for(params: Params, more: tuple[tuple[str, Build], ...] = ()) -> list[tuple[str, Build, float | None]]:
+    """The arms, each with its build and the delay it plants (None: none): A, its twin A' (the control), the
+    planted arms of build A (``planted_arms``), B when given, then ``more`` builds (name, build), each read
+    against A like B (a bisection's midpoint)."""
     a = builds.parse("build_a", params.build_a)
-    out = [(A, a), (TWIN, a), *((planted_label(p), a) for p in params.planted_pct)]
-    if params.planted_ops:
-        out.append((ops_label(params.planted_ops), a))
+    out = [(A, a, None), (TWIN, a, None), *((label, a, pct) for label, pct in planted_arms(params))]
     if params.build_b is not None:
-        out.append((B, builds.parse("build_b", params.build_b)))
-    return out + list(more)
+        out.append((B, builds.parse("build_b", params.build_b), None))
+    return out + [(name, build, None) for name, build in more]
 
 
 def workers_for(params: Params, cache_root: Path, more: tuple[tuple[str, Build], ...] = ()) -> list[Worker]:
@@ -187,8 +193,8 @@ def workers_for(params: Params, cache_root: Path, more: tuple[tuple[str, Build],
     follows another process's."""
     ops = ops_label(params.planted_ops) if params.planted_ops else None
     return [
-        Worker(worker_label(arm, i), build, cache_root / f"arm{n}-{i}", arm, i, variants_of(arm == ops, i))
-        for n, (arm, build) in enumerate(arms_for(params, more))
+        Worker(worker_label(arm, i), build, cache_root / f"arm{n}-{i}", arm, i, variants_of(arm == ops, i), pct)
+        for n, (arm, build, pct) in enumerate(arms_for(params, more))
         for i in range(params.workers)
     ]
 
@@ -228,9 +234,7 @@ def start_and_build(workers: list[Worker], params: Params) -> tuple[dict, dict]:
     for w in workers:
         try:
             hello[w.label] = w.receive()
-            # the arms are the coordinator's: a worker builds its model and executors from the rest
-            mine = {k: v for k, v in params.to_dict().items() if k != "planted_pct"}
-            w.send("build", params=mine, executors=list(params.executors), variants=w.variants)
+            w.send("build", params=params.to_dict(), executors=list(params.executors), variants=w.variants)
         except WorkerError as e:
             hello.setdefault(w.label, {"error": str(e)})
     for w in workers:
@@ -307,20 +311,18 @@ def entries_for(
     workers: list[Worker], built: dict, params: Params, delays: dict, parts: bool = True
 ) -> list[RemoteEntry]:
     """Per executor that at least 2 workers of A and of A' built: every worker of every arm that built
-    it, a planted arm's behind its delay. With ``parts``, the in-place parts are taken for the first
-    worker of A, A' and B of every Thunder configuration."""
+    it, a planted arm's behind its delay (``delays``: per executor, µs per planted %). With ``parts``, the
+    in-place parts are taken for the first worker of A, A' and B of every Thunder configuration."""
     out = []
     for name in params.executors:
         if min(len(arm_usable(workers, built, arm, name)) for arm in (A, TWIN)) < 2:
             continue
         take_parts = parts and registry.REGISTRY[name].needs_thunder
-        planted = {planted_label(pct): us for pct, us in delays.get(name, {}).items()}
-        if params.planted_ops:
-            planted[ops_label(params.planted_ops)] = 0.0
-        asked = {planted_label(pct) for pct in params.planted_pct} | set(planted)
+        sized = delays.get(name, {})
         for w in workers:  # a planted arm whose delay was not sized is left out
-            if not usable(built, w.label, name) or (w.arm in asked and w.arm not in planted):
+            if not usable(built, w.label, name) or (w.planted_pct is not None and w.planted_pct not in sized):
                 continue
             probe = take_parts and w.slot == 0 and w.arm in (A, TWIN, B)
-            out.append(RemoteEntry(entry_name(name, w.label), w, name, delay_us=planted.get(w.arm, 0.0), parts=probe))
+            delay_us = 0.0 if w.planted_pct is None else sized[w.planted_pct]
+            out.append(RemoteEntry(entry_name(name, w.label), w, name, delay_us=delay_us, parts=probe))
     return out

@@ -67,6 +67,7 @@ from .tables import (
 KEY_COLUMNS = [
     "executor",
     "comparison",
+    "planted_pct_asked",
     "metric",
     "a_ms",
     "b_ms",
@@ -414,9 +415,8 @@ def run(params: Params) -> Result:
     """Start, build and pin the workers, size the planted delays, time every entry in the same rounds
     until resolved, then read B and the controls against A (module docstring)."""
     env = environment.collect(params.device)
-    arms = 2 + len(params.planted_pct) + (params.planted_ops > 0) + (params.build_b is not None)
     print(
-        f"device {params.device} · {params.layers} layer(s) · {arms} arms of {params.workers} workers "
+        f"device {params.device} · {params.layers} layer(s) · {params.arms} arms of {params.workers} workers "
         f"(A, A'{', planted' if params.planted_pct else ''}{', B' if params.build_b is not None else ''}) · "
         f"{params.warmup} + {params.iters} calls per block · rounds until ±{params.resolve_pct:g}% "
         f"or {params.budget_s:g} s"

@@ -16,7 +16,7 @@ from ...core.harness import Rounds
 from ...core.parameters import Params
 from ...core.rounds import Timed
 from ...core.verdicts import NOT_JUDGED, phrase
-from .remote import TWIN, A, B, Worker, WorkerError, entry_name, ops_label, planted_label, usable, worker_label
+from .remote import TWIN, A, B, Worker, WorkerError, entry_name, planted_arms, usable, worker_label
 
 COMPARISON = {B: "B vs A", TWIN: "A' vs A (A/A control)"}
 
@@ -68,23 +68,20 @@ def is_build(arm: str, params: Params) -> bool:
 
 
 def plant_labels(params: Params) -> list[str]:
-    """The planted arms: one per planted delay, and the planted ops."""
-    return [
-        *(planted_label(p) for p in params.planted_pct),
-        *([ops_label(params.planted_ops)] if params.planted_ops else []),
-    ]
+    """The planted arms (``remote.planted_arms``)."""
+    return [label for label, _ in planted_arms(params)]
 
 
 def change_rows(timed: Rounds, params: Params, costs: dict) -> list[dict]:
     """The key table: per executor, comparison and metric, the change against A; a build's verdict (B's,
     ``is_build``) gated by the same executor's controls (``gate``; ``costs``: per executor and planted arm,
     what the plant adds in one process, ``remote.planted_cost``)."""
-    rows = []
+    rows, asked = [], dict(planted_arms(params))
     for name in params.executors:
         found = {metric: changes(timed, params, name, metric) for metric in metrics_for(params.device)}
         for metric, by_arm in found.items():
             for arm, c in by_arm.items():
-                row = change_row(name, comparison_of(arm), metric, c, arm_errors(timed, name, (A, arm)))
+                row = change_row(name, comparison_of(arm), asked.get(arm), metric, c, arm_errors(timed, name, (A, arm)))
                 if is_build(arm, params):
                     sizes = {
                         label: None if (x := costs.get(name, {}).get(label)) is None else planted_size(timed, name, x)
@@ -100,12 +97,15 @@ def arm_errors(timed: Rounds, name: str, arms: tuple[str, ...]) -> str:
     return "; ".join(sorted({t.error for _, arm, t in workers_of(timed, name) if t.error and arm in arms}))
 
 
-def change_row(name: str, comparison: str, metric: str, c: paired.Change, error: str) -> dict:
+def change_row(name: str, comparison: str, planted: float | None, metric: str, c: paired.Change, error: str) -> dict:
+    """An arm's row of the key table: its change against A for ``metric``; ``planted``: the delay the arm
+    plants, % of A's host time (None: none)."""
     status = "ok" if c.judged and not error else "partial"
     who = "B" if comparison == "B vs A" else comparison.split(" vs ")[0]
     return {
         "executor": name,
         "comparison": comparison,
+        "planted_pct_asked": planted,
         "metric": metric,
         "status": status,
         "reason": error or (None if c.judged else "fewer than 2 workers of an arm measured"),
@@ -200,16 +200,15 @@ def control_rows(table: list[dict], delays: dict, costs: dict, timed: Rounds, pa
     too), the change found with its interval, whether the interval covers the planted size, and whether it
     was detected."""
     out = []
-    asked = {planted_label(p): p for p in params.planted_pct}
+    plants = {comparison_of(label): label for label, _ in planted_arms(params)}
     for r in table:
-        arm = r["comparison"].removesuffix(" vs A")
-        cost = costs.get(r["executor"], {}).get(arm)
+        cost = costs.get(r["executor"], {}).get(plants.get(r["comparison"]))
         if r["metric"] != "host_ms" or cost is None or r.get("ratio_x") is None:
             continue
         size, size_se = planted_size(timed, r["executor"], cost)
         planted = 100 * size
         lo, hi = r["ratio_lo_x"], r["ratio_hi_x"]
-        pct = asked.get(arm)
+        pct = r["planted_pct_asked"]
         out.append(
             {
                 "executor": r["executor"],
@@ -423,6 +422,7 @@ def failed_entries(params: Params, built: dict, workers: list[Worker]) -> list[d
                 {
                     "executor": name,
                     "comparison": f"{arm} build",
+                    "planted_pct_asked": group[0].planted_pct,
                     "metric": None,
                     "status": bad[0]["status"],
                     "reason": f"{len(bad)} of {len(group)} workers: {bad[0].get('reason')}",

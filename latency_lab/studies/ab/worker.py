@@ -47,12 +47,13 @@ class Worker:
     def build(self, params: dict, executors: list[str], variants: tuple[str, ...] = (PLAIN,)) -> dict:
         """The model and each executor, each with its first call, for each variant (``PLAIN``; ``OPS``: the
         step with ``planted_ops`` more ops inside, ``planted.with_ops``); per executor of the last variant its
-        status, reason, first-call seconds and logits (float32 bytes and shape, taken before any later call)."""
+        status, reason, first-call seconds and logits (float32 bytes and shape, taken before any later call).
+        ``params``: the coordinator's ``Params`` as a dict, resolved and checked there, taken as they are."""
         from dataclasses import replace
 
         from ...core import harness, model, parameters, planted
 
-        p = parameters.resolved(params)
+        p = parameters.Params(**params)
         harness.set_up(p)
         self.device = p.device
         self.setup = model.build(p)

@@ -1,0 +1,145 @@
+"""Sizes bounded by what the machine can hold: a run's parameters against the memory available now
+(``check_fits``, with the models a notebook holds at once, ``catalog.Entry.models_held``), and 08's worker
+processes, each its model and its process's own share (``check_workers_fit``)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from . import catalog
+from .input_errors import ParameterError
+from .model_config import memory_needed
+
+if TYPE_CHECKING:
+    from .parameters import Params
+
+SIZE_PARAMS = ("layers", "depths", "batch_size", "seq_len", "prompt_lengths", "decode_tokens", "sizes")
+
+
+def available_ram(meminfo: str = "/proc/meminfo") -> tuple[int, str]:
+    """Bytes of host RAM a run can take now, and what they are: ``MemAvailable`` of ``meminfo`` (free
+    memory and the caches the kernel can drop); all the RAM where there is no such line (not Linux)."""
+    try:
+        with open(meminfo) as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024, "RAM available"
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "RAM (its total: no MemAvailable here)"
+
+
+def machine_memory(device: str) -> tuple[int, str]:
+    """Bytes of memory the run's tensors can take now, and what they are: the GPU's free memory
+    (``torch.cuda.mem_get_info``), or the host's available RAM (``available_ram``)."""
+    if device.startswith("cuda"):
+        import torch
+
+        index = int(device[5:]) if ":" in device else 0
+        return torch.cuda.mem_get_info(index)[0], f"GPU memory ({device}) available"
+    return available_ram()
+
+
+def _largest_point(p: Params, name: str) -> int:
+    if name == "sizes":
+        return max((int(s[:-1]) for s in p.sizes if s != "seed"), default=1)
+    value = getattr(p, name)
+    return max(value) if isinstance(value, tuple) else value
+
+
+def _with_point(p: Params, name: str, n: int) -> Params:
+    """``p`` with the largest point of parameter ``name`` set to ``n`` (the others do not count)."""
+    value = (f"{n}x",) if name == "sizes" else (n,) if isinstance(getattr(p, name), tuple) else n
+    return replace(p, **{name: value})
+
+
+def check_fits(p: Params, given: dict, memory: tuple[int, str] | None = None, notebook: str | None = None) -> None:
+    """ParameterError for the first size parameter (``SIZE_PARAMS``) whose value makes the run need
+    more memory than is available (``model_config.memory_needed`` with the models ``notebook`` holds at once,
+    ``catalog.Entry.models_held``, against ``memory``: bytes and what they are, by default
+    ``machine_memory``), naming the largest value that fits with the other parameters as they are."""
+    memory, kind = memory or machine_memory(p.device)
+    models_held = catalog.entry(notebook).models_held
+
+    def need_of(q: Params) -> int:
+        return memory_needed(q, models_held(q))
+
+    need = need_of(p)
+    if need <= memory:
+        return
+    held = models_held(p)
+    others = f", {len(held) + 1} models held at once" if held else ""
+    for name in SIZE_PARAMS:
+        lo, hi = 1, _largest_point(p, name)
+        if need_of(_with_point(p, name, lo)) > memory:
+            continue  # even its smallest value does not fit: another parameter is too large
+        while lo < hi:  # the largest point that fits, by bisection (memory_needed grows with each)
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if need_of(_with_point(p, name, mid)) <= memory else (lo, mid - 1)
+        what = (
+            "'seed' or '<k>x' labels with k"
+            if name == "sizes"
+            else "integers"
+            if isinstance(getattr(p, name), tuple)
+            else "an integer"
+        )
+        raise ParameterError(
+            name,
+            given.get(name, getattr(p, name)),
+            f"{what} up to {lo:,} on this machine: the run would need about {need / 2**30:.3g} GiB "
+            f"(the model's build or its largest step{others}, with a margin; estimate), more than its "
+            f"{memory / 2**30:.3g} GiB of {kind}",
+        )
+    name = next((n for n in SIZE_PARAMS if n in given), "preset")  # several too large at once
+    raise ParameterError(
+        name,
+        given.get(name, getattr(p, name)),
+        f"smaller sizes: as given, the run would need about {need / 2**30:.3g} GiB, more than this "
+        f"machine's {memory / 2**30:.3g} GiB of {kind}, and no one of {', '.join(SIZE_PARAMS)} alone "
+        f"brings it within",
+    )
+
+
+# What one worker process of 08 holds besides its model (``memory_needed``): the CUDA context, cuBLAS's and
+# nvFuser's workspaces, or on a CPU torch and Thunder imported. Measured: 3.16 GiB per worker on the H100
+# (seed, 1 layer, thunder; memory_needed 2.90), 0.8 GB of RSS per worker on the CPU machine (tiny)
+PROCESS_BYTES = {"cuda": 0.5 * 2**30, "cpu": 0.6 * 2**30}
+
+
+def ab_processes(p: Params) -> int:
+    """08's worker processes: ``workers`` per arm (``Params.arms``)."""
+    return p.workers * p.arms
+
+
+def process_bytes(p: Params) -> int:
+    """Memory one worker process of 08 holds: its model (``memory_needed``) and ``PROCESS_BYTES``."""
+    return memory_needed(p) + int(PROCESS_BYTES["cuda" if p.is_cuda else "cpu"])
+
+
+def workers_that_fit(p: Params, memory: tuple[int, str] | None = None) -> int:
+    """The most workers per arm of 08 whose processes fit in the memory available (``check_workers_fit``)."""
+    memory, _ = memory or machine_memory(p.device)
+    return int(memory // (process_bytes(p) * p.arms))
+
+
+def check_workers_fit(p: Params, given: dict, memory: tuple[int, str] | None = None) -> None:
+    """ParameterError naming ``workers`` (or the model's size) when 08's worker processes, each its model and
+    ``PROCESS_BYTES``, need more memory than is available, with the most workers per arm that fit."""
+    memory, kind = memory or machine_memory(p.device)
+    each = process_bytes(p)
+    if ab_processes(p) * each <= memory:
+        return
+    arms = p.arms
+    fit = workers_that_fit(p, (memory, kind))
+    if fit < 2:  # not even 2 workers per arm: the model is too large; name the size that fits 2 per arm
+        share = memory // (2 * arms) - (each - memory_needed(p))
+        check_fits(p, given, (int(share), kind))
+    raise ParameterError(
+        "workers",
+        given.get("workers", p.workers),
+        f"at most {fit} workers per arm on this machine: {arms} arms of {p.workers} workers would hold about "
+        f"{ab_processes(p) * each / 2**30:.3g} GiB ({each / 2**30:.2g} GiB each, estimate), more than its "
+        f"{memory / 2**30:.3g} GiB of {kind}; or fewer planted sizes",
+    )
