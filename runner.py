@@ -29,49 +29,24 @@ if __name__ == "__main__":  # a Python without the suite's packages hands over t
         signal.signal(_s, quit_at_once)
 
 from latency_lab.core import compile_cache, environment, parameters, planted, results
-from latency_lab.core.parameters import MAX_VALUE_CHARS, SCHEMA, ParameterError, clip, parse_value, short, validate
-from latency_lab.run import cli, fleet, interrupts, notebook_changes, notebook_run, report, run_folder, scheduler
-from latency_lab.run.run_folder import SetupError
-
-EXIT_FAILED, EXIT_SETUP = 1, 2  # a notebook or an executor row failed; bad input or output folder
-SETTABLE = [name for name in SCHEMA if name != "output_dir"]  # output_dir: the runner sets it (--output-dir)
+from latency_lab.core.parameters import SCHEMA, ParameterError, clip, short, validate
+from latency_lab.run import (
+    cli,
+    fleet,
+    interrupts,
+    notebook_changes,
+    notebook_run,
+    report,
+    run_folder,
+    scheduler,
+    subcommands,
+)
+from latency_lab.run.cli import EXIT_FAILED, EXIT_SETUP, SETTABLE, parse_overrides, run_values
+from latency_lab.run.run_folder import SetupError, check_writable
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     return cli.run_parser().parse_args(argv)
-
-
-def parse_overrides(pairs: list[str]) -> dict:
-    """``-p NAME=VALUE`` pairs as values: each name once, each value at most ``MAX_VALUE_CHARS`` long."""
-    values = {}
-    for pair in pairs:
-        name, sep, text = pair.partition("=")
-        name = name.strip()
-        if not sep or not name:
-            raise ParameterError("-p", pair, "NAME=VALUE with NAME one of " + ", ".join(SETTABLE))
-        if len(text) > MAX_VALUE_CHARS:
-            raise ParameterError(name, text, f"a value of at most {MAX_VALUE_CHARS:,} characters")
-        if name in values:
-            raise ParameterError(
-                name, parse_value(text), f"one -p {clip(name, 60)}: it is given twice (first {short(values[name], 40)})"
-            )
-        values[name] = parse_value(text)
-    return values
-
-
-def run_values(args: argparse.Namespace) -> dict:
-    """The parameters given: ``--preset`` / ``--device`` and ``-p``; the two spellings of one
-    parameter must agree."""
-    values = parse_overrides(args.param)
-    for name in ("preset", "device"):
-        flag = getattr(args, name)
-        if flag is not None and name in values and values[name] != flag:
-            raise SetupError(
-                f"--{name} {clip(flag, 60)} and -p {name}={clip(str(values[name]), 60)} disagree: give one"
-            )
-        if name not in values:
-            values[name] = flag or SCHEMA[name][0]
-    return values
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -151,15 +126,6 @@ def prepare_run(args: argparse.Namespace):
     root = run_folder.output_root(args.output_dir)
     check_writable(root, args.output_dir)
     return notebooks, values, declared, params, root, injected
-
-
-def check_writable(root: Path, given: str) -> None:
-    """A folder the run folder can be made in, tried with a folder made and removed again (as root,
-    ``os.access`` says yes to ``/proc``, where nothing can be made)."""
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=".writable-", dir=root))
-    except OSError:
-        raise SetupError(f"invalid --output-dir {short(given)}: not writable") from None
 
 
 def main(argv=None, typed: list[str] | None = None) -> int:
@@ -410,114 +376,12 @@ def ab(argv: list[str]) -> int:
             raise SetupError("give build B: --b PYTHON, --b-path FOLDER or --b-env NAME=VALUE (runner.py ab --help)")
         if "--notebooks" in rest or any(r.startswith("--notebooks=") for r in rest):
             raise SetupError("runner.py ab runs notebook 08 only: leave out --notebooks")
-        specs = {side: ab_build(args, side) for side in ("a", "b")}
-        given = ["-p", f"build_a={specs['a']!r}", "-p", f"build_b={specs['b']!r}", *ab_values(args)]
+        specs = {side: subcommands.ab_build(args, side) for side in ("a", "b")}
+        given = ["-p", f"build_a={specs['a']!r}", "-p", f"build_b={specs['b']!r}", *subcommands.ab_values(args)]
     except ValueError as e:
         print(f"runner.py ab: error: {e}", file=sys.stderr)
         return EXIT_SETUP
     return main(["--notebooks", results.AB_BUILDS, *rest, *given], typed=["ab", *argv])
-
-
-def ab_values(args: argparse.Namespace) -> list[str]:
-    """``--resolve``, ``--budget``, ``--workers`` as ``-p`` pairs."""
-    given = []
-    for flag, name, unit in (("resolve", "resolve_pct", "%"), ("budget", "budget_s", "s"), ("workers", "workers", "")):
-        value = getattr(args, flag)
-        if value is not None:
-            given += ["-p", f"{name}={ab_number(flag, value, unit)!r}"]
-    return given
-
-
-def bisect(argv: list[str]) -> int:
-    """``runner.py bisect``: the range, the parameters and the good and bad builds checked (exit 2 before
-    any timing), then the bisection (``latency_lab.run.bisect``) into a run folder of its own."""
-    from latency_lab.run import bisect, bisect_builds, bisect_page
-
-    args, rest = cli.bisect_parser().parse_known_args(argv)
-    cands = None
-    try:
-        run_args = cli.run_parser().parse_args([*rest, *ab_values(args)])
-        if run_args.notebooks is not None:
-            raise SetupError("runner.py bisect runs notebook 08's steps only: leave out --notebooks")
-        run_folder.check_run_id(run_args.run_id)
-        values = run_values(run_args)
-        bisect.step_params(values, {}, {})  # the values and the one executor, before any build is made
-        if args.repo is not None:
-            cands = bisect_builds.Commits(args.repo, args.good, args.bad)
-        else:
-            cands = bisect_builds.Releases(args.package, args.good, args.bad)
-        need = ("torch", "transformers")
-        for flag, c in (("good", cands.items[0]), ("bad", cands.items[-1])):
-            try:
-                why = bisect_builds.why_not(cands.build(c), values.get("cache_mode", SCHEMA["cache_mode"][0]), need)
-                need = bisect_builds.imported(cands.build(c))  # bad must import what good does
-            except RuntimeError as e:
-                why = str(e)
-            if why:
-                raise SetupError(f"invalid --{flag} {c.name}: the build cannot run the step: {why}")
-        params = bisect.step_params(values, cands.build(cands.items[0]), cands.build(cands.items[-1]))
-        root = run_folder.output_root(run_args.output_dir)
-        check_writable(root, run_args.output_dir)
-        run_dir = run_folder.new_run_dir(root, run_args.run_id, f"bisect-{params.preset}", params.device)
-    except (ValueError, RuntimeError) as e:
-        if cands is not None:
-            cands.close()
-        print(f"runner.py bisect: error: {e}", file=sys.stderr)
-        return EXIT_SETUP
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C: the steps done are kept and written
-    try:
-        data = bisect.run(cands, params)
-    finally:
-        cands.close()
-    page, out = bisect_page.write(data, run_dir)
-    print(bisect_page.text(data))
-    print(f"wrote {page} and {out}")
-    return 130 if data["status"] == "interrupted" else 0
-
-
-def ab_number(flag: str, text: str, unit: str) -> float | int:
-    """``--resolve 1%``, ``--budget 180s``, ``--workers 6`` as numbers (the unit optional); the range is
-    the parameter's to check."""
-    body = text.strip().removesuffix(unit) if unit else text.strip()
-    try:
-        return int(body) if flag == "workers" else float(body)
-    except ValueError:
-        example = {"resolve": "1%", "budget": "180s", "workers": "6"}[flag]
-        raise ParameterError(f"--{flag}", text, f"a number{' of ' + unit if unit else ''}, e.g. {example}") from None
-
-
-def ab_build(args: argparse.Namespace, side: str) -> dict:
-    """One side's flags as a build (``latency_lab.core.builds``), checked."""
-    from latency_lab.core import builds
-
-    env = {}
-    for pair in getattr(args, f"{side}_env"):
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            raise ParameterError(f"--{side}-env", pair, "NAME=VALUE")
-        env[name] = value
-    spec = {"python": getattr(args, side) or "", "path": getattr(args, f"{side}_path"), "env": env}
-    return builds.parse(f"build_{side}", spec).to_dict()
-
-
-def publish(argv: list[str]) -> int:
-    """``runner.py publish RUN [RUN ...] DEST``: a small copy of a run, or of runs that together hold
-    the suite (results, summary, environment, index)."""
-    args = cli.publish_parser().parse_args(argv)
-    try:
-        summary, files = report.publish([Path(r) for r in args.run], Path(args.dest), allow_incomplete=args.incomplete)
-    except (ValueError, OSError) as e:
-        print(f"runner.py publish: error: {e}", file=sys.stderr)
-        return EXIT_SETUP
-    missing = report.incomplete(summary)
-    print(f"published run {summary.get('run_id')} ({'; '.join(missing) if missing else 'complete'}) to {args.dest}")
-    print("  " + " · ".join(f"{n['name']} {n['status']}" for n in summary["notebooks"]))
-    print(
-        f"  {', '.join(f.name for f in files)}: {len(files)} files, {sum(f.stat().st_size for f in files) / 1e6:.2f} MB"
-    )
-    if not (Path(args.dest) / "environment.json").is_file():
-        print("  no environment.json: the run has no environment record")
-    return 0
 
 
 if __name__ == "__main__":
@@ -526,9 +390,9 @@ if __name__ == "__main__":
 
         sys.exit(compare.main(sys.argv[2:]))
     if sys.argv[1:2] == ["publish"]:
-        sys.exit(publish(sys.argv[2:]))
+        sys.exit(subcommands.publish_command(sys.argv[2:]))
     if sys.argv[1:2] == ["ab"]:
         sys.exit(ab(sys.argv[2:]))
     if sys.argv[1:2] == ["bisect"]:
-        sys.exit(bisect(sys.argv[2:]))
+        sys.exit(subcommands.bisect_command(sys.argv[2:]))
     sys.exit(main())

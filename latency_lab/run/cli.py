@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import argparse
 
+from ..core.parameters import MAX_VALUE_CHARS, SCHEMA, ParameterError, clip, parse_value, short
 from . import notebook_run, report
+from .run_folder import SetupError
+
+SETTABLE = [name for name in SCHEMA if name != "output_dir"]  # output_dir: the runner sets it (--output-dir)
+EXIT_FAILED, EXIT_SETUP = 1, 2  # a notebook or an executor row failed; bad input or output folder (EXIT_HELP)
 
 RUN_HELP = """Run the latency-lab notebooks headlessly (papermill, real kernel) into ``outputs/<run-id>/``.
 
@@ -207,3 +212,36 @@ def publish_parser() -> argparse.ArgumentParser:
         help="publish a run that was interrupted or has notebooks or rows that are not ok",
     )
     return ap
+
+
+def parse_overrides(pairs: list[str]) -> dict:
+    """``-p NAME=VALUE`` pairs as values: each name once, each value at most ``MAX_VALUE_CHARS`` long."""
+    values = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise ParameterError("-p", pair, "NAME=VALUE with NAME one of " + ", ".join(SETTABLE))
+        if len(text) > MAX_VALUE_CHARS:
+            raise ParameterError(name, text, f"a value of at most {MAX_VALUE_CHARS:,} characters")
+        if name in values:
+            raise ParameterError(
+                name, parse_value(text), f"one -p {clip(name, 60)}: it is given twice (first {short(values[name], 40)})"
+            )
+        values[name] = parse_value(text)
+    return values
+
+
+def run_values(args: argparse.Namespace) -> dict:
+    """The parameters given: ``--preset`` / ``--device`` and ``-p``; the two spellings of one
+    parameter must agree."""
+    values = parse_overrides(args.param)
+    for name in ("preset", "device"):
+        flag = getattr(args, name)
+        if flag is not None and name in values and values[name] != flag:
+            raise SetupError(
+                f"--{name} {clip(flag, 60)} and -p {name}={clip(str(values[name]), 60)} disagree: give one"
+            )
+        if name not in values:
+            values[name] = flag or SCHEMA[name][0]
+    return values

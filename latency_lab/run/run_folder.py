@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -167,3 +168,12 @@ def remove_temporaries(run_dir: Path) -> None:
     or a killed kernel left in the run folder; called once nothing writes there any more."""
     for tmp in run_dir.glob(".*.tmp"):
         tmp.unlink(missing_ok=True)
+
+
+def check_writable(root: Path, given: str) -> None:
+    """A folder the run folder can be made in, tried with a folder made and removed again (as root,
+    ``os.access`` says yes to ``/proc``, where nothing can be made)."""
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".writable-", dir=root))
+    except OSError:
+        raise SetupError(f"invalid --output-dir {short(given)}: not writable") from None
