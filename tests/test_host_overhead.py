@@ -123,13 +123,13 @@ class _FakeInSitu:
 def test_summary_closes_on_the_plain_step_of_the_same_rounds():
     blocks = [_block(1000.0, [600.0, 20.0, 300.0]), _block(1100.0, [650.0, 25.0, 320.0])]
     s = thunder_breakdown.summarize(_FakeInSitu(), blocks, host_ms=[1.05, 1.1])
-    assert s["remainder_pct"]["median"] == pytest.approx((100 * 50 / 1050 + 0.0) / 2)
-    assert s["remainder_us"]["median"] == pytest.approx(25.0)  # the same per-round differences, in µs
-    assert s["correction_pct"]["median"] == pytest.approx((100 * 0.15 / 1050 + 100 * 0.15 / 1100) / 2)
+    assert s["remainder_pct"].median == pytest.approx((100 * 50 / 1050 + 0.0) / 2)
+    assert s["remainder_us"].median == pytest.approx(25.0)  # the same per-round differences, in µs
+    assert s["correction_pct"].median == pytest.approx((100 * 0.15 / 1050 + 100 * 0.15 / 1100) / 2)
     text = host_overhead_findings.parts_text({"thunder": s})[0]
     assert "it cannot see time moved from one part to another" in text and "correction is 0.0140% of the step" in text
-    assert s["kinds"]["nvFusion"]["median"] == pytest.approx(625.0) and s["kinds_per_block"]["op"] == [300.0, 320.0]
-    assert s["startup_us"]["median"] == pytest.approx(6.0)  # six phases of 1 µs before the first statement
+    assert s["kinds"]["nvFusion"].median == pytest.approx(625.0) and s["kinds_per_block"]["op"] == [300.0, 320.0]
+    assert s["startup_us"].median == pytest.approx(6.0)  # six phases of 1 µs before the first statement
     assert thunder_breakdown.summarize(_FakeInSitu(), [], [1.0]) == {"reason": "no instrumented block ran"}
 
 
@@ -192,11 +192,11 @@ def test_memory_held_never_prints_a_negative_number():
 
 
 def _broken(startup=380.0, nv_per_block=(1100.0, 1150.0), remainder=1.0):
-    stat = Stat.of([startup]).to_dict()
+    stat = Stat.of([startup])
     return {
         "thunder": {
-            "phases": {k: Stat.of([10.0]).to_dict() for k in thunder_breakdown.PHASES},
-            "kinds": {"nvFusion": Stat.of(nv_per_block).to_dict(), "op": Stat.of([700.0]).to_dict()},
+            "phases": {k: Stat.of([10.0]) for k in thunder_breakdown.PHASES},
+            "kinds": {"nvFusion": Stat.of(nv_per_block), "op": Stat.of([700.0])},
             "kinds_per_block": {"nvFusion": list(nv_per_block)},
             "startup_us": stat,
             "statements": [
@@ -204,9 +204,9 @@ def _broken(startup=380.0, nv_per_block=(1100.0, 1150.0), remainder=1.0):
                 {"index": 1, "name": "del", "kind": "glue", **Stat.of([1.0]).to_dict()},
                 {"index": 2, "name": "nvFusion1", "kind": "nvFusion", **Stat.of([500.0]).to_dict()},
             ],
-            "call_us": Stat.of([2380.0]).to_dict(),
-            "plain_host_us": Stat.of([2400.0]).to_dict(),
-            "remainder_pct": Stat.of([remainder]).to_dict(),
+            "call_us": Stat.of([2380.0]),
+            "plain_host_us": Stat.of([2400.0]),
+            "remainder_pct": Stat.of([remainder]),
             "blocks": 8,
         }
     }

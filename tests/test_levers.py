@@ -42,11 +42,11 @@ def _row(p, steps: dict, timed, taken_apart: dict, floor_ms):
 
 def _broken(nv_us: float, op_us: float, prologue_us: float = 200.0, drift=(1.0, 2.0, 1.0, 2.0)):
     """A breakdown over four rounds whose host speed moves by ``drift``, round by round."""
-    phases = {k: Stat.of([10.0]).to_dict() for k in thunder_breakdown.PHASES}
-    phases["prologue"] = Stat.of([prologue_us]).to_dict()
+    phases = {k: Stat.of([10.0]) for k in thunder_breakdown.PHASES}
+    phases["prologue"] = Stat.of([prologue_us])
     return {
         "phases": phases,
-        "kinds": {"nvFusion": Stat.of([nv_us]).to_dict(), "op": Stat.of([op_us]).to_dict()},
+        "kinds": {"nvFusion": Stat.of([nv_us]), "op": Stat.of([op_us])},
         "kinds_per_block": {"nvFusion": [nv_us * d for d in drift], "op": [op_us * d for d in drift]},
         "phases_per_block": {
             k: [(prologue_us if k == "prologue" else 10.0) * d for d in drift] for k in thunder_breakdown.PHASES

@@ -193,7 +193,8 @@ def summarize(insitu: InSitu, blocks: list[dict], host_ms: list[float], fast: li
     blocks, per kind (regions, ops, bookkeeping, glue) the sum, and how the parts close on the step: the plain step's
     host time (same rounds) against the corrected instrumented call, round by round. ``fast`` (per
     round: the host ran fast around the step's block, which the instrumented one follows) picks the
-    rounds the headlines are taken over (``Stat.headline``)."""
+    rounds the headlines are taken over (``Stat.headline``). Its statistics are ``Stat``s; a results file
+    holds them as their dicts (``studies.base.written``)."""
     if not blocks:
         return {"reason": "no instrumented block ran"}
     keep = fast[: len(blocks)] if fast else None
@@ -216,22 +217,22 @@ def summarize(insitu: InSitu, blocks: list[dict], host_ms: list[float], fast: li
     remainder_us = [h - b["call_us"] for h, b in zip(plain, blocks)]
     correction = [100 * b["correction_us"] / h for h, b in zip(plain, blocks) if h and "correction_us" in b]
     return {
-        "phases": {k: s.to_dict() for k, s in phase_stats(phases_per_block, keep).items()},
+        "phases": phase_stats(phases_per_block, keep),
         "statements": [
             {"index": s.index, "name": s.name, "kind": s.kind, **st.to_dict()}
             for s, st in zip(insitu.statements, statements)
         ],
-        "kinds": {k: stat(v).to_dict() for k, v in kinds.items()},
+        "kinds": {k: stat(v) for k, v in kinds.items()},
         "kinds_per_block": kinds,
         "phases_per_block": phases_per_block,
-        "startup_us": stat(startup).to_dict(),
-        "call_us": stat(b["call_us"] for b in blocks).to_dict(),
-        "plain_host_us": stat(plain).to_dict() if plain else None,
-        "remainder_pct": stat(remainder).to_dict() if len(remainder) == len(blocks) else None,
-        "remainder_us": stat(remainder_us).to_dict() if len(remainder_us) == len(blocks) else None,
-        "correction_pct": stat(correction).to_dict() if len(correction) == len(blocks) else None,
+        "startup_us": stat(startup),
+        "call_us": stat(b["call_us"] for b in blocks),
+        "plain_host_us": stat(plain) if plain else None,
+        "remainder_pct": stat(remainder) if len(remainder) == len(blocks) else None,
+        "remainder_us": stat(remainder_us) if len(remainder_us) == len(blocks) else None,
+        "correction_pct": stat(correction) if len(correction) == len(blocks) else None,
         "fast": keep,
-        "stamp_ns": Stat.of(b["stamp_ns"] for b in blocks).to_dict(),
+        "stamp_ns": Stat.of(b["stamp_ns"] for b in blocks),
         "blocks": len(blocks),
         "calls_per_block": blocks[0]["calls"],
     }

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, ClassVar
 
 from ..core import environment, harness, model, registry, results
+from ..core.metrics import Stat
 from ..core.parameters import Params
 from ..core.rounds import Rounds
 from ..core.rows import Row
@@ -31,10 +32,12 @@ def saved(key: str | None = None, write: Callable | None = None, **kwargs):
 
 
 def written(value):
-    """A field's value as a results file holds it: typed rows as their dicts (``Row.as_dict``), in lists
-    and dicts too; anything else as it is."""
+    """A field's value as a results file holds it: typed rows and statistics as their dicts (``Row.as_dict``,
+    ``Stat.to_dict``), in lists and dicts too; anything else as it is."""
     if isinstance(value, Row):
         return value.as_dict()
+    if isinstance(value, Stat):
+        return value.to_dict()
     if isinstance(value, list):
         return [written(v) for v in value]
     if isinstance(value, dict):

@@ -78,9 +78,8 @@ def _us(value: float | None) -> str:
     return "n/a" if value is None else f"{number(value / 1e3)} ms" if abs(value) >= 1e3 else f"{number(value)} µs"
 
 
-def _spread(s: Stat | dict) -> str:
+def _spread(s: Stat) -> str:
     """The statistic's interval where it has one (``host_state.interval``), else its IQR."""
-    s = s if isinstance(s, Stat) else Stat.from_dict(s)
     return f"interval {_us(s.lo)}-{_us(s.hi)}" if s.lo is not None else f"IQR {_us(s.q1)}-{_us(s.q3)}"
 
 
@@ -92,14 +91,14 @@ def parts_text(taken_apart: dict[str, dict]) -> list[str]:
             out.append(f"{n}: no in-place breakdown ({b.get('reason')}).")
             continue
         parts = {
-            **{k: v["median"] for k, v in b["phases"].items() if k != "statements"},
-            **{thunder_breakdown.kind_label(k): v["median"] for k, v in b["kinds"].items()},
+            **{k: v.median for k, v in b["phases"].items() if k != "statements"},
+            **{thunder_breakdown.kind_label(k): v.median for k, v in b["kinds"].items()},
         }
         top = sorted(parts.items(), key=lambda kv: -kv[1])[:3]
-        rem = (b["remainder_pct"] or {}).get("median")
+        rem = b["remainder_pct"] and b["remainder_pct"].median
         verdict = "close" if rem is not None and abs(rem) <= CLOSES else "do not close"
         out.append(
-            f"{n}: host {_us(b['plain_host_us']['median'])} per step; largest in-place parts "
+            f"{n}: host {_us(b['plain_host_us'].median)} per step; largest in-place parts "
             + ", ".join(f"{k} {_us(v)}" for k, v in top)
             + f". The in-place parts {verdict} on the plain step of the same rounds "
             f"(remainder {number(rem)}% of it, median over {b['blocks']} rounds of the plain step's mean host time per "
@@ -110,7 +109,7 @@ def parts_text(taken_apart: dict[str, dict]) -> list[str]:
 
 def closure_scope(b: dict) -> str:
     """What the closure can and cannot detect, from the breakdown's own numbers."""
-    corr = (b.get("correction_pct") or {}).get("median")
+    corr = b.get("correction_pct") and b["correction_pct"].median
     text = (
         " The closure tests the instrumented call as a whole (a copy of the computation that ran slower or "
         "faster than the original would leave a remainder); it cannot see time moved from one part to another"
@@ -137,7 +136,7 @@ def startup_text(taken_apart: dict[str, dict], timelines: dict[str, dict], devic
     name = startup_of(taken_apart)
     if name is None:
         return "Start-up per step (seed: ~250 µs): no Thunder configuration was taken apart in place here."
-    s = Stat.from_dict(taken_apart[name]["startup_us"])
+    s = taken_apart[name]["startup_us"]
     lo, hi = SEED_STARTUP_US
     text = (
         f"Start-up per step (seed: ~250 µs that Thunder spends and eager does not, read as {lo:.0f}-{hi:.0f} µs). "
@@ -229,7 +228,7 @@ def grades(taken_apart, timelines, regions, graphs, device: str) -> list[dict]:
 
     out = []
     if (name := startup_of(taken_apart)) is not None:
-        s = Stat.from_dict(taken_apart[name]["startup_us"])
+        s = taken_apart[name]["startup_us"]
         out.append(record("start-up per step, in place (µs)", name, s.median, grade(s, SEED_STARTUP_US)))
         eager, here = ((timelines.get(n) or {}).get("call_to_first_kernel_us") for n in ("eager", name))
         if device.startswith("cuda") and eager is not None and here is not None:

@@ -137,16 +137,16 @@ def parts_rows(taken_apart: dict[str, dict]) -> list[dict]:
             continue
         for phase, v in b["phases"].items():
             if phase != "statements":
-                rows.append({"executor": n, "part": phase, "us": v["median"]})
+                rows.append({"executor": n, "part": phase, "us": v.median})
         for kind, v in b["kinds"].items():
-            rows.append({"executor": n, "part": thunder_breakdown.kind_label(kind), "us": v["median"]})
-        rem = b["remainder_pct"] or {}
+            rows.append({"executor": n, "part": thunder_breakdown.kind_label(kind), "us": v.median})
+        rem, rem_us = b["remainder_pct"], b.get("remainder_us")
         rows.append(
             {
                 "executor": n,
                 "part": "remainder (plain step - instrumented call)",
-                "us": (b.get("remainder_us") or {}).get("median"),
-                "remainder_pct": rem.get("median"),
+                "us": rem_us and rem_us.median,
+                "remainder_pct": rem and rem.median,
             }
         )
     return rows

@@ -32,14 +32,14 @@ def counterfactual(
     rows = [
         {
             "model": "measured",
-            "us_per_kernel": nv["median"] / kernels,
+            "us_per_kernel": nv.median / kernels,
             "host_ms": host_us / 1e3,
             "wall_ms": t.wall.median,
             "floor_ratio_x": t.wall.median / floor_ms if floor_ms else None,
         }
     ]
     for c in COUNTERFACTUAL_US_PER_KERNEL:
-        host = (host_us - nv["median"] + c * kernels) / 1e3
+        host = (host_us - nv.median + c * kernels) / 1e3
         wall = max(host, kernel_ms) if kernel_ms is not None else host
         rows.append(
             {

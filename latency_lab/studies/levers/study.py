@@ -140,8 +140,8 @@ def breakdown_rows(taken_apart: dict[str, dict]) -> list[dict]:
             continue
         deltas = part_deltas(taken_apart, n)
         parts = {
-            **{k: v["median"] for k, v in b["phases"].items() if k != "statements"},
-            **{thunder_breakdown.kind_label(k): v["median"] for k, v in b["kinds"].items()},
+            **{k: v.median for k, v in b["phases"].items() if k != "statements"},
+            **{thunder_breakdown.kind_label(k): v.median for k, v in b["kinds"].items()},
         }
         out += [
             {"executor": n, "part": k, "us": us, "saved_vs_baseline_us": deltas.get(k) if n != BASELINE else None}
