@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -154,7 +155,7 @@ def test_a_study_added_in_four_files_runs_end_to_end(tmp_path):
             target.write_text(with_last_entry(target.read_text(encoding="utf-8"), text), encoding="utf-8")
         else:
             target.write_text(text, encoding="utf-8")
-    env = cpu_environment(PYTHONPATH=str(tree))
+    env = cpu_environment(PYTHONPATH=os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")])))
 
     def python(*args: str) -> subprocess.CompletedProcess:
         done = subprocess.run([sys.executable, *args], cwd=tree, env=env, capture_output=True, text=True, timeout=600)
