@@ -41,7 +41,7 @@ class Chart:
     height: int | None = None
 
     def __post_init__(self):
-        object.__setattr__(self, "rows", tuple(self.rows))
+        object.__setattr__(self, "rows", tuple(dict(r) for r in self.rows))  # typed rows (rows.Row) as dicts
 
 
 def draw(chart: Chart):

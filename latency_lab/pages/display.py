@@ -51,8 +51,8 @@ class Table(pd.DataFrame):
 def frame(rows: list[dict], columns: list[str] | None = None, caption: str | None = None, only: bool = False) -> Table:
     """``rows`` as a ``Table``: ``columns`` first, in order (``only``: no others; a headline's
     ``_fast_only`` flag, which the results keep for ``compare``, only when asked), values as given (no
-    NaN casting); columns without a single value are dropped."""
-    table = Table(pd.DataFrame(rows, dtype=object))
+    NaN casting); columns without a single value are dropped. Typed rows (``rows.Row``) as their dicts."""
+    table = Table(pd.DataFrame([dict(r) for r in rows], dtype=object))
     table = table[[c for c in table.columns if table[c].notna().any()]]
     table = table[[c for c in table.columns if not metrics.is_flag(c) or c in (columns or ())]]
     if columns:
