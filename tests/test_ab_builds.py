@@ -505,10 +505,10 @@ def _slower_tree(root: Path) -> Path:
     worker = root / "latency_lab" / "studies" / "ab" / "worker.py"
     before = '            record = {"status": prep.status, "reason": prep.reason, "notes": prep.notes}\n'
     text = worker.read_text()
-    assert text.count(before) == 1, "ab_worker.Worker.build changed: update the substitution"
+    assert text.count(before) == 1, "studies/ab/worker.py's Worker.build changed: update the substitution"
     planted = (
         f"            if prep.ok:  {MARK}\n"
-        f"                from ..core.planted import delayed\n"
+        f"                from ...core.planted import delayed\n"
         f"                prep.fn = delayed(prep.fn, {PLANTED_US})\n"
     )
     worker.write_text(text.replace(before, planted + before))
