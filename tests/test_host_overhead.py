@@ -12,7 +12,7 @@ from conftest import run_runner
 
 from latency_lab.core import harness, parameters, registry
 from latency_lab.core.metrics import Stat
-from latency_lab.core.rows import HostStepRow
+from latency_lab.core.row_types import HostStepRow
 from latency_lab.instruments import call_stamps, thunder_breakdown
 from latency_lab.pages.tables import number
 from latency_lab.studies.host_overhead import findings as host_overhead_findings

@@ -8,6 +8,7 @@ from dataclasses import fields
 
 import pytest
 
+from latency_lab.core import row_types as T
 from latency_lab.core import rows as R
 from latency_lab.core.metrics import Stat
 from latency_lab.explorer import session
@@ -23,17 +24,17 @@ SCALING_AXES = ("layers", "tokens", "prompt_tokens")
 @pytest.mark.parametrize(
     "columns, kind, axes",
     [
-        (executor_timing.TABLE_COLUMNS, R.ExecutorRow, ()),
-        (executor_timing.NOISE_COLUMNS, R.ExecutorRow, ()),
-        (executor_timing.KEY_COLUMNS, R.ExecutorRow, ()),
-        (host_overhead.STEP_COLUMNS, R.HostStepRow, ()),
-        (scaling.KEY_COLUMNS, R.ScalingRow, SCALING_AXES),
-        (scaling.POINT_COLUMNS, R.ScalingRow, SCALING_AXES),
-        (scaling.DECODE_COLUMNS, R.ScalingRow, SCALING_AXES),
-        (microbench.ROW_COLUMNS, R.OpRow, ("op", "size")),
-        (microbench.KEY_COLUMNS, R.OpRow, ("op", "size")),
-        (levers.KEY_COLUMNS, R.LeverRow, ()),
-        ([c for c in session.COLUMNS if c != "run"], R.ExplorerRow, ()),
+        (executor_timing.TABLE_COLUMNS, T.ExecutorRow, ()),
+        (executor_timing.NOISE_COLUMNS, T.ExecutorRow, ()),
+        (executor_timing.KEY_COLUMNS, T.ExecutorRow, ()),
+        (host_overhead.STEP_COLUMNS, T.HostStepRow, ()),
+        (scaling.KEY_COLUMNS, T.ScalingRow, SCALING_AXES),
+        (scaling.POINT_COLUMNS, T.ScalingRow, SCALING_AXES),
+        (scaling.DECODE_COLUMNS, T.ScalingRow, SCALING_AXES),
+        (microbench.ROW_COLUMNS, T.OpRow, ("op", "size")),
+        (microbench.KEY_COLUMNS, T.OpRow, ("op", "size")),
+        (levers.KEY_COLUMNS, T.LeverRow, ()),
+        ([c for c in session.COLUMNS if c != "run"], T.ExplorerRow, ()),
     ],
 )
 def test_every_column_a_notebook_shows_is_a_column_of_its_row_type(columns, kind, axes):
@@ -53,11 +54,11 @@ def test_a_row_is_its_fields_with_statistics_flattened_and_the_axes_spliced_in()
 
 def test_derived_columns_are_computed_where_the_type_is_declared():
     timed = {"wall_ms": Stat.of([1.0] * 3), "host_ms": Stat.of([0.9] * 3)}
-    d = R.ExecutorRow("x", "x", "ok", None, None, **timed, kernel_ms=0.25, kernels_per_step=5, floor_ms=0.1).as_dict()
+    d = T.ExecutorRow("x", "x", "ok", None, None, **timed, kernel_ms=0.25, kernels_per_step=5, floor_ms=0.1).as_dict()
     assert d["cpu_overhead_ms"] == pytest.approx(0.75) and d["overhead_per_kernel_us"] == pytest.approx(150)
     assert d["gpu_busy_pct"] == pytest.approx(25) and d["host_bound"] is True
     assert d["floor_ratio_x"] == pytest.approx(10)
-    untimed = R.ExecutorRow("y", "y", "unavailable", "needs CUDA", None).as_dict()
+    untimed = T.ExecutorRow("y", "y", "unavailable", "needs CUDA", None).as_dict()
     assert untimed["cpu_overhead_ms"] is None and untimed["host_bound"] is None and untimed["floor_ratio_x"] is None
     noted = R.StepRow("z", "z", "ok", None, "first")
     noted.note(None)
@@ -72,14 +73,14 @@ HOST = Stat(1.5, 1.4, 1.6, 1.3, 1.7, 1.5, 0.1, 8)  # no interval, no fast-only f
 @pytest.mark.parametrize(
     "row",
     [
-        R.ExecutorRow("x", "X", "ok", None, "a note", wall_ms=WALL, host_ms=HOST, kernel_ms=0.5, kernels_per_step=4),
-        R.ExecutorRow("y", "Y", "unavailable", "needs CUDA", None),
+        T.ExecutorRow("x", "X", "ok", None, "a note", wall_ms=WALL, host_ms=HOST, kernel_ms=0.5, kernels_per_step=4),
+        T.ExecutorRow("y", "Y", "unavailable", "needs CUDA", None),
         R.PointRow("eager", "torch-eager", "ok", None, None, wall_ms=WALL, axes={"layers": 2, "tokens": 6}),
-        R.LeverRow("thunder:nv-linear", "L", "ok", None, None, host_saved_us=WALL, saving="same", floor_ms=0.1),
-        R.CombinationRow(
+        T.LeverRow("thunder:nv-linear", "L", "ok", None, None, host_saved_us=WALL, saving="same", floor_ms=0.1),
+        T.CombinationRow(
             "c", "C", "partial", "rounds: boom", None, key="c @ layers=1", combined=True, vs_baseline_x=HOST
         ),
-        R.ScalingRow("eager", "E", "ok", None, None, axes={"layers": 1}, sweep="depth", loop_ms=WALL, near_tie=False),
+        T.ScalingRow("eager", "E", "ok", None, None, axes={"layers": 1}, sweep="depth", loop_ms=WALL, near_tie=False),
     ],
     ids=lambda row: type(row).__name__,
 )
@@ -103,7 +104,7 @@ def test_a_row_reads_back_into_its_type_from_what_it_wrote(row):
 
 
 def test_a_row_reads_back_from_its_results_file_form_ignoring_columns_of_other_types():
-    row = R.ExecutorRow("x", "X", "ok", None, None, wall_ms=WALL, kernel_ms=0.5)
+    row = T.ExecutorRow("x", "X", "ok", None, None, wall_ms=WALL, kernel_ms=0.5)
     flat = row.as_dict()
     assert flat["wall_ms"] == 2.0 and flat["wall_lo_ms"] == 1.8 and flat["wall_fast_only"] is True
     assert flat["cpu_overhead_ms"] == pytest.approx(1.5) and "host_lo_ms" not in flat  # no interval, no lo column

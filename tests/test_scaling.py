@@ -11,7 +11,7 @@ import torch
 
 from latency_lab.core import harness, model, parameters, registry, results, sweep
 from latency_lab.core.harness import Rounds, Timed
-from latency_lab.core.rows import ScalingRow
+from latency_lab.core.row_types import ScalingRow
 from latency_lab.pages import charts
 from latency_lab.studies.scaling import (
     decode as scaling_decode,

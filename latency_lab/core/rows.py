@@ -16,28 +16,18 @@ code that takes rows as the results files hold them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 
-from .metrics import INTERVAL_PARTS, SPREAD_PARTS, Stat, fast_only_name, host_bound, join, split_unit
+from .metrics import INTERVAL_PARTS, SPREAD_PARTS, Stat, fast_only_name, join, split_unit
 
 
 @dataclass(eq=True)
-class Row(Mapping):
-    """Who and how it went: the executor, its label, its status (ok, unavailable, failed, partial),
-    the reason when not ok, and notes."""
-
-    executor: str
-    label: str
-    status: str
-    reason: str | None
-    notes: str | None
-
-    @classmethod
-    def of(cls, p, **values):
-        """The row of a ``measurement.Measurement`` ``p`` (its identity and outcome) with ``values``."""
-        return cls(p.executor.name, p.executor.label, p.status, p.reason, "; ".join(p.notes) or None, **values)
+class Record(Mapping):
+    """A results row of a typed table: its fields as the file holds them (``as_dict``), read back from
+    that form (``from_dict``), and readable column by column as a mapping."""
 
     def as_dict(self) -> dict:
+        """The row as a results file holds it (the module's docstring)."""
         out = {}
         for f in fields(self):
             value = getattr(self, f.name)
@@ -54,7 +44,7 @@ class Row(Mapping):
         """The row of this type that ``as_dict`` made ``d`` from (a results file's row): its fields, each
         statistic rebuilt from its columns (``_stat_from``), the columns no field names spliced back into
         the type's dict field (a sweep point's axes), derived columns computed again. Columns this type
-        does not hold are left out."""
+        does not hold are left out; a field without a default that ``d`` lacks (an older file's row) is None."""
         values: dict = {}
         named: set[str] = set()
         spliced = None
@@ -63,7 +53,10 @@ class Row(Mapping):
                 spliced = f.name
                 continue
             named.update(_columns_of(f))
-            if not f.init or f.name not in d:
+            if not f.init or (f.name not in d and not _required(f)):
+                continue
+            if f.name not in d:
+                values[f.name] = None
                 continue
             values[f.name] = _stat_from(d, f.name) if _is_stat(f) else d[f.name]
         if spliced:
@@ -82,6 +75,11 @@ class Row(Mapping):
             out += [f.name, *(join(f"{base}_{part}", unit) for part in parts)]
         return out
 
+    def stat(self, column: str) -> Stat | None:
+        """Column ``column`` read as a statistic (``Stat.from_flat``: its median, spread, interval and
+        ``fast_only`` where the row holds them); None where the row has no such column."""
+        return Stat.from_flat(self.as_dict(), column)
+
     def __getitem__(self, column: str):
         return self.as_dict()[column]
 
@@ -91,10 +89,39 @@ class Row(Mapping):
     def __len__(self) -> int:
         return len(self.as_dict())
 
+
+@dataclass(eq=True)
+class Columns(Record):
+    """A row of a table without a type of its own (a draft study's key table): its columns as they are."""
+
+    values: dict = field(default_factory=dict)
+
+
+@dataclass(eq=True)
+class Row(Record):
+    """Who and how it went: the executor, its label, its status (ok, unavailable, failed, partial),
+    the reason when not ok, and notes."""
+
+    executor: str
+    label: str
+    status: str
+    reason: str | None
+    notes: str | None
+
+    @classmethod
+    def of(cls, p, **values):
+        """The row of a ``measurement.Measurement`` ``p`` (its identity and outcome) with ``values``."""
+        return cls(p.executor.name, p.executor.label, p.status, p.reason, "; ".join(p.notes) or None, **values)
+
     def note(self, text: str | None) -> None:
         """Add ``text`` to the notes (nothing for None)."""
         if text:
             self.notes = "; ".join(filter(None, (self.notes, text)))
+
+
+def _required(f) -> bool:
+    """Whether field ``f`` has no default."""
+    return f.default is MISSING and f.default_factory is MISSING
 
 
 def _is_stat(f) -> bool:
@@ -163,49 +190,6 @@ class StepRow(Row):
 
 
 @dataclass
-class ExecutorRow(StepRow):
-    """02: one executor in the suite's rounds, with the seed's derived columns (CPU overhead = wall -
-    kernel time, per kernel), how busy the GPU is, whether the step is host-bound, the floor ratio,
-    ``%timeit``'s mean and the two ABBA passes' agreement."""
-
-    copies_per_step: int | None = None
-    timeit_ms: float | None = None
-    timeit_std_ms: float | None = None
-    floor_ms: float | None = None
-    wall_iqr_pct: float | None = None
-    blocks: int | None = None
-    pass_ratio_x: float | None = None
-    noisy: bool | None = None
-    cpu_overhead_ms: float | None = field(init=False, default=None)
-    overhead_per_kernel_us: float | None = field(init=False, default=None)
-    gpu_busy_pct: float | None = field(init=False, default=None)
-    host_bound: bool | None = field(init=False, default=None)
-    floor_ratio_x: float | None = field(init=False, default=None)
-
-    def __post_init__(self) -> None:
-        wall, kernel, count = self.wall, self.kernel_ms, self.kernels_per_step
-        if wall and kernel is not None:
-            self.cpu_overhead_ms = wall - kernel
-            self.overhead_per_kernel_us = (wall - kernel) * 1e3 / count if count else None
-        self.gpu_busy_pct, self.host_bound = self.busy_pct, host_bound(self.host, kernel)
-        self.floor_ratio_x = self.per_floor(self.floor_ms)
-
-
-@dataclass
-class HostStepRow(StepRow):
-    """05: one executor's plain step beside its taken-apart one: the GPU memory it holds, how busy the
-    GPU is and whether the step is host-bound."""
-
-    allocated_mib: float | None = None
-    reserved_mib: float | None = None
-    gpu_busy_pct: float | None = field(init=False, default=None)
-    host_bound: bool | None = field(init=False, default=None)
-
-    def __post_init__(self) -> None:
-        self.gpu_busy_pct, self.host_bound = self.busy_pct, host_bound(self.host, self.kernel_ms)
-
-
-@dataclass
 class PointRow(StepRow):
     """04 and 06: one (point, executor) of a sweep (``sweep.row``): the compile caches its first call
     hit, its output's error against eager, the floor and its ratio, the GPU memory the build holds,
@@ -221,81 +205,3 @@ class PointRow(StepRow):
 
     def __post_init__(self) -> None:
         self.floor_ratio_x = self.per_floor(self.floor_ms)
-
-
-@dataclass
-class LeverRow(StepRow):
-    """07: one Thunder configuration against the baseline in the same rounds: its options and lever,
-    its trace's regions, the host time it saves per step (and per reference), the paired test's
-    verdict and p, where the saving lands in place, and the floor ratio."""
-
-    options: str | None = None
-    lever: str | None = None
-    nvfusion_regions: int | None = None
-    other_regions: int | None = None
-    bound_symbols: int | None = None
-    host_saved_us: Stat | None = None
-    host_saved_per_ref_x: Stat | None = None
-    saving: str | None = None
-    saving_p: float | None = None
-    largest_change: str | None = None
-    floor_ms: float | None = None
-    floor_ratio_x: float | None = field(init=False, default=None)
-
-    def __post_init__(self) -> None:
-        self.floor_ratio_x = self.per_floor(self.floor_ms)
-
-
-@dataclass
-class CombinationRow(StepRow):
-    """07: an entry of the combination rounds (the levers that save, together) at a depth, with its
-    within-round wall ratio to the baseline and to the reference."""
-
-    key: str = ""
-    layers: int | None = None
-    combined: bool = False
-    vs_baseline_x: Stat | None = None
-    vs_reference_x: Stat | None = None
-
-
-@dataclass
-class ExplorerRow(StepRow):
-    """00: one executor of an explorer run: its wall's spread, how often the host read slow, whether
-    the row is noisy, the method and every block's wall, and the host reference."""
-
-    wall_iqr_pct: float | None = None
-    host_slow_pct: float | None = None
-    noisy: bool | None = None
-    method: str | None = None
-    blocks_ms: list | None = None
-    host_reference_ms: float | None = None
-
-
-@dataclass
-class OpRow(PointRow):
-    """04: one (op, size, executor): its tokens, the intra-op threads, and its overhead against eager at
-    the same op and size within rounds (the median difference and the median ratio, each with its interval)."""
-
-    tokens: int | None = None
-    threads: int | None = None
-    overhead_vs_eager_us: Stat | None = None
-    vs_eager_x: Stat | None = None
-
-
-@dataclass
-class ScalingRow(PointRow):
-    """06: one build of the sweeps: the sweeps its point belongs to (``depth, prompt`` for the shared
-    one), prefill or decode, its key in the rounds, and for a decode build its greedy loop's numbers
-    and how many of its tokens equal eager's (where they first differ: eager's margin in ulps, and
-    whether that is a near-tie)."""
-
-    sweep: str = ""
-    step: str = "prefill"
-    key: str = ""
-    decode_tokens: int | None = None
-    loop_ms: Stat | None = None  # the greedy loop of decode_tokens tokens, one per round
-    tpot_ms: Stat | None = None  # time per output token: the loop over its tokens
-    tokens_per_s: float | None = None
-    tokens_match_eager: int | None = None
-    divergence_ulps: float | None = None
-    near_tie: bool | None = None

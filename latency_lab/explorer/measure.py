@@ -21,7 +21,7 @@ from ..core import harness, registry, results, timing
 from ..core import model as llama
 from ..core.parameters import ParameterError, Params, validate
 from ..core.progress import say
-from ..core.rows import ExplorerRow
+from ..core.row_types import ExplorerRow
 from ..instruments import trace_analysis
 from ..instruments.probes import step_timeline, trace_file
 from ..instruments.trace_row import trace_row
@@ -211,7 +211,7 @@ def trace_path(folder: Path, tag: str, executor: str) -> Path:
 
 
 def _row(p: harness.Measurement) -> dict:
-    """The run's row of one executor (``rows.ExplorerRow``): its blocks' statistics, the host's slow
+    """The run's row of one executor (``row_types.ExplorerRow``): its blocks' statistics, the host's slow
     share, kernels and its first call."""
     wall, kernels = p.wall, p.record("kernels")
     reference = p.record("wall").get("reference") or {}

@@ -19,7 +19,8 @@ from ..core.measurement import Measurement, step_records
 from ..core.metrics import Stat
 from ..core.parameters import Params
 from ..core.rounds import state_text
-from ..core.rows import ExecutorRow, plain_row
+from ..core.row_types import ExecutorRow
+from ..core.rows import plain_row
 from ..instruments.trace_row import trace_row
 from ..pages.tables import number
 from .base import Study, begin_with_model, build_selected, rounds_text, saved, written

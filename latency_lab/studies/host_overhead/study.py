@@ -21,7 +21,7 @@ from ...core import harness, metrics, registry, results, timing
 from ...core.harness import Rounds, describe
 from ...core.measurement import Measurement
 from ...core.parameters import Params
-from ...core.rows import HostStepRow
+from ...core.row_types import HostStepRow
 from ...instruments import thunder_breakdown
 from ...instruments.probes import STEP_PROFILES, breakdowns, insitu_probes, step_timeline, trace_file
 from ..base import Study, begin_with_model, build_selected, rounds_text, saved, written

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ...core.harness import Rounds
 from ...core.metrics import Stat
 from ...core.rounds import host_moved_note
-from ...core.rows import CombinationRow, LeverRow
+from ...core.row_types import CombinationRow, LeverRow
 from ...pages.tables import number
 from .savings import BASELINE, REFERENCE, ranked
 

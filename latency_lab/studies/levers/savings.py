@@ -7,7 +7,7 @@ from __future__ import annotations
 from ...core import host_state, registry
 from ...core.harness import Rounds
 from ...core.metrics import Stat
-from ...core.rows import LeverRow
+from ...core.row_types import LeverRow
 from ...core.verdicts import CHANGED, SAME, phrase
 from ...instruments import thunder_breakdown
 

@@ -21,7 +21,7 @@ from ...core.harness import Rounds
 from ...core.measurement import Measurement
 from ...core.metrics import Stat
 from ...core.parameters import Params
-from ...core.rows import CombinationRow, LeverRow
+from ...core.row_types import CombinationRow, LeverRow
 from ...instruments import thunder_breakdown
 from ...instruments.probes import breakdowns, insitu_probes
 from ...instruments.trace_row import trace_row

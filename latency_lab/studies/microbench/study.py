@@ -27,7 +27,7 @@ from ...core.model import compare_to_eager
 from ...core.parameters import Params
 from ...core.progress import say
 from ...core.rounds import host_moved_note, state_text
-from ...core.rows import OpRow
+from ...core.row_types import OpRow
 from ...core.seed_numbers import SEED_SINGLE_ADD_H100
 from ...pages.charts import Chart
 from ...pages.tables import number
@@ -105,9 +105,9 @@ def difference(timed: Rounds, a: str, b: str) -> Stat | None:
 
 
 def rows(built: list[sweep.Built], timed: Rounds, threads: int, seq_len: int) -> list[OpRow]:
-    """One row per (op, size, executor) (``rows.OpRow``): ``sweep.row``'s columns, the tokens, the intra-op threads, and
-    the overhead against eager at the same op and size, within rounds: ``overhead_vs_eager_us`` (median
-    difference, with quartiles) and ``vs_eager_x`` (median ratio)."""
+    """One row per (op, size, executor) (``row_types.OpRow``): ``sweep.row``'s columns, the tokens, the
+    intra-op threads, and the overhead against eager at the same op and size, within rounds:
+    ``overhead_vs_eager_us`` (median difference, with quartiles) and ``vs_eager_x`` (median ratio)."""
     eager = {sweep.label(b.point): b.key for b in built if b.measured.name == "eager"}
     out = []
     for b in built:

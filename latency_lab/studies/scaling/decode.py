@@ -104,7 +104,7 @@ def divergence(logits: list, got: list[list[int]], reference: list[list[int]], a
 
 def decode_numbers(loops: list | None, tokens: int, batch_size: int) -> dict:
     """From the greedy loop's blocks (one loop each): the loop's wall and the time per output token (loop /
-    tokens) as statistics, and tokens per second (batch x tokens / loop median): ``rows.ScalingRow``'s fields."""
+    tokens) as statistics, and tokens per second (batch x tokens / loop median): ``row_types.ScalingRow``'s fields."""
     if not loops:
         return {"decode_tokens": tokens, "loop_ms": None, "tpot_ms": None, "tokens_per_s": None}
     loop = Stat.of(b.wall_ms for b in loops)

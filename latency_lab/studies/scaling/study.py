@@ -21,7 +21,7 @@ from typing import ClassVar
 from ...core import environment, registry, results, sweep
 from ...core.harness import Rounds
 from ...core.parameters import Params
-from ...core.rows import ScalingRow
+from ...core.row_types import ScalingRow
 from ...pages.charts import Chart
 from .. import base as study
 from ..base import Study, saved
@@ -58,7 +58,7 @@ def sweeps(params, executors, bandwidth: float | None) -> dict[str, sweep.Sweep]
 
 
 def rows(sweeps_: dict[str, sweep.Sweep], built: list[sweep.Built], timed: Rounds, params) -> list[ScalingRow]:
-    """One row per build (``rows.ScalingRow``): ``sweep.row``'s columns, its key in the rounds,
+    """One row per build (``row_types.ScalingRow``): ``sweep.row``'s columns, its key in the rounds,
     ``sweep`` (the sweeps its point belongs to: ``depth, prompt`` for the shared one), and for a decode
     build its loop's numbers and how many of its greedy tokens equal eager's."""
     out = []

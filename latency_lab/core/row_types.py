@@ -1,0 +1,130 @@
+"""The studies' row types (``rows.Record``): one dataclass per kind of results row, named by the catalog
+for the sections ``compare`` reads back (``catalog.Entry.compared``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .metrics import Stat, host_bound
+from .rows import PointRow, StepRow
+
+
+@dataclass
+class ExecutorRow(StepRow):
+    """02: one executor in the suite's rounds, with the seed's derived columns (CPU overhead = wall -
+    kernel time, per kernel), how busy the GPU is, whether the step is host-bound, the floor ratio,
+    ``%timeit``'s mean and the two ABBA passes' agreement."""
+
+    copies_per_step: int | None = None
+    timeit_ms: float | None = None
+    timeit_std_ms: float | None = None
+    floor_ms: float | None = None
+    wall_iqr_pct: float | None = None
+    blocks: int | None = None
+    pass_ratio_x: float | None = None
+    noisy: bool | None = None
+    cpu_overhead_ms: float | None = field(init=False, default=None)
+    overhead_per_kernel_us: float | None = field(init=False, default=None)
+    gpu_busy_pct: float | None = field(init=False, default=None)
+    host_bound: bool | None = field(init=False, default=None)
+    floor_ratio_x: float | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        wall, kernel, count = self.wall, self.kernel_ms, self.kernels_per_step
+        if wall and kernel is not None:
+            self.cpu_overhead_ms = wall - kernel
+            self.overhead_per_kernel_us = (wall - kernel) * 1e3 / count if count else None
+        self.gpu_busy_pct, self.host_bound = self.busy_pct, host_bound(self.host, kernel)
+        self.floor_ratio_x = self.per_floor(self.floor_ms)
+
+
+@dataclass
+class HostStepRow(StepRow):
+    """05: one executor's plain step beside its taken-apart one: the GPU memory it holds, how busy the
+    GPU is and whether the step is host-bound."""
+
+    allocated_mib: float | None = None
+    reserved_mib: float | None = None
+    gpu_busy_pct: float | None = field(init=False, default=None)
+    host_bound: bool | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.gpu_busy_pct, self.host_bound = self.busy_pct, host_bound(self.host, self.kernel_ms)
+
+
+@dataclass
+class LeverRow(StepRow):
+    """07: one Thunder configuration against the baseline in the same rounds: its options and lever,
+    its trace's regions, the host time it saves per step (and per reference), the paired test's
+    verdict and p, where the saving lands in place, and the floor ratio."""
+
+    options: str | None = None
+    lever: str | None = None
+    nvfusion_regions: int | None = None
+    other_regions: int | None = None
+    bound_symbols: int | None = None
+    host_saved_us: Stat | None = None
+    host_saved_per_ref_x: Stat | None = None
+    saving: str | None = None
+    saving_p: float | None = None
+    largest_change: str | None = None
+    floor_ms: float | None = None
+    floor_ratio_x: float | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.floor_ratio_x = self.per_floor(self.floor_ms)
+
+
+@dataclass
+class CombinationRow(StepRow):
+    """07: an entry of the combination rounds (the levers that save, together) at a depth, with its
+    within-round wall ratio to the baseline and to the reference."""
+
+    key: str = ""
+    layers: int | None = None
+    combined: bool = False
+    vs_baseline_x: Stat | None = None
+    vs_reference_x: Stat | None = None
+
+
+@dataclass
+class ExplorerRow(StepRow):
+    """00: one executor of an explorer run: its wall's spread, how often the host read slow, whether
+    the row is noisy, the method and every block's wall, and the host reference."""
+
+    wall_iqr_pct: float | None = None
+    host_slow_pct: float | None = None
+    noisy: bool | None = None
+    method: str | None = None
+    blocks_ms: list | None = None
+    host_reference_ms: float | None = None
+
+
+@dataclass
+class OpRow(PointRow):
+    """04: one (op, size, executor): its tokens, the intra-op threads, and its overhead against eager at
+    the same op and size within rounds (the median difference and the median ratio, each with its interval)."""
+
+    tokens: int | None = None
+    threads: int | None = None
+    overhead_vs_eager_us: Stat | None = None
+    vs_eager_x: Stat | None = None
+
+
+@dataclass
+class ScalingRow(PointRow):
+    """06: one build of the sweeps: the sweeps its point belongs to (``depth, prompt`` for the shared
+    one), prefill or decode, its key in the rounds, and for a decode build its greedy loop's numbers
+    and how many of its tokens equal eager's (where they first differ: eager's margin in ulps, and
+    whether that is a near-tie)."""
+
+    sweep: str = ""
+    step: str = "prefill"
+    key: str = ""
+    decode_tokens: int | None = None
+    loop_ms: Stat | None = None  # the greedy loop of decode_tokens tokens, one per round
+    tpot_ms: Stat | None = None  # time per output token: the loop over its tokens
+    tokens_per_s: float | None = None
+    tokens_match_eager: int | None = None
+    divergence_ulps: float | None = None
+    near_tie: bool | None = None
