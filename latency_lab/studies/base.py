@@ -19,7 +19,7 @@ from ..core import environment, harness, model, registry, results
 from ..core.metrics import Stat
 from ..core.parameters import Params
 from ..core.rounds import Rounds
-from ..core.rows import Row
+from ..core.rows import Record
 
 if TYPE_CHECKING:
     import torch
@@ -32,9 +32,9 @@ def saved(key: str | None = None, write: Callable | None = None, **kwargs):
 
 
 def written(value):
-    """A field's value as a results file holds it: typed rows and statistics as their dicts (``Row.as_dict``,
+    """A field's value as a results file holds it: typed rows and statistics as their dicts (``Record.as_dict``,
     ``Stat.to_dict``), in lists and dicts too; anything else as it is."""
-    if isinstance(value, Row):
+    if isinstance(value, Record):
         return value.as_dict()
     if isinstance(value, Stat):
         return value.to_dict()
