@@ -57,9 +57,10 @@ def held(run: Path) -> dict[str, tuple[set[str], set[str]]]:
     have a kind."""
     out = {}
     for path in sorted(run.glob(f"*{results.SUFFIX}")):
-        rows = compare_rows.read_rows(results.load(path))
-        keys = {c for r in rows for c in catalog.KEY_COLUMNS if r.fields.get(c) is not None}
-        out[path.name.removesuffix(results.SUFFIX)] = keys, set(compare_rows.metric_names(rows))
+        name = path.name.removesuffix(results.SUFFIX)
+        rows = compare_rows.read_rows(name, results.load(path))
+        keys = {c for r in rows for c in catalog.KEY_COLUMNS if r.get(c) is not None}
+        out[name] = keys, set(compare_rows.metric_names(rows))
     return out
 
 
@@ -172,6 +173,11 @@ def test_a_study_added_in_four_files_runs_end_to_end(tmp_path):
     table = data["key_table"]
     assert table["title"] == "One Python call" and table["columns"] == ["executor", "status", "wall_ms"]
     assert [r[:2] for r in table["rows"]] == [["python", "ok"]]
+    shutil.copytree(run, out / "again")  # the same numbers as a second run: compare judges them the same
+    python("runner.py", "compare", str(run), str(out / "again"), "--out", str(tmp_path / "compared"))
+    report = json.loads(next((tmp_path / "compared").glob("compare-*.json")).read_text())
+    judged = [(e["notebook"], e["row"], e["metric"], e["verdict"]) for e in report["rows"]]
+    assert judged == [("09_throwaway", "python", "wall_ms", "same")]  # its rows read back as StepRows, judged
     listed = python("runner.py", "--list", "--notebooks", "09").stdout
     assert listed.startswith("09_throwaway\n") and re.search(r"iters\s+= 100 ", listed), listed
     python("-m", "latency_lab.run.start_page", str(tree / "notebooks" / "START.md"))

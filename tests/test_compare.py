@@ -588,9 +588,9 @@ def test_06_points_are_compared_with_their_intervals_not_the_key_tables_bare_val
         table = results.key_table("t", [point], ["executor", "step", "layers", "tokens", "host_ms", "status"])
         return {"points": [point], "key_table": {**table, "intervals": {}}}
 
-    [row] = compare_rows.read_rows(data(1.5))
-    assert row.key == "prefill · 1 · 6 · thunder" and row.fields["status"] == "ok"
-    host = row.stat("host_ms")
+    [row] = compare_rows.read_rows(results.SCALING, data(1.5))
+    assert compare_rows.key(row) == "prefill · 1 · 6 · thunder" and row["status"] == "ok"
+    host = compare_rows.stat(row, "host_ms")
     assert host.interval == pytest.approx((1.35, 1.65)) and host.spread == (1.5, 1.5)
     same, _ = compare_pair.compare_notebook(data(1.5), data(1.55), compare_pair.Judging(results.SCALING, EFFECTS))
     far, _ = compare_pair.compare_notebook(data(1.5), data(1.9), compare_pair.Judging(results.SCALING, EFFECTS))
@@ -602,29 +602,30 @@ def test_06_points_are_compared_with_their_intervals_not_the_key_tables_bare_val
 def test_within_round_ratios_are_compared_beside_the_rows_they_come_from():
     """05's CUDA-graph ratios (``graphs``, keyed by both executors: the row of the graphed executor
     keeps its own key) and 07's combination ratios are headline numbers too: compare judges them as
-    within-round numbers, by their intervals."""
+    within-round numbers, by their intervals, each notebook reading the sections its catalog entry names."""
+    step = [{"executor": e, "status": "ok", "host_ms": 1.0, "host_lo_ms": 0.9, "host_hi_ms": 1.1} for e in "ab"]
 
-    def data(ratio: float) -> dict:
-        step = [
-            {"executor": e, "status": "ok", "host_ms": 1.0, "host_lo_ms": 0.9, "host_hi_ms": 1.1} for e in ("a", "b")
+    def data(notebook: str, ratio: float) -> dict:
+        if notebook == results.HOST_OVERHEAD:
+            graphs = {"with_graphs": "b", "without": "a", "wall_ratio_x": ratio, "wall_ratio_q1_x": ratio}
+            graphs.update(wall_ratio_q3_x=ratio, wall_ratio_lo_x=0.9 * ratio, wall_ratio_hi_x=1.1 * ratio)
+            return {"key_table": results.key_table("t", step), "graphs": [graphs]}
+        combination = {"executor": "a+b", "layers": 1, "vs_baseline_x": ratio, "vs_baseline_lo_x": 0.9 * ratio}
+        combination["vs_baseline_hi_x"] = 1.1 * ratio
+        return {"rows": step, "combination": [combination]}
+
+    for notebook, ratio_row, metric in (
+        (results.HOST_OVERHEAD, "b · a", "wall_ratio_x"),
+        (results.LEVERS, "1 · a+b", "vs_baseline_x"),
+    ):
+        judging = compare_pair.Judging(notebook, EFFECTS)
+        same, skipped = compare_pair.compare_notebook(data(notebook, 0.215), data(notebook, 0.205), judging)
+        assert skipped == [] and {e["row"] for e in same} == {"a", "b", ratio_row}
+        assert [(e["metric"], e["kind"], e["verdict"]) for e in same if e["row"] == ratio_row] == [
+            (metric, run_to_run.WITHIN, "same")
         ]
-        graphs = [{"with_graphs": "b", "without": "a", "wall_ratio_x": ratio}]
-        graphs[0].update(
-            wall_ratio_q1_x=ratio, wall_ratio_q3_x=ratio, wall_ratio_lo_x=0.9 * ratio, wall_ratio_hi_x=1.1 * ratio
-        )
-        combination = [{"executor": "a+b", "layers": 1, "vs_baseline_x": ratio, "vs_baseline_lo_x": 0.9 * ratio}]
-        combination[0]["vs_baseline_hi_x"] = 1.1 * ratio
-        return {"key_table": results.key_table("t", step), "graphs": graphs, "combination": combination}
-
-    judging = compare_pair.Judging(results.HOST_OVERHEAD, EFFECTS)
-    same, skipped = compare_pair.compare_notebook(data(0.215), data(0.205), judging)
-    assert skipped == [] and {e["row"] for e in same} == {"a", "b", "b · a", "1 · a+b"}
-    assert {e["metric"]: (e["kind"], e["verdict"]) for e in same if e["row"] in ("b · a", "1 · a+b")} == {
-        "wall_ratio_x": (run_to_run.WITHIN, "same"),
-        "vs_baseline_x": (run_to_run.WITHIN, "same"),
-    }
-    far, _ = compare_pair.compare_notebook(data(0.215), data(0.30), judging)
-    assert {e["verdict"] for e in far if e["row"] in ("b · a", "1 · a+b")} == {"changed"}
+        far, _ = compare_pair.compare_notebook(data(notebook, 0.215), data(notebook, 0.30), judging)
+        assert {e["verdict"] for e in far if e["row"] == ratio_row} == {"changed"}
 
 
 # --- reading a results row: each metric once, as a metrics.Stat --------------------------------------------
@@ -664,7 +665,7 @@ def test_a_spread_or_interval_needs_both_ends_and_a_value_needs_a_number():
 
 
 def test_key_table_rows_take_their_intervals_and_a_headline_its_flag_from_the_rounds_record():
-    """Without a rows section, a key table's rows carry the intervals of its ``intervals`` section; a
+    """05's key table (``HostStepRow``s): its rows carry the intervals of its ``intervals`` section; a
     headline without a ``_fast_only`` column takes the flag its executor's rounds record holds."""
     step = [
         {
@@ -681,11 +682,12 @@ def test_key_table_rows_take_their_intervals_and_a_headline_its_flag_from_the_ro
         "key_table": results.key_table("t", step, ["executor", "host_ms", "kernels_per_step", "status"]),
         "rounds": {"eager": {"host": {"fast_only": True}}, "thunder": {"host": "not a record"}},
     }
-    eager, thunder = compare_rows.read_rows(data)
-    host = eager.stat("host_ms")
+    eager, thunder = compare_rows.read_rows(results.HOST_OVERHEAD, data)
+    host = compare_rows.stat(eager, "host_ms")
     assert (host.median, host.interval, host.spread, host.fast_only) == (1.0, (0.9, 1.1), None, True)
-    assert thunder.stat("host_ms") == metrics.Stat(2.0, *[None] * 7)
-    assert eager.stat("kernels_per_step").median == 3 and eager.stat("wall_ms") == compare_rows.NOTHING
+    assert compare_rows.stat(thunder, "host_ms") == metrics.Stat(2.0, *[None] * 7)
+    assert compare_rows.stat(eager, "kernels_per_step").median == 3
+    assert compare_rows.stat(eager, "wall_ms") == compare_rows.NOTHING
     assert compare_rows.metric_names([eager, thunder]) == ["host_ms", "kernels_per_step"]
 
 

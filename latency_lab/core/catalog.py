@@ -1,7 +1,8 @@
 """The study catalog: every notebook of the suite declared once, as an ``Entry``: its name (the notebook's
 file stem), the question it answers, its parameter defaults (and those that differ on a CPU), the models
-it holds at once, its rows' identity columns and the kinds of number it holds. The runner, the start
-page, the memory check, ``compare`` and ``run_to_run`` read it; it imports no torch and no study.
+it holds at once, its rows' identity columns, the kinds of number it holds and the sections ``compare``
+reads back, each with its row type (``rows``, ``row_types``). The runner, the start page, the memory
+check, ``compare`` and ``run_to_run`` read it; it imports no torch and no study.
 
 Each notebook's parameters cell mirrors ``parameters.SCHEMA`` and its entry's ``defaults`` (a test checks it),
 and the runner injects every parameter a notebook declares with the package's value, so an edited parameters
@@ -15,6 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from . import row_types as T
+from . import rows as R
 
 if TYPE_CHECKING:
     from .parameters import Params
@@ -58,6 +62,8 @@ class Entry:
     models_held: Callable[[Params], tuple[int, ...]] = none_held
     worker_processes: bool = False  # its models live in worker processes (``fits.check_workers_fit``)
     reads_from: tuple[str, ...] = ()  # notebooks whose results of the same run it reads: it runs after them
+    # the sections compare reads, in order, each with the row type it reads back (``Record.from_dict``)
+    compared: Mapping[str, type[R.Record]] = field(default_factory=lambda: {"key_table": R.Columns})
 
 
 def sweep_points(p: Params) -> tuple[int, ...]:
@@ -94,11 +100,13 @@ CATALOG = (
         "reference.",
         kinds={**STEP_KINDS, FIRST_CALL: ("first_call_s",)},
         defaults={"executors": "eager,torch.compile"},
+        compared={"key_table": T.ExplorerRow},
     ),
     Entry(
         MODEL_SETUP,
         "What does one step have to do (parameters, bytes, the memory-bandwidth floor), in which environment, and "
         "which executors can run here?",
+        compared={"key_table": T.AvailabilityRow},
     ),
     Entry(
         EXECUTOR_TIMING,
@@ -109,12 +117,14 @@ CATALOG = (
             "executors": "eager,torch.compile,torch.compile:reduce-overhead,thunder,thunder:torch,"
             "thunder:torchcompile,thunder:cudagraphs"
         },
+        compared={"rows": T.ExecutorRow},
     ),
     Entry(
         TRACE_COUNTERS,
         "What is in Thunder's final trace (fusion regions, ops outside them), and where does its first call go?",
         defaults={"executors": "thunder,thunder:torch,thunder:torchcompile,thunder:cudagraphs"},  # 02's
         reads_from=(EXECUTOR_TIMING,),  # the Thunder trace rows 02 took right after each first call
+        compared={"key_table": T.TraceSummaryRow},
     ),
     Entry(
         OP_MICROBENCHMARKS,
@@ -127,6 +137,7 @@ CATALOG = (
             DIFFERENCE: ("overhead_vs_eager_us",),
         },
         defaults={"executors": "eager,torch.compile,thunder,thunder:torch,thunder:torchcompile"},
+        compared={"rows": T.OpRow},
     ),
     Entry(
         HOST_OVERHEAD,
@@ -141,6 +152,7 @@ CATALOG = (
             "executors": "eager,torch.compile,torch.compile:reduce-overhead,thunder,thunder:torch,thunder:cudagraphs",
             "repeats": 10,
         },
+        compared={"key_table": T.HostStepRow, "graphs": T.GraphRow, "grades": T.GradeRow},
     ),
     Entry(
         SCALING,
@@ -156,6 +168,7 @@ CATALOG = (
         # a CPU runs no nvFuser: Thunder without nvFuser in its place
         cpu_defaults={"executors": "eager,torch.compile,thunder:torch"},
         models_held=sweep_points,
+        compared={"points": T.ScalingRow, "fit_rows": T.FitRow},
     ),
     Entry(
         LEVERS,
@@ -176,6 +189,7 @@ CATALOG = (
             "depths": [1],
         },
         models_held=combination_depths,
+        compared={"rows": T.LeverRow, "combination": T.CombinationRow},
     ),
     Entry(
         AB_BUILDS,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .metrics import Stat, host_bound
-from .rows import PointRow, StepRow
+from .rows import PointRow, Record, StepRow, column
 
 
 @dataclass
@@ -128,3 +128,86 @@ class ScalingRow(PointRow):
     tokens_match_eager: int | None = None
     divergence_ulps: float | None = None
     near_tie: bool | None = None
+
+
+@dataclass
+class AvailabilityRow(Record):
+    """01: one executor and whether it can run here (status, and the reason where it cannot)."""
+
+    executor: str
+    label: str
+    runs: str | None = column("what it runs", default=None)
+    status: str | None = None
+    reason: str | None = None
+
+
+@dataclass
+class TraceSummaryRow(Record):
+    """03: one Thunder configuration's final trace in numbers: bound symbols, fusion regions, ops left
+    outside them, bookkeeping symbols, the prologue's bound symbols, its first call and its executors."""
+
+    executor: str
+    label: str | None = None
+    status: str | None = None
+    bound_symbols: int | None = None
+    fusion_regions: int | None = None
+    unfused_ops: int | None = None
+    bookkeeping: int | None = None
+    prologue_bound_symbols: int | None = None
+    first_call_s: float | None = None
+    thunder_executors: str | None = None
+    reason: str | None = None
+    notes: str | None = None
+
+
+@dataclass
+class GraphRow(Record):
+    """05: a CUDA-graph variant against the same executor without graphs, in the same rounds: both walls
+    and hosts, the within-round wall ratio, the host time removed and the GPU memory each holds."""
+
+    with_graphs: str
+    without: str
+    wall_with_ms: float | None = None
+    wall_without_ms: float | None = None
+    wall_ratio_x: Stat | None = None
+    host_with_ms: float | None = None
+    host_without_ms: float | None = None
+    host_removed_pct: float | None = None
+    allocated_with_mib: float | None = None
+    allocated_without_mib: float | None = None
+    reserved_with_mib: float | None = None
+    reserved_without_mib: float | None = None
+    reason: str | None = None
+
+
+@dataclass
+class GradeRow(Record):
+    """05: one grade of a seed claim: the claim, the executor, the value graded and its grade."""
+
+    claim: str
+    executor: str
+    value: float | None
+    grade: str
+
+
+@dataclass
+class FitRow(Record):
+    """06: a straight line over depth, per executor and metric: fixed and per-layer cost with standard
+    errors (the per-layer cost's interval), RMS residual, the host's per-layer cost in units of the host
+    reference, the depths fitted, and a flag for a negative cost (left out); a reason where none was fitted."""
+
+    executor: str
+    metric: str
+    fixed_ms: float | None = None
+    fixed_se_ms: float | None = None
+    per_layer_ms: float | None = None
+    per_layer_se_ms: float | None = None
+    per_layer_lo_ms: float | None = None
+    per_layer_hi_ms: float | None = None
+    rms_residual_ms: float | None = None
+    per_layer_per_ref_x: float | None = None
+    per_layer_per_ref_lo_x: float | None = None
+    per_layer_per_ref_hi_x: float | None = None
+    depths: str | None = None
+    flag: str | None = None
+    reason: str | None = None

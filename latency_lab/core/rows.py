@@ -30,49 +30,52 @@ class Record(Mapping):
         """The row as a results file holds it (the module's docstring)."""
         out = {}
         for f in fields(self):
-            value = getattr(self, f.name)
+            value, name = getattr(self, f.name), column_of(f)
             if _is_stat(f):
-                out.update(value.flat(f.name) if value is not None else {f.name: None})
-            elif isinstance(value, dict):
+                out.update(value.flat(name) if value is not None else {name: None})
+            elif _is_spliced(f):
                 out.update(value)
             else:
-                out[f.name] = value
+                out[name] = value
         return out
 
     @classmethod
     def from_dict(cls, d: dict):
         """The row of this type that ``as_dict`` made ``d`` from (a results file's row): its fields, each
         statistic rebuilt from its columns (``_stat_from``), the columns no field names spliced back into
-        the type's dict field (a sweep point's axes), derived columns computed again. Columns this type
-        does not hold are left out; a field without a default that ``d`` lacks (an older file's row) is None."""
+        the type's dict field (a sweep point's axes), derived columns computed again (as ``d`` has them where
+        their inputs are missing). Columns this type does not hold are left out; a field without a default
+        that ``d`` lacks (an older file's row) is None."""
         values: dict = {}
         named: set[str] = set()
         spliced = None
         for f in fields(cls):
-            if f.type == "dict":
+            if _is_spliced(f):
                 spliced = f.name
                 continue
             named.update(_columns_of(f))
-            if not f.init or (f.name not in d and not _required(f)):
+            name = column_of(f)
+            if not f.init or (name not in d and not _required(f)):
                 continue
-            if f.name not in d:
-                values[f.name] = None
-                continue
-            values[f.name] = _stat_from(d, f.name) if _is_stat(f) else d[f.name]
+            values[f.name] = None if name not in d else _stat_from(d, name) if _is_stat(f) else d[name]
         if spliced:
             values[spliced] = {k: v for k, v in d.items() if k not in named}
-        return cls(**values)
+        row = cls(**values)
+        for f in fields(cls):  # a derived column its inputs are missing for (an older file): as the file has it
+            if not f.init and getattr(row, f.name) is None and not _is_stat(f):
+                setattr(row, f.name, d.get(column_of(f)))
+        return row
 
     @classmethod
     def columns(cls) -> list[str]:
         """Every column a row of this type can have (a spliced dict's keys are the row's own)."""
         out = []
         for f in fields(cls):
-            if f.type == "dict":
+            if _is_spliced(f):
                 continue
-            base, unit = split_unit(f.name)
+            base, unit = split_unit(column_of(f))
             parts = SPREAD_PARTS + INTERVAL_PARTS if _is_stat(f) else ()
-            out += [f.name, *(join(f"{base}_{part}", unit) for part in parts)]
+            out += [column_of(f), *(join(f"{base}_{part}", unit) for part in parts)]
         return out
 
     def stat(self, column: str) -> Stat | None:
@@ -119,6 +122,22 @@ class Row(Record):
             self.notes = "; ".join(filter(None, (self.notes, text)))
 
 
+def column(name: str, **kwargs):
+    """A field whose column in the file is ``name`` (a name that is no identifier: ``what it runs``);
+    ``kwargs`` as ``dataclasses.field`` takes them."""
+    return field(metadata={"column": name}, **kwargs)
+
+
+def column_of(f) -> str:
+    """Field ``f``'s column in the file: its ``column`` name, else its own."""
+    return f.metadata.get("column", f.name)
+
+
+def _is_spliced(f) -> bool:
+    """Whether field ``f`` is a dict spliced into the row (declared ``dict``: a sweep point's axes)."""
+    return f.type == "dict"
+
+
 def _required(f) -> bool:
     """Whether field ``f`` has no default."""
     return f.default is MISSING and f.default_factory is MISSING
@@ -130,11 +149,12 @@ def _is_stat(f) -> bool:
 
 def _columns_of(f) -> list[str]:
     """The columns field ``f`` becomes in ``as_dict``: its name, and a statistic's parts and flag."""
+    name = column_of(f)
     if not _is_stat(f):
-        return [f.name]
-    base, unit = split_unit(f.name)
+        return [name]
+    base, unit = split_unit(name)
     parts = [join(f"{base}_{part}", unit) for part in SPREAD_PARTS + INTERVAL_PARTS]
-    return [f.name, *parts, fast_only_name(f.name)]
+    return [name, *parts, fast_only_name(name)]
 
 
 def _stat_from(d: dict, name: str) -> Stat | None:

@@ -206,8 +206,13 @@ def beside_reference(runs: list[dict], environment: dict, reference: Path = REFE
         raise compare.CompareError("no explorer run has rows yet: press Run first")
     columns = ["executor", *COLUMNS[2:]]
 
-    def entry(params, rows):
-        return {"params": params, "rows": rows, "key_table": {"title": "", "columns": columns, "rows": []}}
+    def entry(params, rows):  # read as 02's rows (``row_types.ExecutorRow``), the reference's and the run's
+        return {
+            "notebook": results.EXECUTOR_TIMING,
+            "params": params,
+            "rows": rows,
+            "key_table": {"title": "", "columns": columns, "rows": []},
+        }
 
     ref_entry = entry(timing_results["params"], reference_rows(timing_results))
     a = {

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from ..core import model, model_config, registry, results
 from ..core.parameters import Params
+from ..core.row_types import AvailabilityRow
 from ..pages import tables
 from .base import Study, begin, saved
 
@@ -26,10 +27,10 @@ class Result(Study):
     cost_rows: list[dict]  # the cost as quantity, value, unit
     env_rows: list[dict]  # the environment as item, value
     call: dict  # the call's keyword arguments: shape and dtype, type or value
-    executors: list[dict] = saved()  # executor, label, what it runs, status, reason
+    executors: list[AvailabilityRow] = saved()
     findings: list[str] = saved()
 
-    def key_table_rows(self) -> list[dict]:
+    def key_table_rows(self) -> list[AvailabilityRow]:
         return self.executors
 
 
@@ -76,7 +77,7 @@ def describe_call(kwargs: dict) -> dict:
     }
 
 
-def findings(cost: dict, executors: list[dict]) -> list[str]:
+def findings(cost: dict, executors: list[AvailabilityRow]) -> list[str]:
     """The bytes one step moves and its floor, and how many executors can run here (and why not)."""
     return [
         f"One step must move {tables.number(cost['step_bytes'] / 1e6)} MB (weights, logits and K/V); "
@@ -86,8 +87,8 @@ def findings(cost: dict, executors: list[dict]) -> list[str]:
             if cost["floor_ms_measured"]
             else "no device bandwidth on a CPU, so no floor."
         ),
-        f"{sum(r['status'] == 'ok' for r in executors)} of {len(executors)} executors can run here"
-        + "".join(f"; {r['executor']}: {r['reason']}" for r in executors if r["status"] != "ok")
+        f"{sum(r.status == 'ok' for r in executors)} of {len(executors)} executors can run here"
+        + "".join(f"; {r.executor}: {r.reason}" for r in executors if r.status != "ok")
         + ".",
     ]
 
@@ -108,9 +109,7 @@ def run(params: Params) -> Result:
     executors = []
     for ex in registry.selected(params.executors):
         status, reason = ex.check(params.device) or ("ok", None)
-        executors.append(
-            {"executor": ex.name, "label": ex.label, "what it runs": ex.summary, "status": status, "reason": reason}
-        )
+        executors.append(AvailabilityRow(ex.name, ex.label, ex.summary, status, reason))
     return Result(
         params=params,
         config=cfg,

@@ -14,7 +14,7 @@ from ...core import metrics, results, run_to_run
 from ...core.verdicts import CHANGED, NOT_COMPARABLE, NOT_JUDGED, SAME, phrase
 from .. import notebook_run
 from .page import shown
-from .rows import by_key, metric_names, read_rows
+from .rows import by_key, metric_names, read_rows, stat
 
 # What a run measured with: two runs that differ in one of these did not measure the same thing.
 STACK = (
@@ -109,7 +109,7 @@ def compare_notebook(a: dict, b: dict, judging: Judging) -> tuple[list[dict], li
     """Rows of the comparison for one notebook (each number judged as ``judging`` says), and what was
     skipped in it."""
     name, not_comparable = judging.notebook, judging.not_comparable
-    rows_a, rows_b = read_rows(a), read_rows(b)
+    rows_a, rows_b = read_rows(name, a), read_rows(name, b)
     (by_a, twice_a), (by_b, twice_b) = by_key(rows_a), by_key(rows_b)
     metrics_a, metrics_b = metric_names(rows_a), metric_names(rows_b)
     common = [m for m in metrics_a if m in metrics_b and run_to_run.kind(m) is not None]
@@ -135,13 +135,13 @@ def compare_notebook(a: dict, b: dict, judging: Judging) -> tuple[list[dict], li
     ]
     out = []
     for key in (k for k in by_a if k in by_b):
-        ra, rb = by_a[key].fields, by_b[key].fields
+        ra, rb = by_a[key], by_b[key]
         if ra.get("status") != rb.get("status"):
             out.append(_word_entry(name, key, "status", ra.get("status"), rb.get("status"), not_comparable))
         if ra.get("grade") is not None or rb.get("grade") is not None:
             out.append(_word_entry(name, key, "grade", ra.get("grade"), rb.get("grade"), not_comparable))
         for m in common:
-            pair = NumberPair(by_a[key].stat(m), by_b[key].stat(m))
+            pair = NumberPair(stat(ra, m), stat(rb, m))
             if pair.a.median is not None or pair.b.median is not None:
                 out.append(_entry(judging, key, m, pair))
     return out, skipped
@@ -243,12 +243,9 @@ def ab_resolution(run: dict) -> float | None:
     """What 08's A/A control of a run says that run resolves (%, host time, the median over its
     executors), or None where the run has no 08."""
     data = run["notebooks"].get(results.AB_BUILDS) or {}
-    rows = [r for r in read_rows(data) if r.fields.get("comparison", "").startswith("A' vs A")] if data else []
-    values = sorted(
-        r.stat("resolution_pct").median
-        for r in rows
-        if r.fields.get("metric") == "host_ms" and r.stat("resolution_pct").median is not None
-    )
+    rows = read_rows(results.AB_BUILDS, data) if data else []
+    controls = [r for r in rows if (r.get("comparison") or "").startswith("A' vs A") and r.get("metric") == "host_ms"]
+    values = sorted(m for r in controls if (m := stat(r, "resolution_pct").median) is not None)
     return values[len(values) // 2] if values else None
 
 

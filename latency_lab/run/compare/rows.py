@@ -1,38 +1,27 @@
-"""The rows of a notebook's results as ``compare`` reads them: each row's identity, its status and
-grade, and every metric column read once as a ``metrics.Stat`` (``Stat.from_flat``: median, q1-q3 spread, 95% interval,
-``fast_only``), so that the comparison reads attributes rather than composing column names.
+"""The rows of a notebook's results as ``compare`` reads them: each section the catalog names for the
+notebook (``catalog.Entry.compared``) read back into its row type (``Record.from_dict``), every metric
+column then read as a ``metrics.Stat`` (``Record.stat``: median, q1-q3 spread, 95% interval, ``fast_only``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
 from ...core import catalog, metrics
+from ...core.rows import Record
 
 KEY_COLUMNS = catalog.KEY_COLUMNS  # a row's identity, whichever study it is of: every study's key columns
-WITHIN_ROUNDS = ("combination", "graphs")  # 07's and 05's rows of within-round ratios, beside the main rows
-GRADED = ("grades",)  # 05's grades of the seed's claims: a word per claim and executor, compared as it stands
 ROUND_STATS = {"wall_ms": "wall", "host_ms": "host", "host_per_ref_x": "host_per_ref"}  # a rounds record's statistics
 NOTHING = metrics.Stat(*[None] * 8)  # a metric a row does not hold
 
 
-@dataclass(frozen=True)
-class ComparedRow:
-    """One results row: the row as written (its identity columns, ``status``, ``grade``, ...) and each
-    of its metric columns (``is_compared``) read as a ``metrics.Stat``."""
+def key(row: Record) -> str:
+    """The row's identity: its ``KEY_COLUMNS`` values joined by `` · ``, else its first value."""
+    keys = [str(row[c]) for c in KEY_COLUMNS if row.get(c) is not None]
+    return " · ".join(keys) if keys else str(next(iter(row.values()), ""))
 
-    fields: dict
-    numbers: dict[str, metrics.Stat]
 
-    @property
-    def key(self) -> str:
-        """The row's identity: its ``KEY_COLUMNS`` values joined by `` · ``, else its first value."""
-        keys = [str(self.fields[c]) for c in KEY_COLUMNS if self.fields.get(c) is not None]
-        return " · ".join(keys) if keys else str(next(iter(self.fields.values()), ""))
-
-    def stat(self, metric: str) -> metrics.Stat:
-        """What the row holds of ``metric`` (``NOTHING`` where it has no such column)."""
-        return self.numbers.get(metric, NOTHING)
+def stat(row: Record, metric: str) -> metrics.Stat:
+    """What the row holds of ``metric`` (``NOTHING`` where it has no such column)."""
+    return row.stat(metric) or NOTHING
 
 
 def is_compared(column: str) -> bool:
@@ -41,73 +30,59 @@ def is_compared(column: str) -> bool:
     return column not in KEY_COLUMNS and (metrics.spread_names(column) is not None or column.endswith(metrics.COUNTS))
 
 
-def read_row(fields: dict, rounds: dict | None = None) -> ComparedRow:
-    """A results row with each metric column read once (``metrics.Stat.from_flat``). A headline
-    without a ``_fast_only`` column takes that flag from its executor's record in the notebook's
-    ``rounds`` section, where there is one."""
-    record = rounds.get(fields.get("executor")) if isinstance(rounds, dict) else None
-    record = record if isinstance(record, dict) else {}
-    numbers = {}
-    for column in fields:
-        if not is_compared(column):
-            continue
-        measured = metrics.Stat.from_flat(fields, column)
-        stat = record.get(ROUND_STATS.get(column, ""))
-        if measured.fast_only is None and isinstance(stat, dict):
-            measured = replace(measured, fast_only=stat.get("fast_only"))
-        numbers[column] = measured
-    return ComparedRow(fields, numbers)
+def read_rows(notebook: str, data: dict) -> list[Record]:
+    """The rows of a notebook's results ``data``: each section its catalog entry names (``Entry.compared``;
+    the notebook ``data`` says it is of, else ``notebook``), in that order, each row read into the section's
+    type. A key table's rows take its ``intervals``; a headline without a ``_fast_only`` column takes that
+    flag from its executor's record in the ``rounds`` section."""
+    rounds = data.get("rounds") if isinstance(data.get("rounds"), dict) else {}
+    out = []
+    for section, row_type in catalog.entry(data.get("notebook") or notebook).compared.items():
+        found = data.get(section)
+        dicts = key_table_dicts(found) if section == "key_table" and isinstance(found, dict) else found
+        if isinstance(dicts, list):
+            out += [row_type.from_dict(_with_fast_only(d, rounds)) for d in dicts if isinstance(d, dict)]
+    return out
 
 
-def read_rows(data: dict) -> list[ComparedRow]:
-    """The notebook's rows: its ``rows`` section (06: ``points``) when it is a list of executor rows (it
-    holds more than the key table, intervals included), else the key table's rows with the intervals its
-    ``intervals`` section holds; then its rows of within-round ratios (``WITHIN_ROUNDS``), its fit rows
-    (06: fixed and per-layer costs per executor and metric) and its grades where it has them."""
-    rounds = data.get("rounds")
-    extra = [data.get(name) for name in (*WITHIN_ROUNDS, "fit_rows", *GRADED)]
-    extra = [
-        read_row(r, rounds) for section in extra if isinstance(section, list) for r in section if isinstance(r, dict)
-    ]
-    for section in (data.get("rows"), data.get("points")):
-        if isinstance(section, list) and section and all(isinstance(r, dict) and "executor" in r for r in section):
-            return [read_row(r, rounds) for r in section] + extra
-    return key_table_rows(data["key_table"], rounds) + extra
-
-
-def key_table_rows(table: dict, rounds: dict | None = None) -> list[ComparedRow]:
-    """The rows of a key table (``results.key_table``), each metric with its interval from the table's
-    ``intervals`` section (``[lo, hi]`` per metric and row) where it has one."""
+def key_table_dicts(table: dict) -> list[dict]:
+    """The rows of a key table (``results.key_table``) as dicts, each metric with its interval from the
+    table's ``intervals`` section (``[lo, hi]`` per metric and row; none where the pair is not two numbers)."""
     intervals = table.get("intervals") if isinstance(table.get("intervals"), dict) else {}
-    rows = []
+    out = []
     for i, values in enumerate(table["rows"]):
-        row = read_row(dict(zip(table["columns"], values)), rounds)
-        numbers = {m: _with_interval(measured, intervals.get(m), i) for m, measured in row.numbers.items()}
-        rows.append(ComparedRow(row.fields, numbers))
-    return rows
+        row = dict(zip(table["columns"], values))
+        for metric, pairs in intervals.items():
+            names = metrics.interval_names(metric)
+            if names and isinstance(pairs, list) and i < len(pairs):
+                pair = pairs[i] if isinstance(pairs[i], list) and len(pairs[i]) == 2 else (None, None)
+                row.update(zip(names, pair))
+        out.append(row)
+    return out
 
 
-def _with_interval(measured: metrics.Stat, pairs, i: int) -> metrics.Stat:
-    """``measured`` with the ``i``-th ``[lo, hi]`` of ``pairs`` (a key table's intervals of its metric);
-    as it is where ``pairs`` has no ``i``-th entry."""
-    if not isinstance(pairs, list) or i >= len(pairs):
-        return measured
-    pair = pairs[i]
-    return (
-        measured.with_interval(*pair)
-        if isinstance(pair, list) and len(pair) == 2
-        else measured.with_interval(None, None)
-    )
+def _with_fast_only(row: dict, rounds: dict) -> dict:
+    """``row`` with each headline's ``fast_only`` flag from its executor's ``rounds`` record where the row
+    has none."""
+    record = rounds.get(row.get("executor"))
+    if not isinstance(record, dict):
+        return row
+    flags = {}
+    for column, name in ROUND_STATS.items():
+        flag = metrics.fast_only_name(column)
+        if column in row and row.get(flag) is None and isinstance(record.get(name), dict):
+            flags[flag] = record[name].get("fast_only")
+    return {**row, **flags}
 
 
-def metric_names(rows: list[ComparedRow]) -> list[str]:
+def metric_names(rows: list[Record]) -> list[str]:
     """The measured quantities of the rows (``is_compared``) that some row holds a number of."""
-    names = dict.fromkeys(m for r in rows for m in r.numbers)
-    return [m for m in names if any(r.stat(m).median is not None for r in rows)]
+    names = dict.fromkeys(c for r in rows for c in r if is_compared(c))
+    return [m for m in names if any(stat(r, m).median is not None for r in rows)]
 
 
-def by_key(rows: list[ComparedRow]) -> tuple[dict[str, ComparedRow], list[str]]:
-    """Rows by ``ComparedRow.key``, and the keys that more than one row has (those cannot be paired)."""
-    keys = [r.key for r in rows]
+def by_key(rows: list[Record]) -> tuple[dict[str, Record], list[str]]:
+    """Rows by ``key``, and the keys that more than one row has (those cannot be paired)."""
+    keys = [key(r) for r in rows]
     twice = sorted({k for k in keys if keys.count(k) > 1})
     return {k: r for k, r in zip(keys, rows) if k not in twice}, twice

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ...core.metrics import Stat
 from ...core.rounds import Rounds, host_moved_note
+from ...core.row_types import GradeRow, GraphRow
 from ...core.verdicts import CHANGED, SAME, phrase
 from ...instruments import thunder_breakdown
 from ...pages.tables import number
@@ -186,23 +187,20 @@ def per_kernel_text(taken_apart: dict[str, dict], regions: list[dict], device: s
     return f"nvFuser host time per kernel (seed: {lo:.0f}-{hi:.0f} µs): " + "; ".join(parts) + "."
 
 
-def graphs_text(graphs: list[dict], timed: Rounds, device: str) -> str:
-    cures = [g for g in graphs if g["wall_ratio_x"] is not None]
+def graphs_text(graphs: list[GraphRow], timed: Rounds, device: str) -> str:
+    cures = [g for g in graphs if g.wall_ratio_x is not None]
     if not cures:
         return "CUDA graphs as the cure: " + (
             "needs CUDA." if not device.startswith("cuda") else "no graph variant ran beside its baseline."
         )
     parts = [
-        f"{g['with_graphs']} runs at x{number(g['wall_ratio_x'])} the wall of {g['without']} "
-        f"(within rounds, IQR x{number(g['wall_ratio_q1_x'])}-x{number(g['wall_ratio_q3_x'])}"
-        + (
-            f", interval x{number(g['wall_ratio_lo_x'])}-x{number(g['wall_ratio_hi_x'])}"
-            if "wall_ratio_lo_x" in g
-            else ""
-        )
-        + f"; removes {number(g['host_removed_pct'])}% of its host time): {cure_verdict(g)}"
-        + host_moved_note(timed, 1 - g["wall_ratio_x"])
+        f"{g.with_graphs} runs at x{number(r.median)} the wall of {g.without} "
+        f"(within rounds, IQR x{number(r.q1)}-x{number(r.q3)}"
+        + (f", interval x{number(r.lo)}-x{number(r.hi)}" if r.interval else "")
+        + f"; removes {number(g.host_removed_pct)}% of its host time): {cure_verdict(g)}"
+        + host_moved_note(timed, 1 - r.median)
         for g in cures
+        for r in [g.wall_ratio_x]
     ]
     return (
         f"CUDA graphs as the cure (holds when the ratio's interval lies at or under x{GRAPHS_CURE:g} of the wall "
@@ -212,19 +210,20 @@ def graphs_text(graphs: list[dict], timed: Rounds, device: str) -> str:
     )
 
 
-def cure_verdict(g: dict) -> str:
+def cure_verdict(g: GraphRow) -> str:
     """``HOLDS`` / ``EDGE`` / ``DOES_NOT_HOLD`` for a graph row, from its ratio's interval (the median
     where it has none)."""
-    lo, hi = g.get("wall_ratio_lo_x", g["wall_ratio_x"]), g.get("wall_ratio_hi_x", g["wall_ratio_x"])
+    r = g.wall_ratio_x
+    lo, hi = r.interval or (r.median, r.median)
     return HOLDS if hi <= GRAPHS_CURE else DOES_NOT_HOLD if lo > GRAPHS_CURE else EDGE
 
 
-def grades(taken_apart, timelines, regions, graphs, device: str) -> list[dict]:
+def grades(taken_apart, timelines, regions, graphs: list[GraphRow], device: str) -> list[GradeRow]:
     """Each grade of a seed claim that the findings give, as a record (claim, executor, the value graded
     and its grade), so that ``compare`` can set two runs' grades side by side."""
 
     def record(claim, executor, value, verdict):
-        return {"claim": claim, "executor": executor, "value": value, "grade": verdict}
+        return GradeRow(claim, executor, value, verdict)
 
     out = []
     if (name := startup_of(taken_apart)) is not None:
@@ -252,9 +251,9 @@ def grades(taken_apart, timelines, regions, graphs, device: str) -> list[dict]:
                     )
                 )
     out += [
-        record("CUDA graphs as the cure (wall ratio)", g["with_graphs"], g["wall_ratio_x"], cure_verdict(g))
+        record("CUDA graphs as the cure (wall ratio)", g.with_graphs, g.wall_ratio_x.median, cure_verdict(g))
         for g in graphs
-        if g["wall_ratio_x"] is not None
+        if g.wall_ratio_x is not None
     ]
     return out
 

@@ -21,7 +21,7 @@ from ...core import harness, metrics, registry, results, timing
 from ...core.harness import Rounds, describe
 from ...core.measurement import Measurement
 from ...core.parameters import Params
-from ...core.row_types import HostStepRow
+from ...core.row_types import GradeRow, GraphRow, HostStepRow
 from ...instruments import thunder_breakdown
 from ...instruments.probes import STEP_PROFILES, breakdowns, insitu_probes, step_timeline, trace_file
 from ..base import Study, begin_with_model, build_selected, rounds_text, saved, written
@@ -194,7 +194,7 @@ def region_rows(taken_apart: dict[str, dict], measured: dict[str, Measurement]) 
     return out
 
 
-def graph_rows(step: list[HostStepRow], timed: Rounds) -> list[dict]:
+def graph_rows(step: list[HostStepRow], timed: Rounds) -> list[GraphRow]:
     """Each CUDA-graph variant against the same executor without graphs, in the same rounds: wall and
     host time, the within-round ratio of the walls (quartiles and interval), and the memory each holds."""
     by = {r.executor: r for r in step}
@@ -207,21 +207,21 @@ def graph_rows(step: list[HostStepRow], timed: Rounds) -> list[dict]:
         host_ratio = timed.ratio(graphs, plain, "host_ms")
         reason = "; ".join(f"{r.executor}: {r.reason}" for r in (g, b) if r.status != "ok" and r.reason)
         rows.append(
-            {
-                "with_graphs": graphs,
-                "without": plain,
-                "wall_with_ms": g.wall,
-                "wall_without_ms": b.wall,
-                **(ratio.flat("wall_ratio_x") if ratio else {"wall_ratio_x": None}),
-                "host_with_ms": g.host,
-                "host_without_ms": b.host,
-                "host_removed_pct": 100 * (1 - host_ratio.median) if host_ratio else None,
-                "allocated_with_mib": g.allocated_mib,
-                "allocated_without_mib": b.allocated_mib,
-                "reserved_with_mib": g.reserved_mib,
-                "reserved_without_mib": b.reserved_mib,
-                "reason": reason or None,
-            }
+            GraphRow(
+                graphs,
+                plain,
+                g.wall,
+                b.wall,
+                ratio or None,
+                g.host,
+                b.host,
+                100 * (1 - host_ratio.median) if host_ratio else None,
+                g.allocated_mib,
+                b.allocated_mib,
+                g.reserved_mib,
+                b.reserved_mib,
+                reason or None,
+            )
         )
     return rows
 
@@ -266,8 +266,8 @@ class Result(Study):
     parts: list[dict] = saved()
     breakdown: dict[str, dict] = saved()
     regions: list[dict] = saved()
-    graphs: list[dict] = saved()
-    grades: list[dict] = saved()  # the seed claims' grades (``findings.grades``)
+    graphs: list[GraphRow] = saved()
+    grades: list[GradeRow] = saved()  # the seed claims' grades (``findings.grades``)
     timelines: dict[str, dict] = saved("timeline")  # the profiled step's metrics per executor (``timeline_row``)
     memory: dict[str, dict | None] = saved()
     first_call_s: dict[str, float | None] = saved()

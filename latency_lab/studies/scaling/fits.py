@@ -11,6 +11,7 @@ import numpy as np
 
 from ...core import host_state
 from ...core.harness import Rounds
+from ...core.row_types import FitRow
 from ...pages.tables import number
 
 METRICS = ("wall_ms", "host_ms", "kernel_ms")  # fitted against depth
@@ -93,43 +94,36 @@ def negative_flag(what: str, line: dict, unit: str) -> str | None:
     return f"{what} came out negative ({', '.join(parts)}): flagged, not a result" if parts else None
 
 
-def fit_rows(fits: list[dict]) -> list[dict]:
+def fit_rows(fits: list[dict]) -> list[FitRow]:
     """The fits as rows, one per executor and metric: fixed and per-layer cost with standard errors, RMS
     residual and depths; a negative cost is left out and flagged."""
     out = []
     for f in fits:
         for metric in METRICS:
-            line = f[metric]
-            row = {"executor": f["executor"], "metric": metric.removesuffix("_ms")}
+            line, name = f[metric], metric.removesuffix("_ms")
             if line is None:
-                out.append({**row, "reason": f["reason"] or "fewer than two depths measured"})
+                out.append(FitRow(f["executor"], name, reason=f["reason"] or "fewer than two depths measured"))
                 continue
-            flag = negative_flag(row["metric"], line, "ms")
+            per_ref = (f.get(PER_REF) if metric == "host_ms" else None) or {}
             out.append(
-                {
-                    **row,
-                    "fixed_ms": line["intercept"] if line["intercept"] >= 0 else None,
-                    "fixed_se_ms": line["intercept_se"],
-                    "per_layer_ms": line["slope"] if line["slope"] >= 0 else None,
-                    "per_layer_se_ms": line["slope_se"],
-                    "per_layer_lo_ms": line.get("slope_lo"),
-                    "per_layer_hi_ms": line.get("slope_hi"),
-                    "rms_residual_ms": line["rms_residual"],
-                    **(per_ref_columns(f[PER_REF]) if metric == "host_ms" and f.get(PER_REF) else {}),
-                    "depths": ", ".join(map(str, line["layers"])),
-                    "flag": flag,
-                }
+                FitRow(
+                    f["executor"],
+                    name,
+                    fixed_ms=line["intercept"] if line["intercept"] >= 0 else None,
+                    fixed_se_ms=line["intercept_se"],
+                    per_layer_ms=line["slope"] if line["slope"] >= 0 else None,
+                    per_layer_se_ms=line["slope_se"],
+                    per_layer_lo_ms=line.get("slope_lo"),
+                    per_layer_hi_ms=line.get("slope_hi"),
+                    rms_residual_ms=line["rms_residual"],
+                    per_layer_per_ref_x=per_ref.get("slope"),
+                    per_layer_per_ref_lo_x=per_ref.get("slope_lo"),
+                    per_layer_per_ref_hi_x=per_ref.get("slope_hi"),
+                    depths=", ".join(map(str, line["layers"])),
+                    flag=negative_flag(name, line, "ms"),
+                )
             )
     return out
-
-
-def per_ref_columns(line: dict) -> dict:
-    """The host fit's per-layer cost in units of the host reference, with its interval."""
-    return {
-        "per_layer_per_ref_x": line["slope"],
-        "per_layer_per_ref_lo_x": line.get("slope_lo"),
-        "per_layer_per_ref_hi_x": line.get("slope_hi"),
-    }
 
 
 def fitted_curve(fits: list[dict], metric: str = "wall_ms") -> list[dict]:

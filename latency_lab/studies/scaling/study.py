@@ -21,7 +21,7 @@ from typing import ClassVar
 from ...core import environment, registry, results, sweep
 from ...core.harness import Rounds
 from ...core.parameters import Params
-from ...core.row_types import ScalingRow
+from ...core.row_types import FitRow, ScalingRow
 from ...pages.charts import Chart
 from .. import base as study
 from ..base import Study, saved
@@ -147,23 +147,7 @@ DECODE_COLUMNS = [  # at one depth, which the table's caption names
     "reason",
     "notes",
 ]
-FIT_COLUMNS = [
-    "executor",
-    "metric",
-    "fixed_ms",
-    "fixed_se_ms",
-    "per_layer_ms",
-    "per_layer_se_ms",
-    "per_layer_lo_ms",
-    "per_layer_hi_ms",
-    "rms_residual_ms",
-    "per_layer_per_ref_x",
-    "per_layer_per_ref_lo_x",
-    "per_layer_per_ref_hi_x",
-    "depths",
-    "flag",
-    "reason",
-]
+FIT_COLUMNS = FitRow.columns()  # the fit table's columns, in order
 
 
 def key_rows(table: list[dict]) -> list[dict]:
@@ -307,7 +291,7 @@ class Result(Study):
     findings: list[str] = saved()
     points: list[ScalingRow] = saved()  # ``rows``: one per build
     fits: list[dict] = saved()  # ``depth_fits``
-    fit_rows: list[dict] = saved()
+    fit_rows: list[FitRow] = saved()
     elapsed: dict = saved("elapsed_s")  # seconds: builds, rounds, total
     memory_after_release: dict = saved()
     timed: Rounds = saved()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ...core import model, registry, results, seed_numbers
 from ...core.parameters import SAME_MODEL, Params
+from ...core.row_types import TraceSummaryRow
 from ...instruments.first_call_phases import first_call_finding, first_call_table
 from ...instruments.trace_row import build_row
 from ..base import Study, begin, saved
@@ -125,7 +126,7 @@ class Result(Study):
     seed_counter: dict = saved(
         default_factory=lambda: {"label": SEED_LABEL, "counter": seed_numbers.SEED_TRACE_COUNTER}
     )  # the seed's counter
-    summary_rows: list[dict]  # final trace per configuration (``summary``)
+    summary_rows: list[TraceSummaryRow]  # final trace per configuration (``summary``)
     counter_rows: list[dict]  # the seed's counter beside each configuration's
     region_rows: list[dict]
     placement_rows: list[dict]  # where the seed's ops ended up
@@ -135,7 +136,7 @@ class Result(Study):
     traces: list[dict]  # per configuration with a trace: its summary line and the trace's text
     findings: list[str] = saved()
 
-    def key_table_rows(self) -> list[dict]:
+    def key_table_rows(self) -> list[TraceSummaryRow]:
         return self.summary_rows
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from ...core.row_types import TraceSummaryRow
+
 # The ops the seed found outside nvFuser's regions.
 SEED_OPS = ("linear", "matmul", "embedding", "triu")
 
@@ -16,33 +18,26 @@ def ok_rows(rows: list[dict]) -> list[dict]:
     return [r for r in rows if r["status"] == "ok"]
 
 
-def summary(rows: list[dict]) -> list[dict]:
+def summary(rows: list[dict]) -> list[TraceSummaryRow]:
     """One line per configuration: status, trace size, regions, unfused ops, prologue, reason."""
     out = []
     for r in rows:
-        comp = r.get("composition")
-        counts = (
-            {
-                "fusion_regions": sum(v for k, v in comp.items() if k.endswith(" regions")),
-                "unfused_ops": comp.get("unfused ops", 0),
-                "bookkeeping": comp.get("bookkeeping", 0),
-            }
-            if comp
-            else {}
-        )
+        comp = r.get("composition") or {}
         out.append(
-            {
-                "executor": r["executor"],
-                "label": r["label"],
-                "status": r["status"],
-                "bound_symbols": r.get("bound_symbols"),
-                **counts,
-                "prologue_bound_symbols": r.get("prologue_bound_symbols"),
-                "first_call_s": r.get("first_call_s"),
-                "thunder_executors": ", ".join(r.get("thunder_executors") or ()) or None,
-                "reason": r["reason"],
-                "notes": r["notes"],
-            }
+            TraceSummaryRow(
+                r["executor"],
+                r["label"],
+                r["status"],
+                r.get("bound_symbols"),
+                sum(v for k, v in comp.items() if k.endswith(" regions")) if comp else None,
+                comp.get("unfused ops", 0) if comp else None,
+                comp.get("bookkeeping", 0) if comp else None,
+                r.get("prologue_bound_symbols"),
+                r.get("first_call_s"),
+                ", ".join(r.get("thunder_executors") or ()) or None,
+                r["reason"],
+                r["notes"],
+            )
         )
     return out
 
