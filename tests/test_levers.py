@@ -135,9 +135,8 @@ def test_nothing_to_move_reads_the_baseline_trace():
 def test_counterfactual_replaces_the_nvfusion_host_cost_per_kernel():
     timed = _rounds({"thunder": [2.4] * 4}, {"thunder": [2.42] * 4})
     regions = [
-        {"executor": "thunder", "kind": "nvFusion", "kernels": 20},
-        {"executor": "thunder", "kind": "nvFusion", "kernels": 3},
-        {"executor": "thunder", "kind": "op", "kernels": 9},
+        thunder_breakdown.CallRow("thunder", i, f"call{i}", kind, thunder_breakdown.RECORDED_INPUTS, kernels=kernels)
+        for i, (kind, kernels) in enumerate((("nvFusion", 20), ("nvFusion", 3), ("op", 9)))
     ]
     model = levers_findings.counterfactual(
         {"thunder": _broken(1150.0, 700.0)}, regions, timed, kernel_ms=0.22, floor_ms=0.15

@@ -8,6 +8,7 @@ from ...core.harness import Rounds
 from ...core.metrics import Stat
 from ...core.rounds import host_moved_note
 from ...core.row_types import CombinationRow, LeverRow
+from ...instruments.thunder_breakdown import CallRow
 from ...pages.tables import number
 from .savings import BASELINE, REFERENCE, ranked
 
@@ -15,7 +16,7 @@ COUNTERFACTUAL_US_PER_KERNEL = (10.0, 5.0, 1.0)
 
 
 def counterfactual(
-    taken_apart: dict[str, dict], regions: list[dict], timed: Rounds, kernel_ms: float | None, floor_ms: float | None
+    taken_apart: dict[str, dict], regions: list[CallRow], timed: Rounds, kernel_ms: float | None, floor_ms: float | None
 ) -> list[dict]:
     """The baseline's step if each nvFusion region's host cost were ``c`` µs per kernel, for each
     ``COUNTERFACTUAL_US_PER_KERNEL``: host = measured host - measured nvFusion host in place + c x its
@@ -25,7 +26,7 @@ def counterfactual(
     b = taken_apart.get(BASELINE) or {}
     t = timed.entries.get(BASELINE)
     nv = b.get("kinds", {}).get("nvFusion")
-    kernels = sum(r["kernels"] or 0 for r in regions if r["executor"] == BASELINE and r["kind"] == "nvFusion")
+    kernels = sum(r.kernels or 0 for r in regions if r.executor == BASELINE and r.kind == "nvFusion")
     if not (nv and kernels and t and t.host):
         return []
     host_us = t.host.median * 1e3

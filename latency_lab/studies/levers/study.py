@@ -24,6 +24,7 @@ from ...core.parameters import Params
 from ...core.row_types import CombinationRow, LeverRow
 from ...instruments import thunder_breakdown
 from ...instruments.probes import breakdowns, insitu_probes
+from ...instruments.thunder_breakdown import CallRow
 from ...instruments.trace_row import trace_row
 from ...pages.tables import number
 from ..base import Study, begin, rounds_text, saved, written
@@ -150,12 +151,13 @@ def breakdown_rows(taken_apart: dict[str, dict]) -> list[dict]:
     return out
 
 
-def alone_regions(measured: dict[str, Measurement], kwargs: dict, device: str, calls: int) -> list[dict]:
-    """The baseline's regions run alone, for their kernel counts (the counterfactual's kernels)."""
+def alone_regions(measured: dict[str, Measurement], kwargs: dict, device: str, calls: int) -> list[CallRow]:
+    """The baseline's regions run alone (``thunder_breakdown.alone``), for their kernel counts (the
+    counterfactual's kernels)."""
     p = measured.get(BASELINE)
     if not (p and p.ok and thunder_breakdown.jit_parts(p.fn)):
         return []
-    return [{"executor": BASELINE, **r} for r in thunder_breakdown.alone(p.fn, kwargs, device, calls)]
+    return thunder_breakdown.alone(p.fn, kwargs, device, calls, BASELINE)
 
 
 def combination_stage(best: list[str], measured: dict[str, Measurement], case: sweep.Case, params, plan: harness.Plan):
@@ -242,7 +244,7 @@ class Result(Study):
     breakdown: dict[str, dict] = saved()
     counterfactual: list[dict] = saved()
     combined: list[CombinationRow] = saved("combination")  # ``combination_stage``
-    regions: list[dict] = saved()
+    regions: list[CallRow] = saved()  # ``alone_regions``
     timed: Rounds = saved()
     levers: list[dict]  # the configurations and the remedies without a switch (``lever_rows``)
     parts: list[dict]  # ``breakdown_rows``

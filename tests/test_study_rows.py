@@ -1,0 +1,82 @@
+"""The studies' own row types (each study's ``rows.py``, the instruments' rows): each reads back from what it
+writes, and the rows of the committed H100 run read back into their types and write out the same columns, in
+the same order, with the same values (the results files keep their shape)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from latency_lab.core.metrics import Stat
+from latency_lab.instruments.thunder_breakdown import RECORDED_INPUTS, CallRow, PartRow
+from latency_lab.studies.host_overhead.rows import PhaseRow, RegionRow, RemainderRow
+
+REFERENCE = Path(__file__).resolve().parent.parent / "outputs" / "reference-h100"
+US = Stat.of([10.0, 11.0, 12.0, 14.0])
+HEADLINE = Stat.headline([10.0, 11.0, 12.0, 14.0, 13.0, 12.5], [True] * 6)  # with its interval and flag
+
+
+def _part_type(row: dict):
+    return RemainderRow if "remainder_pct" in row else PartRow
+
+
+# (results file, section, the row type of a row of it)
+SECTIONS = [
+    ("05_host_overhead", "parts", _part_type),
+    ("05_host_overhead", "regions", lambda row: RegionRow),
+    ("07_levers", "regions", lambda row: CallRow),
+]
+
+
+@pytest.mark.parametrize("notebook, section, type_of", SECTIONS, ids=lambda x: x if isinstance(x, str) else "")
+def test_the_reference_run_s_rows_read_back_and_write_the_same_columns(notebook, section, type_of):
+    rows = json.loads((REFERENCE / f"{notebook}.results.json").read_text())[section]
+    assert rows
+    for row in rows:
+        back = type_of(row).from_dict(row).as_dict()
+        assert list(back) == list(row) and back == row
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        PartRow("thunder", "prologue", 12.5),
+        RemainderRow("thunder", "remainder (plain step - instrumented call)", None, remainder_pct=None),
+        PhaseRow("thunder", "prologue", HEADLINE),
+        RegionRow("thunder", 3, "nvFusion0", "nvFusion", US, alone_us=40.0, execute_alone_us=30.0, kernels=4.0),
+        RegionRow("thunder", 4, "linear", "op", US),
+        CallRow("thunder", 0, "nvFusion0", "nvFusion", RECORDED_INPUTS, alone_us=US, kernels=4.0, kernel_us=3.5),
+        CallRow("thunder", 1, "linear", "op", RECORDED_INPUTS, alone_us=US),
+        CallRow("thunder", 2, "getitem", "bookkeeping", RECORDED_INPUTS, error="RuntimeError: boom"),
+    ],
+    ids=lambda row: type(row).__name__,
+)
+def test_a_row_reads_back_into_its_type_from_what_it_wrote(row):
+    d = row.as_dict()
+    back = type(row).from_dict(json.loads(json.dumps(d)))
+    assert type(back) is type(row) and back.as_dict() == d and list(back.as_dict()) == list(d)
+
+
+def test_a_call_alone_holds_only_the_columns_it_has():
+    base = ["executor", "index", "call", "kind", "inputs"]
+    timed = ["alone_us", "alone_q1_us", "alone_q3_us"]
+    ran = CallRow("thunder", 0, "nvFusion0", "nvFusion", RECORDED_INPUTS, alone_us=US)
+    assert list(ran) == base + timed
+    ran.kernels, ran.kernel_us = 4.0, 3.5
+    assert list(ran) == base + timed + ["kernels", "kernel_us"] and ran["kernels"] == 4.0
+    failed = CallRow("thunder", 1, "linear", "op", RECORDED_INPUTS, error="boom")
+    assert list(failed) == base + ["error"] and failed.kernels is None and failed.get("kernels", 0) == 0
+
+
+def test_a_region_s_times_per_kernel_are_derived_where_it_is_declared():
+    row = RegionRow("thunder", 3, "nvFusion0", "nvFusion", US, alone_us=40.0, execute_alone_us=30.0, kernels=4.0)
+    assert (row.in_place_us_per_kernel, row.alone_us_per_kernel, row.execute_alone_us_per_kernel) == (
+        US.median / 4,
+        10.0,
+        7.5,
+    )
+    bare = RegionRow("thunder", 4, "linear", "op", US).as_dict()
+    assert bare["in_place_us_per_kernel"] is None and bare["alone_us_per_kernel"] is None
+    assert "in_place_lo_us" not in bare  # median and quartiles only
