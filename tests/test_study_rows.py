@@ -12,6 +12,8 @@ import pytest
 from latency_lab.core.metrics import Stat
 from latency_lab.instruments.thunder_breakdown import RECORDED_INPUTS, CallRow, PartRow
 from latency_lab.studies.host_overhead.rows import PhaseRow, RegionRow, RemainderRow
+from latency_lab.studies.scaling.fits import fit_line
+from latency_lab.studies.scaling.rows import FitRow
 
 REFERENCE = Path(__file__).resolve().parent.parent / "outputs" / "reference-h100"
 US = Stat.of([10.0, 11.0, 12.0, 14.0])
@@ -26,6 +28,7 @@ def _part_type(row: dict):
 SECTIONS = [
     ("05_host_overhead", "parts", _part_type),
     ("05_host_overhead", "regions", lambda row: RegionRow),
+    ("06_scaling", "fits", lambda row: FitRow),
     ("07_levers", "regions", lambda row: CallRow),
 ]
 
@@ -50,6 +53,8 @@ def test_the_reference_run_s_rows_read_back_and_write_the_same_columns(notebook,
         CallRow("thunder", 0, "nvFusion0", "nvFusion", RECORDED_INPUTS, alone_us=US, kernels=4.0, kernel_us=3.5),
         CallRow("thunder", 1, "linear", "op", RECORDED_INPUTS, alone_us=US),
         CallRow("thunder", 2, "getitem", "bookkeeping", RECORDED_INPUTS, error="RuntimeError: boom"),
+        FitRow("eager", "torch-eager", wall_ms={**fit_line([1, 2, 4], [1.0, 2.1, 3.9]), "layers": [1, 2, 4]}),
+        FitRow("thunder", "Thunder", "needs a CUDA device"),
     ],
     ids=lambda row: type(row).__name__,
 )
@@ -80,3 +85,10 @@ def test_a_region_s_times_per_kernel_are_derived_where_it_is_declared():
     bare = RegionRow("thunder", 4, "linear", "op", US).as_dict()
     assert bare["in_place_us_per_kernel"] is None and bare["alone_us_per_kernel"] is None
     assert "in_place_lo_us" not in bare  # median and quartiles only
+
+
+def test_a_fit_keeps_each_line_under_its_metric():
+    line = {**fit_line([1, 2], [1.0, 2.0]), "layers": [1, 2]}
+    d = FitRow("eager", "torch-eager", wall_ms=line).as_dict()
+    assert list(d) == ["executor", "label", "reason", "wall_ms", "host_ms", "kernel_ms", "host_per_ref_x"]
+    assert d["wall_ms"] == line and d["host_ms"] is None

@@ -12,6 +12,7 @@ import numpy as np
 from ...core import host_state
 from ...core.harness import Rounds
 from ...pages.tables import number
+from .rows import FitRow
 
 METRICS = ("wall_ms", "host_ms", "kernel_ms")  # fitted against depth
 PER_REF = "host_per_ref_x"  # host time per host reference, fitted too
@@ -58,26 +59,27 @@ def with_interval(line: dict, blocks: list | None) -> dict:
     return {**line, "slope_lo": lo, "slope_hi": hi, "blocks": blocks}
 
 
-def depth_fits(depth_rows: list[dict], timed: Rounds | None = None) -> list[dict]:
-    """Per executor of the depth sweep and per metric (``METRICS``): fixed cost per call (at 0 layers)
-    and cost per layer, fitted over its ok points (with the slope's interval from the blocks in
-    ``timed``); a metric with fewer than two depths gets no fit, and the executor's ``reason`` says why."""
+def depth_fits(depth_rows: list[dict], timed: Rounds | None = None) -> list[FitRow]:
+    """Per executor of the depth sweep (``FitRow``) and per metric (``METRICS``, ``PER_REF``): fixed cost per
+    call (at 0 layers) and cost per layer, fitted over its ok points (with the slope's interval from the
+    blocks in ``timed``); a metric with fewer than two depths gets no fit, and the executor's ``reason`` says why."""
     fits = []
     for name in dict.fromkeys(r["executor"] for r in depth_rows):
         mine = [r for r in depth_rows if r["executor"] == name]
         ok = [r for r in mine if r["status"] == "ok"]
-        fit = {"executor": name, "label": mine[0]["label"], "reason": None}
+        lines = {}
         for metric in (*METRICS, PER_REF):
             used = [r for r in ok if r.get(metric) is not None]
             points = [(r["layers"], r[metric]) for r in used]
             line = fit_line(*zip(*points)) if len({x for x, _ in points}) >= 2 else None
-            fit[metric] = line and with_interval(
+            lines[metric] = line and with_interval(
                 {**line, "layers": [x for x, _ in points]}, blocks_of(timed, used, metric)
             )
+        fit = FitRow(name, mine[0]["label"], None, **lines)
         if not ok:
-            fit["reason"] = next((r["reason"] for r in mine if r["reason"]), "no ok point")
-        elif fit["wall_ms"] is None:
-            fit["reason"] = "fewer than two depths measured"
+            fit.reason = next((r["reason"] for r in mine if r["reason"]), "no ok point")
+        elif fit.wall_ms is None:
+            fit.reason = "fewer than two depths measured"
         fits.append(fit)
     return fits
 
@@ -132,13 +134,13 @@ def per_ref_columns(line: dict) -> dict:
     }
 
 
-def fitted_curve(fits: list[dict], metric: str = "wall_ms") -> list[dict]:
+def fitted_curve(fits: list[FitRow], metric: str = "wall_ms") -> list[dict]:
     """Points of each executor's fitted line at its measured depths (for charts beside the data)."""
     return [
-        {"executor": f["executor"], "layers": x, "ms": f[metric]["intercept"] + f[metric]["slope"] * x}
+        {"executor": f.executor, "layers": x, "ms": line["intercept"] + line["slope"] * x}
         for f in fits
-        if f[metric]
-        for x in f[metric]["layers"]
+        if (line := getattr(f, metric))
+        for x in line["layers"]
     ]
 
 
