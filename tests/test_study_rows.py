@@ -12,6 +12,8 @@ import pytest
 from latency_lab.core.metrics import Stat
 from latency_lab.instruments.thunder_breakdown import RECORDED_INPUTS, CallRow, PartRow
 from latency_lab.studies.host_overhead.rows import PhaseRow, RegionRow, RemainderRow
+from latency_lab.studies.levers.rows import ConfigurationRow, CounterfactualRow, LeverPartRow
+from latency_lab.studies.microbench.rows import ShapeRow
 from latency_lab.studies.scaling.fits import fit_line
 from latency_lab.studies.scaling.rows import FitRow
 
@@ -26,10 +28,12 @@ def _part_type(row: dict):
 
 # (results file, section, the row type of a row of it)
 SECTIONS = [
+    ("04_op_microbenchmarks", "shapes", lambda row: ShapeRow),
     ("05_host_overhead", "parts", _part_type),
     ("05_host_overhead", "regions", lambda row: RegionRow),
     ("06_scaling", "fits", lambda row: FitRow),
     ("07_levers", "regions", lambda row: CallRow),
+    ("07_levers", "counterfactual", lambda row: CounterfactualRow),
 ]
 
 
@@ -55,6 +59,12 @@ def test_the_reference_run_s_rows_read_back_and_write_the_same_columns(notebook,
         CallRow("thunder", 2, "getitem", "bookkeeping", RECORDED_INPUTS, error="RuntimeError: boom"),
         FitRow("eager", "torch-eager", wall_ms={**fit_line([1, 2, 4], [1.0, 2.1, 3.9]), "layers": [1, 2, 4]}),
         FitRow("thunder", "Thunder", "needs a CUDA device"),
+        ShapeRow("seed", 6, {"add": "a=1x6x2048, b=1x6x2048", "triu": "x=6x6"}),
+        ConfigurationRow("thunder:nv-linear", "nv_enable_linear=True", "linears in nvFuser", "thunder.jit(...)"),
+        ConfigurationRow("RoPE in nvFuser", status="unavailable", reason="no compile option"),
+        LeverPartRow("thunder:nv-linear", "nvFusion regions", 900.0, 35.0),
+        CounterfactualRow("measured", 48.0, 2.4, 2.41, 16.0),
+        CounterfactualRow("1 µs per nvFuser kernel", 1.0, 1.3, 1.3),
     ],
     ids=lambda row: type(row).__name__,
 )
