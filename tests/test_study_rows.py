@@ -102,3 +102,7 @@ def test_a_fit_keeps_each_line_under_its_metric():
     d = FitRow("eager", "torch-eager", wall_ms=line).as_dict()
     assert list(d) == ["executor", "label", "reason", "wall_ms", "host_ms", "kernel_ms", "host_per_ref_x"]
     assert d["wall_ms"] == line and d["host_ms"] is None
+
+
+def test_every_column_05_shows_of_its_parts_is_a_column_of_their_type():
+    assert {"executor", "part", "us", "remainder_pct"} <= set(RemainderRow.columns())
