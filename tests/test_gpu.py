@@ -81,7 +81,7 @@ def test_nvfusion_regions_are_taken_apart_in_place(tiny):
     blocks = [ins.block(10) for _ in range(3)]
     summary = thunder_breakdown.summarize(ins, blocks, [b["call_us"] / 1e3 for b in blocks])
     assert summary["kinds"]["nvFusion"].median > 0 and summary["startup_us"].median > 0
-    alone = thunder_breakdown.alone(p.fn, setup.kwargs, "cuda", 5)
+    alone = thunder_breakdown.alone(p.fn, setup.kwargs, "cuda", 5, "thunder")
     assert any(r["kind"] == "nvFusion" and r.get("kernels", 0) >= 1 for r in alone)
 
 

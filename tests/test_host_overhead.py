@@ -12,11 +12,12 @@ from conftest import run_runner
 
 from latency_lab.core import harness, parameters, registry
 from latency_lab.core.metrics import Stat
-from latency_lab.core.row_types import HostStepRow
+from latency_lab.core.row_types import GraphRow, HostStepRow
 from latency_lab.instruments import call_stamps, thunder_breakdown
 from latency_lab.pages.tables import number
 from latency_lab.studies.host_overhead import findings as host_overhead_findings
 from latency_lab.studies.host_overhead import study as host_overhead
+from latency_lab.studies.host_overhead.rows import RegionRow
 
 # The top-level keys of 05's results file: the notebook's run and ``run(params).save()`` write the same.
 RESULTS_KEYS = {
@@ -212,27 +213,22 @@ def _broken(startup=380.0, nv_per_block=(1100.0, 1150.0), remainder=1.0):
     }
 
 
+def _alone(index: int, call: str, kind: str, us: float, kernels: int | None = None) -> thunder_breakdown.CallRow:
+    """A call of thunder's computation run alone, as ``thunder_breakdown.measure_calls`` makes its row."""
+    return thunder_breakdown.CallRow(
+        "thunder", index, call, kind, thunder_breakdown.RECORDED_INPUTS, alone_us=Stat.of([us]), kernels=kernels
+    )
+
+
 def test_region_rows_pair_in_place_with_alone_and_count_kernels():
     measured = {
         "thunder": {
             "alone": {
                 "rows": [
-                    {"index": 0, "call": "nvFusion0", "kind": "nvFusion", "alone_us": 80.0, "kernels": 4},
-                    {"index": 1, "call": "nvFusion1", "kind": "nvFusion", "alone_us": 40.0, "kernels": 2},
-                    {
-                        "index": 0,
-                        "call": "nvFusion0 fd.execute",
-                        "kind": "nvFuser execute",
-                        "alone_us": 60.0,
-                        "kernels": 4,
-                    },
-                    {
-                        "index": 1,
-                        "call": "nvFusion1 fd.execute",
-                        "kind": "nvFuser execute",
-                        "alone_us": 20.0,
-                        "kernels": 2,
-                    },
+                    _alone(0, "nvFusion0", "nvFusion", 80.0, 4),
+                    _alone(1, "nvFusion1", "nvFusion", 40.0, 2),
+                    _alone(0, "nvFusion0 fd.execute", "nvFuser execute", 60.0, 4),
+                    _alone(1, "nvFusion1 fd.execute", "nvFuser execute", 20.0, 2),
                 ]
             }
         }
@@ -254,15 +250,13 @@ def test_region_rows_pair_in_place_with_alone_and_count_kernels():
 
 
 def test_a_call_missing_alone_leaves_only_its_own_row_empty():
-    measured = {
-        "thunder": {"alone": {"rows": [{"index": 5, "call": "nvFusion1", "kind": "nvFusion", "alone_us": 40.0}]}}
-    }
+    measured = {"thunder": {"alone": {"rows": [_alone(5, "nvFusion1", "nvFusion", 40.0)]}}}
     rows = host_overhead.region_rows(_broken(), _measured(measured))  # nvFusion0 has no alone row
     assert [(r["call"], r["alone_us"]) for r in rows] == [("nvFusion0", None), ("nvFusion1", 40.0)]
 
 
 def test_hypotheses_read_their_numbers_and_grade_both_ways():
-    rows = [{"executor": "thunder", "kind": "nvFusion", "kernels": 40, "alone_us": 1000.0, "execute_alone_us": None}]
+    rows = [RegionRow("thunder", 0, "nvFusion0", "nvFusion", Stat.of([1500.0]), alone_us=1000.0, kernels=40)]
     high = host_overhead_findings.per_kernel_text(_broken(nv_per_block=(1500.0, 1600.0)), rows, "cuda")
     assert "thunder: in place, Thunder's wrapper included, 38.8 µs per kernel (interval " in high
     assert "over rounds; total nvFusion µs over its kernels): changed: higher" in high and "fd.execute" not in high
@@ -325,12 +319,11 @@ def test_graphs_hold_only_when_the_wall_drops_enough():
     assert lo <= 0.23 / 0.95 <= hi and f"interval x{number(lo)}-x{number(hi)}" in host_overhead_findings.graphs_text(
         cure, _graph_rounds(0.23, 0.95), "cuda"
     )
-    edge = {**cure[0], "wall_ratio_x": 0.78, "wall_ratio_lo_x": 0.70, "wall_ratio_hi_x": 0.86}
-    assert host_overhead_findings.cure_verdict(edge) == "same: at the edge"
-    assert (
-        host_overhead_findings.cure_verdict({**edge, "wall_ratio_lo_x": 0.81, "wall_ratio_x": 0.85})
-        == "changed: does not hold"
-    )
+    def ratio(median: float, lo: float, hi: float) -> GraphRow:
+        return replace(cure[0], wall_ratio_x=Stat(median, *[None] * 7, lo=lo, hi=hi))
+
+    assert host_overhead_findings.cure_verdict(ratio(0.78, 0.70, 0.86)) == "same: at the edge"
+    assert host_overhead_findings.cure_verdict(ratio(0.85, 0.81, 0.86)) == "changed: does not hold"
     weak = host_overhead.graph_rows(step, _graph_rounds(0.9, 0.95))
     assert "changed: does not hold" in host_overhead_findings.graphs_text(weak, _graph_rounds(0.9, 0.95), "cuda")
     assert host_overhead_findings.graphs_text([], _graph_rounds(1, 1), "cpu") == "CUDA graphs as the cure: needs CUDA."

@@ -251,20 +251,26 @@ def test_compare_tells_a_host_state_change_from_a_code_change(tmp_path):
 
 
 def test_a_key_table_carries_its_rows_intervals_to_compare(tmp_path):
-    """A notebook whose results hold only a key table (06's points): the intervals of its metric
+    """A notebook whose rows compare reads from its key table (05's steps): the intervals of its metric
     columns travel with it, unseen on the index, and compare judges each number by them."""
     from latency_lab.core import results
     from latency_lab.core.parameters import resolved
 
     def run(folder, wall):
         rows = [
-            {"executor": "thunder", "layers": 2, "wall_ms": wall, "wall_lo_ms": wall * 0.95, "wall_hi_ms": wall * 1.05}
+            {
+                "executor": "thunder",
+                "status": "ok",
+                "wall_ms": wall,
+                "wall_lo_ms": 0.95 * wall,
+                "wall_hi_ms": 1.05 * wall,
+            }
         ]
-        table = results.key_table("points", rows, ["executor", "layers", "wall_ms"])
-        assert table["columns"] == ["executor", "layers", "wall_ms"] and table["intervals"] == {
+        table = results.key_table("step", rows, ["executor", "status", "wall_ms"])
+        assert table["columns"] == ["executor", "status", "wall_ms"] and table["intervals"] == {
             "wall_ms": [[wall * 0.95, wall * 1.05]]
         }
-        results.save(folder, "06_scaling", resolved(preset="tiny", output_dir=str(folder)), {}, table)
+        results.save(folder, "05_host_overhead", resolved(preset="tiny", output_dir=str(folder)), {}, table)
 
     run(tmp_path / "a", 1.00)
     run(tmp_path / "b", 1.03)

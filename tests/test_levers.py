@@ -132,12 +132,24 @@ def test_nothing_to_move_reads_the_baseline_trace():
     assert not levers.nothing_to_move(None, ("embedding",))  # no trace: unknown, build it
 
 
+def test_the_parts_table_holds_each_part_and_its_saving_against_the_baseline():
+    broken = {"thunder": _broken(1136.0, 723.0), "thunder:nv-linear": _broken(1311.0, 292.0), "eager": {"reason": "-"}}
+    rows = levers.breakdown_rows(broken)
+    parts = [p for p in thunder_breakdown.PHASES if p != "statements"] + ["nvFusion regions", "ops outside fusions"]
+    assert [(r.executor, r.part) for r in rows] == [(n, p) for n in ("thunder", "thunder:nv-linear") for p in parts]
+    assert all(list(r) == ["executor", "part", "us", "saved_vs_baseline_us"] for r in rows)
+    assert {r.saved_vs_baseline_us for r in rows if r.executor == "thunder"} == {None}
+    linear = {r.part: r for r in rows if r.executor == "thunder:nv-linear"}
+    assert linear["prologue"].us == 200.0 and linear["ops outside fusions"].saved_vs_baseline_us == pytest.approx(
+        431.0 * 1.5
+    )
+
+
 def test_counterfactual_replaces_the_nvfusion_host_cost_per_kernel():
     timed = _rounds({"thunder": [2.4] * 4}, {"thunder": [2.42] * 4})
     regions = [
-        {"executor": "thunder", "kind": "nvFusion", "kernels": 20},
-        {"executor": "thunder", "kind": "nvFusion", "kernels": 3},
-        {"executor": "thunder", "kind": "op", "kernels": 9},
+        thunder_breakdown.CallRow("thunder", i, f"call{i}", kind, thunder_breakdown.RECORDED_INPUTS, kernels=kernels)
+        for i, (kind, kernels) in enumerate((("nvFusion", 20), ("nvFusion", 3), ("op", 9)))
     ]
     model = levers_findings.counterfactual(
         {"thunder": _broken(1150.0, 700.0)}, regions, timed, kernel_ms=0.22, floor_ms=0.15

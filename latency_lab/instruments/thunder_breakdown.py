@@ -34,6 +34,7 @@ from typing import Callable
 from ..core import timing
 from ..core.harness import describe
 from ..core.metrics import Stat
+from ..core.rows import Record
 from . import profiler_timeline, trace_analysis
 from .call_stamps import (
     NOW,
@@ -238,6 +239,24 @@ def summarize(insitu: InSitu, blocks: list[dict], host_ms: list[float], fast: li
     }
 
 
+@dataclass
+class PartRow(Record):
+    """One in-place part of a configuration's call (``part_rows``): a phase around the computation or its
+    statements of one kind (``kind_label``), in µs per call (median over the rounds)."""
+
+    executor: str
+    part: str
+    us: float | None
+
+
+def part_rows(executor: str, b: dict) -> list[PartRow]:
+    """The in-place parts of ``executor``'s breakdown ``b`` (``summarize``): the phases around the computation
+    (the statements left out), then the statements' time by kind."""
+    phases = [(k, v) for k, v in b["phases"].items() if k != "statements"]
+    kinds = [(kind_label(k), v) for k, v in b["kinds"].items()]
+    return [PartRow(executor, part, s.median) for part, s in phases + kinds]
+
+
 # --- alone (cross-check) --------------------------------------------------------------------------
 
 
@@ -330,19 +349,42 @@ def execute_only(c: Call) -> Call | None:
     return Call(c.index, f"{c.name} fd.execute", "nvFuser execute", run, c.args, {}, c.inputs)
 
 
-def measure_calls(calls: list[Call], device: str, host_calls: int) -> list[dict]:
-    """Each call run alone on its recorded inputs: its latency from an idle GPU (``iters`` samples),
-    and from one profile of all of them kernels per call and their device µs. A call that fails alone
-    is a row with its error."""
+@dataclass
+class CallRow(Record):
+    """One call of ``executor``'s computation function run alone (``measure_calls``): its position among
+    the calls, its name and kind, where its inputs came from; its latency from an idle GPU (``alone_us``:
+    median and quartiles) where it ran, else its ``error``; on a GPU its kernels per call and their device
+    µs. A row holds only the columns it has (``as_dict`` leaves out the others)."""
+
+    executor: str
+    index: int
+    call: str
+    kind: str
+    inputs: str
+    alone_us: Stat | None = None
+    error: str | None = None
+    kernels: float | None = None
+    kernel_us: float | None = None
+
+    def as_dict(self) -> dict:
+        """The row as a results file holds it (``Record.as_dict``) without the columns it has no value for."""
+        out = super().as_dict()
+        return {k: v for k, v in out.items() if k not in ("alone_us", "error", "kernels", "kernel_us") or v is not None}
+
+
+def measure_calls(calls: list[Call], device: str, host_calls: int, executor: str) -> list[CallRow]:
+    """Each call of ``executor``'s computation run alone on its recorded inputs: its latency from an idle
+    GPU (``iters`` samples), and from one profile of all of them kernels per call and their device µs. A
+    call that fails alone is a row with its error."""
     rows, ok = [], []
     for c in calls:
-        row = {"index": c.index, "call": c.name, "kind": c.kind, "inputs": c.inputs}
+        row = CallRow(executor, c.index, c.name, c.kind, c.inputs)
         try:
             s = timing.latency_from_idle(lambda c=c: c.fn(*c.args, **c.kwargs), {}, device, host_calls).scaled(1e3)
-            row.update(alone_us=s.median, alone_q1_us=s.q1, alone_q3_us=s.q3)
+            row.alone_us = s
             ok.append((len(rows), c))
         except Exception as e:  # a call that cannot run alone is a row with its reason
-            row["error"] = describe(e, 200)
+            row.error = describe(e, 200)
         rows.append(row)
     if not ok or not device.startswith("cuda"):
         return rows
@@ -354,13 +396,13 @@ def measure_calls(calls: list[Call], device: str, host_calls: int) -> list[dict]
         by_label.setdefault(w.label, []).append(profiler_timeline.window_metrics(w))
     for i, _ in ok:
         if ms := by_label.get(str(i)):
-            rows[i].update(
-                kernels=sum(m["kernels"] for m in ms) / len(ms), kernel_us=sum(m["kernel_us"] for m in ms) / len(ms)
-            )
+            rows[i].kernels = sum(m["kernels"] for m in ms) / len(ms)
+            rows[i].kernel_us = sum(m["kernel_us"] for m in ms) / len(ms)
     return rows
 
 
-def alone(fn, kwargs: dict, device: str, calls: int) -> list[dict]:
-    """Every call of the computation function run alone, and each nvFuser region's execute alone."""
+def alone(fn, kwargs: dict, device: str, calls: int, executor: str) -> list[CallRow]:
+    """Every call of ``executor``'s computation function (``fn``) run alone, and each nvFuser region's
+    execute alone."""
     recorded = record_calls(fn, kwargs)
-    return measure_calls(recorded + [x for c in recorded if (x := execute_only(c))], device, calls)
+    return measure_calls(recorded + [x for c in recorded if (x := execute_only(c))], device, calls, executor)

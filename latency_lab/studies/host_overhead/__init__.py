@@ -1,2 +1,2 @@
-"""Notebook 05: ``study`` (the step and its parts, in the same rounds) and ``findings`` (the seed's hypotheses
-graded)."""
+"""Notebook 05: ``study`` (the step and its parts, in the same rounds), ``rows`` (its tables' row types) and
+``findings`` (the seed's hypotheses graded)."""

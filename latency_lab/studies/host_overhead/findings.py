@@ -16,6 +16,7 @@ from ...core.row_types import GradeRow, GraphRow
 from ...core.verdicts import CHANGED, SAME, phrase
 from ...instruments import thunder_breakdown
 from ...pages.tables import number
+from .rows import RegionRow
 
 # The seed's hypotheses as ranges: a measured median inside holds, outside is changed (higher or lower).
 SEED_STARTUP_US = (200.0, 300.0)  # "~250 µs of start-up time" per step
@@ -25,29 +26,29 @@ GRAPHS_CURE = 0.8  # graphs "cure" when the wall with them is <= 80% of without,
 CLOSES = 10.0  # % of the plain step's host time the in-place parts may leave unexplained
 
 
-def nvfusion_per_kernel(taken_apart: dict[str, dict], regions: list[dict], name: str) -> Stat | None:
+def nvfusion_per_kernel(taken_apart: dict[str, dict], regions: list[RegionRow], name: str) -> Stat | None:
     """In-place host µs per kernel over all nvFusion regions of ``name``, per round (total nvFusion µs
     over total nvFusion kernels), over the rounds where the host ran fast, with its interval."""
-    kernels = sum(r["kernels"] or 0 for r in regions if r["executor"] == name and r["kind"] == "nvFusion")
+    kernels = sum(r.kernels or 0 for r in regions if r.executor == name and r.kind == "nvFusion")
     per_block = (taken_apart.get(name) or {}).get("kinds_per_block", {}).get("nvFusion")
     keep = (taken_apart.get(name) or {}).get("fast")
     return Stat.headline([us / kernels for us in per_block], keep) if kernels and per_block else None
 
 
-def alone_costs(regions: list[dict], name: str) -> dict | None:
+def alone_costs(regions: list[RegionRow], name: str) -> dict | None:
     """``name``'s nvFusion regions alone, in the same statistic as in place (totals over regions): µs
     per kernel through Thunder's wrapper and in ``fd.execute`` alone, and the wrapper's µs per fusion
     (wrapper - execute); over the regions that have both. None without any."""
     both = [
         r
         for r in regions
-        if r["executor"] == name and r["kind"] == "nvFusion" and r["kernels"]
-        if r["alone_us"] is not None and r["execute_alone_us"] is not None
+        if r.executor == name and r.kind == "nvFusion" and r.kernels
+        if r.alone_us is not None and r.execute_alone_us is not None
     ]
     if not both:
         return None
-    kernels = sum(r["kernels"] for r in both)
-    wrapped, execute = sum(r["alone_us"] for r in both), sum(r["execute_alone_us"] for r in both)
+    kernels = sum(r.kernels for r in both)
+    wrapped, execute = sum(r.alone_us for r in both), sum(r.execute_alone_us for r in both)
     return {
         "regions": len(both),
         "kernels": kernels,
@@ -155,7 +156,7 @@ def startup_text(taken_apart: dict[str, dict], timelines: dict[str, dict], devic
     return text
 
 
-def per_kernel_text(taken_apart: dict[str, dict], regions: list[dict], device: str) -> str:
+def per_kernel_text(taken_apart: dict[str, dict], regions: list[RegionRow], device: str) -> str:
     """The seed's two per-fusion costs, each graded on its own claim: nvFuser's 20-30 µs of host time
     per kernel (in place, which includes Thunder's wrapper, and ``fd.execute`` alone, which does not)
     and Thunder's FusionDefinition cache at 20+ µs per fusion (the wrapper around ``fd.execute``, alone)."""

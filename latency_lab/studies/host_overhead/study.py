@@ -20,12 +20,15 @@ from pathlib import Path
 from ...core import harness, metrics, registry, results, timing
 from ...core.harness import Rounds, describe
 from ...core.measurement import Measurement
+from ...core.metrics import Stat
 from ...core.parameters import Params
 from ...core.row_types import GradeRow, GraphRow, HostStepRow
 from ...instruments import thunder_breakdown
 from ...instruments.probes import STEP_PROFILES, breakdowns, insitu_probes, step_timeline, trace_file
+from ...instruments.thunder_breakdown import CallRow, PartRow
 from ..base import Study, begin_with_model, build_selected, rounds_text, saved, written
 from . import findings as graded
+from .rows import PhaseRow, RegionRow, RemainderRow
 
 STEP_COLUMNS = [
     "executor",
@@ -48,6 +51,7 @@ STEP_PAGE_COLUMNS = [
     *(part for name in ("wall_ms", "host_ms", "host_per_ref_x") for part in metrics.interval_names(name)),
     "notes",
 ]
+REMAINDER = "remainder (plain step - instrumented call)"  # the parts' last row per configuration
 
 
 def plan(kwargs: dict, params, eager_logits, notebook: str) -> harness.Plan:
@@ -59,7 +63,7 @@ def plan(kwargs: dict, params, eager_logits, notebook: str) -> harness.Plan:
         if thunder_breakdown.jit_parts(p.fn) is None:
             return {"reason": thunder_breakdown.not_jit_reason(p.name, "regions")}
         try:
-            return {"rows": thunder_breakdown.alone(p.fn, kwargs, device, params.iters)}
+            return {"rows": thunder_breakdown.alone(p.fn, kwargs, device, params.iters, p.name)}
         except Exception as e:  # an API the installed thunder lacks is a reason in this part's rows
             return {"reason": describe(e)}
 
@@ -116,82 +120,70 @@ def timeline_row(p: Measurement) -> dict | None:
     }
 
 
-def phase_rows(taken_apart: dict[str, dict]) -> list[dict]:
+def phase_rows(taken_apart: dict[str, dict]) -> list[PhaseRow]:
     """Per configuration and phase of the call: in-place µs (median and quartiles over the rounds, and
     the interval), the statistics of the per-block samples its breakdown holds (``thunder_breakdown.phase_stats``)."""
     return [
-        {"executor": n, "phase": phase, **s.flat("us")}
+        PhaseRow(n, phase, s)
         for n, b in taken_apart.items()
         if "phases_per_block" in b
         for phase, s in thunder_breakdown.phase_stats(b["phases_per_block"], b["fast"]).items()
     ]
 
 
-def parts_rows(taken_apart: dict[str, dict]) -> list[dict]:
-    """Per configuration: the in-place parts of one call (phases around the computation, and the
-    computation's statements by kind), the corrected instrumented call, the plain step's host time
-    of the same rounds, and the remainder (plain - instrumented, % of plain; median over rounds)."""
+def parts_rows(taken_apart: dict[str, dict]) -> list[PartRow]:
+    """Per configuration: the in-place parts of one call (``thunder_breakdown.part_rows``: phases around the
+    computation, and the computation's statements by kind), then the remainder (``RemainderRow``: the plain
+    step's host time of the same rounds less the corrected instrumented call, and % of plain; medians over rounds)."""
     rows = []
     for n, b in taken_apart.items():
         if "phases" not in b:
             continue
-        for phase, v in b["phases"].items():
-            if phase != "statements":
-                rows.append({"executor": n, "part": phase, "us": v.median})
-        for kind, v in b["kinds"].items():
-            rows.append({"executor": n, "part": thunder_breakdown.kind_label(kind), "us": v.median})
         rem, rem_us = b["remainder_pct"], b.get("remainder_us")
-        rows.append(
-            {
-                "executor": n,
-                "part": "remainder (plain step - instrumented call)",
-                "us": rem_us and rem_us.median,
-                "remainder_pct": rem and rem.median,
-            }
-        )
+        rows += [
+            *thunder_breakdown.part_rows(n, b),
+            RemainderRow(n, REMAINDER, rem_us and rem_us.median, remainder_pct=rem and rem.median),
+        ]
     return rows
 
 
-def region_rows(taken_apart: dict[str, dict], measured: dict[str, Measurement]) -> list[dict]:
-    """Every region and op of each configuration: in place (µs per call, quartiles over rounds), alone
-    from an idle GPU (the cross-check), an nvFuser region's ``fd.execute`` alone (nvFuser without
-    Thunder's wrapper), kernels it launches (profiled alone) and µs per kernel. Calls are matched to
-    the statements by name, in order per name: a call missing alone leaves only its own row empty."""
+def region_rows(taken_apart: dict[str, dict], measured: dict[str, Measurement]) -> list[RegionRow]:
+    """Every region and op of each configuration (``RegionRow``): in place (µs per call, quartiles over
+    rounds), alone from an idle GPU (the cross-check), an nvFuser region's ``fd.execute`` alone (nvFuser
+    without Thunder's wrapper), kernels it launches (profiled alone) and µs per kernel. Calls are matched
+    to the statements by name, in order per name: a call missing alone leaves only its own row empty."""
     out = []
     for n, b in taken_apart.items():
         rows = measured[n].record("alone").get("rows") or [] if n in measured else []
-        execute = {r["index"]: r for r in rows if r["kind"] == "nvFuser execute"}
-        by_name: dict[str, list[dict]] = {}
+        execute = {r.index: r for r in rows if r.kind == "nvFuser execute"}
+        by_name: dict[str, list[CallRow]] = {}
         for r in rows:
-            if r["kind"] != "nvFuser execute":
-                by_name.setdefault(r["call"], []).append(r)
+            if r.kind != "nvFuser execute":
+                by_name.setdefault(r.call, []).append(r)
         for s in b.get("statements", []):
             if s["kind"] == "glue":
                 continue
             same = by_name.get(s["name"])
-            a = same.pop(0) if same else {}
-            kernels = a.get("kernels")
-            fd = (execute.get(a["index"]) or {}).get("alone_us") if a else None
+            a = same.pop(0) if same else None
+            fd = execute.get(a.index) if a is not None else None
             out.append(
-                {
-                    "executor": n,
-                    "statement": s["index"],
-                    "call": s["name"],
-                    "kind": s["kind"],
-                    "in_place_us": s["median"],
-                    "in_place_q1_us": s["q1"],
-                    "in_place_q3_us": s["q3"],
-                    "alone_us": a.get("alone_us"),
-                    "execute_alone_us": fd,
-                    "kernels": kernels,
-                    "in_place_us_per_kernel": s["median"] / kernels if kernels else None,
-                    "alone_us_per_kernel": a["alone_us"] / kernels
-                    if kernels and a.get("alone_us") is not None
-                    else None,
-                    "execute_alone_us_per_kernel": fd / kernels if kernels and fd is not None else None,
-                }
+                RegionRow(
+                    n,
+                    s["index"],
+                    s["name"],
+                    s["kind"],
+                    Stat(s["median"], s["q1"], s["q3"], None, None, None, None, None),  # median and quartiles
+                    alone_us=_median(a),
+                    execute_alone_us=_median(fd),
+                    kernels=a.kernels if a is not None else None,
+                )
             )
     return out
+
+
+def _median(call: CallRow | None) -> float | None:
+    """The median of a call's latency alone; None without the call or its latency."""
+    return call.alone_us.median if call is not None and call.alone_us is not None else None
 
 
 def graph_rows(step: list[HostStepRow], timed: Rounds) -> list[GraphRow]:
@@ -263,16 +255,16 @@ class Result(Study):
 
     findings: list[str] = saved()
     steps: list[HostStepRow] = saved("step")  # one per executor (``step_row``)
-    parts: list[dict] = saved()
+    parts: list[PartRow] = saved()  # ``parts_rows``: the parts, then a ``RemainderRow``, per configuration
     breakdown: dict[str, dict] = saved()
-    regions: list[dict] = saved()
+    regions: list[RegionRow] = saved()  # ``region_rows``
     graphs: list[GraphRow] = saved()
     grades: list[GradeRow] = saved()  # the seed claims' grades (``findings.grades``)
     timelines: dict[str, dict] = saved("timeline")  # the profiled step's metrics per executor (``timeline_row``)
     memory: dict[str, dict | None] = saved()
     first_call_s: dict[str, float | None] = saved()
     timed: Rounds = saved()
-    phases: list[dict]
+    phases: list[PhaseRow]  # ``phase_rows``
     profiled: dict[str, dict]  # the profiled step per executor: its Chrome trace's file and its rows
 
     @property

@@ -1,2 +1,3 @@
 """Notebook 07: ``study`` (the configurations, their rounds and the combination), ``savings`` (what each saves
-against the baseline, and the ranking) and ``findings`` (the counterfactual and the sentences)."""
+against the baseline, and the ranking), ``findings`` (the counterfactual and the sentences) and ``rows`` (its
+tables' row types)."""

@@ -8,15 +8,17 @@ from ...core.harness import Rounds
 from ...core.metrics import Stat
 from ...core.rounds import host_moved_note
 from ...core.row_types import CombinationRow, LeverRow
+from ...instruments.thunder_breakdown import CallRow
 from ...pages.tables import number
+from .rows import CounterfactualRow
 from .savings import BASELINE, REFERENCE, ranked
 
 COUNTERFACTUAL_US_PER_KERNEL = (10.0, 5.0, 1.0)
 
 
 def counterfactual(
-    taken_apart: dict[str, dict], regions: list[dict], timed: Rounds, kernel_ms: float | None, floor_ms: float | None
-) -> list[dict]:
+    taken_apart: dict[str, dict], regions: list[CallRow], timed: Rounds, kernel_ms: float | None, floor_ms: float | None
+) -> list[CounterfactualRow]:
     """The baseline's step if each nvFusion region's host cost were ``c`` µs per kernel, for each
     ``COUNTERFACTUAL_US_PER_KERNEL``: host = measured host - measured nvFusion host in place + c x its
     kernels; wall = the larger of that host time and the measured kernel time (a host-bound step waits
@@ -25,31 +27,19 @@ def counterfactual(
     b = taken_apart.get(BASELINE) or {}
     t = timed.entries.get(BASELINE)
     nv = b.get("kinds", {}).get("nvFusion")
-    kernels = sum(r["kernels"] or 0 for r in regions if r["executor"] == BASELINE and r["kind"] == "nvFusion")
+    kernels = sum(r.kernels or 0 for r in regions if r.executor == BASELINE and r.kind == "nvFusion")
     if not (nv and kernels and t and t.host):
         return []
     host_us = t.host.median * 1e3
-    rows = [
-        {
-            "model": "measured",
-            "us_per_kernel": nv.median / kernels,
-            "host_ms": host_us / 1e3,
-            "wall_ms": t.wall.median,
-            "floor_ratio_x": t.wall.median / floor_ms if floor_ms else None,
-        }
-    ]
+
+    def row(model: str, us_per_kernel: float, host: float, wall: float) -> CounterfactualRow:
+        return CounterfactualRow(model, us_per_kernel, host, wall, wall / floor_ms if floor_ms else None)
+
+    rows = [row("measured", nv.median / kernels, host_us / 1e3, t.wall.median)]
     for c in COUNTERFACTUAL_US_PER_KERNEL:
         host = (host_us - nv.median + c * kernels) / 1e3
         wall = max(host, kernel_ms) if kernel_ms is not None else host
-        rows.append(
-            {
-                "model": f"{number(c)} µs per nvFuser kernel",
-                "us_per_kernel": c,
-                "host_ms": host,
-                "wall_ms": wall,
-                "floor_ratio_x": wall / floor_ms if floor_ms else None,
-            }
-        )
+        rows.append(row(f"{number(c)} µs per nvFuser kernel", c, host, wall))
     return rows
 
 
@@ -125,16 +115,16 @@ def combination_text(
     return out
 
 
-def counterfactual_text(model: list[dict], rows: list[LeverRow]) -> str | None:
+def counterfactual_text(model: list[CounterfactualRow], rows: list[LeverRow]) -> str | None:
     """The counterfactual's walls beside torch.compile's and the best lever's measured ones, or None."""
     if not model:
         return None
     ref = next((r for r in rows if r.executor == REFERENCE and r.wall), None)
     best = next(iter(ranked(rows)), None)
-    parts = [f"{m['model']}: {number(m['wall_ms'])} ms wall" for m in model[1:]]
+    parts = [f"{m.model}: {number(m.wall_ms)} ms wall" for m in model[1:]]
     text = (
         "Counterfactual (model, not measured): Thunder-nvFuser's nvFusion regions cost "
-        f"{number(model[0]['us_per_kernel'])} µs "
+        f"{number(model[0].us_per_kernel)} µs "
         f"of host time per kernel in place; at " + "; ".join(parts)
     )
     if ref:

@@ -24,10 +24,12 @@ from ...core.parameters import Params
 from ...core.row_types import CombinationRow, LeverRow
 from ...instruments import thunder_breakdown
 from ...instruments.probes import breakdowns, insitu_probes
+from ...instruments.thunder_breakdown import CallRow
 from ...instruments.trace_row import trace_row
 from ...pages.tables import number
 from ..base import Study, begin, rounds_text, saved, written
 from .findings import counterfactual, findings
+from .rows import ConfigurationRow, CounterfactualRow, LeverPartRow
 from .savings import BASELINE, REFERENCE, best_levers, host_saved, part_deltas, saved_per_reference, saving_verdict
 
 # Remedies the seed names for which thunder 0.2.6 has no switch: rows with their reason.
@@ -119,12 +121,11 @@ def row(p: Measurement, timed: Rounds, taken_apart: dict[str, dict], floor_ms: f
     )
 
 
-def lever_rows(chosen: list) -> list[dict]:
+def lever_rows(chosen: list) -> list[ConfigurationRow]:
     """Each configuration with the options it passes and its lever, then the remedies without a switch."""
-    return [
-        {"executor": ex.name, "options": options_text(ex), "lever": ex.lever, "what it runs": ex.summary}
-        for ex in chosen
-    ] + no_switch_rows()
+    return [ConfigurationRow(ex.name, options_text(ex), ex.lever, ex.summary) for ex in chosen] + [
+        ConfigurationRow(r["executor"], status=r["status"], reason=r["reason"]) for r in no_switch_rows()
+    ]
 
 
 def no_switch_rows() -> list[dict]:
@@ -132,30 +133,25 @@ def no_switch_rows() -> list[dict]:
     return [{"executor": name, "status": "unavailable", "reason": why} for name, why in NO_SWITCH.items()]
 
 
-def breakdown_rows(taken_apart: dict[str, dict]) -> list[dict]:
-    """Per configuration and in-place part, its µs per call and the change against the baseline."""
+def breakdown_rows(taken_apart: dict[str, dict]) -> list[LeverPartRow]:
+    """Per configuration and in-place part (``thunder_breakdown.part_rows``), its µs per call and the change
+    against the baseline."""
     out = []
     for n, b in taken_apart.items():
         if "phases" not in b:
             continue
-        deltas = part_deltas(taken_apart, n)
-        parts = {
-            **{k: v.median for k, v in b["phases"].items() if k != "statements"},
-            **{thunder_breakdown.kind_label(k): v.median for k, v in b["kinds"].items()},
-        }
-        out += [
-            {"executor": n, "part": k, "us": us, "saved_vs_baseline_us": deltas.get(k) if n != BASELINE else None}
-            for k, us in parts.items()
-        ]
+        deltas = part_deltas(taken_apart, n) if n != BASELINE else {}
+        out += [LeverPartRow(r.executor, r.part, r.us, deltas.get(r.part)) for r in thunder_breakdown.part_rows(n, b)]
     return out
 
 
-def alone_regions(measured: dict[str, Measurement], kwargs: dict, device: str, calls: int) -> list[dict]:
-    """The baseline's regions run alone, for their kernel counts (the counterfactual's kernels)."""
+def alone_regions(measured: dict[str, Measurement], kwargs: dict, device: str, calls: int) -> list[CallRow]:
+    """The baseline's regions run alone (``thunder_breakdown.alone``), for their kernel counts (the
+    counterfactual's kernels)."""
     p = measured.get(BASELINE)
     if not (p and p.ok and thunder_breakdown.jit_parts(p.fn)):
         return []
-    return [{"executor": BASELINE, **r} for r in thunder_breakdown.alone(p.fn, kwargs, device, calls)]
+    return thunder_breakdown.alone(p.fn, kwargs, device, calls, BASELINE)
 
 
 def combination_stage(best: list[str], measured: dict[str, Measurement], case: sweep.Case, params, plan: harness.Plan):
@@ -240,12 +236,12 @@ class Result(Study):
     # the key table: one ``row`` per configuration, same rounds; the file adds the remedies without a switch
     configurations: list[LeverRow] = saved("rows", write=lambda rows: written(rows) + no_switch_rows())
     breakdown: dict[str, dict] = saved()
-    counterfactual: list[dict] = saved()
+    counterfactual: list[CounterfactualRow] = saved()  # ``findings.counterfactual``
     combined: list[CombinationRow] = saved("combination")  # ``combination_stage``
-    regions: list[dict] = saved()
+    regions: list[CallRow] = saved()  # ``alone_regions``
     timed: Rounds = saved()
-    levers: list[dict]  # the configurations and the remedies without a switch (``lever_rows``)
-    parts: list[dict]  # ``breakdown_rows``
+    levers: list[ConfigurationRow]  # the configurations and the remedies without a switch (``lever_rows``)
+    parts: list[LeverPartRow]  # ``breakdown_rows``
 
     @property
     def table(self) -> list[dict]:

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from ...core.parameters import Params
+from .rows import ShapeRow
 
 
 # The ops, each with keyword arguments only (``executors.prepare`` calls fn(**kwargs)).
@@ -126,14 +127,12 @@ def dims(cfg: dict, tokens: int, batch: int = 1) -> Dims:
     )
 
 
-def shape_table(cfg: dict, params: Params) -> list[dict]:
-    """One row per size label: its tokens and every selected op's argument shapes."""
+def shape_table(cfg: dict, params: Params) -> list[ShapeRow]:
+    """One row per size label (``rows.ShapeRow``): its tokens and every selected op's argument shapes."""
     rows = []
     for label in params.sizes:
         d = dims(cfg, size_tokens(label, params.seq_len), params.batch_size)
-        rows.append(
-            {"size": label, "tokens": d.tokens, **{op: describe_shapes(OPS[op].shapes(d)) for op in params.ops}}
-        )
+        rows.append(ShapeRow(label, d.tokens, {op: describe_shapes(OPS[op].shapes(d)) for op in params.ops}))
     return rows
 
 

@@ -34,6 +34,7 @@ from ...pages.tables import number
 from .. import base as study
 from ..base import Study, saved
 from .ops import OPS, dims, make_inputs, shape_table, size_tokens
+from .rows import ShapeRow
 
 PROFILE_STEPS = 5  # profiled calls per row: kernels per call is exact, so a few suffice
 CPU_THREADS = 1  # intra-op threads while measuring on a CPU (see ``intra_op_threads``)
@@ -372,7 +373,7 @@ class Result(Study):
     NOTEBOOK: ClassVar[str] = results.OP_MICROBENCHMARKS
 
     ops_in_model: list[dict]  # op, its place in one forward step
-    shapes: list[dict] = saved()  # ``shape_table``
+    shapes: list[ShapeRow] = saved()  # ``shape_table``
     rows: list[OpRow] = saved()  # ``rows``, one per (op, size, executor)
     add_rows: list[dict]  # ``key_rows``
     findings: list[str] = saved()

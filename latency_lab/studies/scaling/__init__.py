@@ -1,2 +1,2 @@
 """Notebook 06: ``study`` (the sweeps in the same rounds), ``decode`` (the decode step), ``fits`` (lines and
-their standard errors), ``findings``."""
+their standard errors), ``rows`` (the depth fits' row type), ``findings``."""

@@ -9,6 +9,7 @@ from ...core.metrics import Stat
 from ...core.rounds import host_moved_note, state_text
 from ...pages.tables import number
 from .fits import fit_line, negative_flag, plus_minus, slope_difference
+from .rows import DepthFit
 
 FIRST_CALL_FIT_DEPTHS = 3  # cold first calls at this many depths or more get a line
 # Compared within rounds at every depth and in decode: (a, b) reads "a / b".
@@ -63,55 +64,55 @@ def versus_text(a: str, fa: dict, b: str, fb: dict, depths: list[int]) -> str:
     return text + f": the difference {trend} with depth (more than twice its standard error)."
 
 
-def cost_text(fits: list[dict], seq_len: int) -> str:
+def cost_text(fits: list[DepthFit], seq_len: int) -> str:
     """Wall time = fixed + per layer x layers per executor, with standard errors and RMS residual; a
     negative per-layer cost flagged; Thunder against torch.compile (``PAIRS``) by the fits."""
-    fitted = [f for f in fits if f["wall_ms"]]
+    fitted = [f for f in fits if f.wall_ms]
     if not fitted:
         return (
             f"No depth fit of the prefill ({seq_len} tokens): fewer than two depths measured per executor "
             "(the measured points are in the key table and the sentences above)."
         )
-    depths = sorted({x for f in fitted for x in f["wall_ms"]["layers"]})
+    depths = sorted({x for f in fitted for x in f.wall_ms["layers"]})
     parts = []
     for f in fitted:
-        line = f["wall_ms"]
+        line = f.wall_ms
         flag = negative_flag("wall", line, "ms")
         fit = (
             f"RMS residual {_ms(line['rms_residual'])}"
             if line["slope_se"] is not None
             else "two depths: an exact line, no standard error"
         )
-        parts.append(f"{f['executor']}: {flag}" if flag else f"{f['executor']} {_line(line)} ({fit})")
+        parts.append(f"{f.executor}: {flag}" if flag else f"{f.executor} {_line(line)} ({fit})")
     text = (
         f"Wall time of the prefill ({seq_len} tokens) = fixed + per layer × layers, least squares over "
         f"{', '.join(map(str, depths))} layers: {'; '.join(parts)}."
     )
-    by = {f["executor"]: f["wall_ms"] for f in fitted}
+    by = {f.executor: f.wall_ms for f in fitted}
     text += "".join(f" {versus_text(a, by[a], b, by[b], depths)}" for a, b in PAIRS if a in by and b in by)
-    missing = [f"{f['executor']} ({f['reason']})" for f in fits if not f["wall_ms"]]
+    missing = [f"{f.executor} ({f.reason})" for f in fits if not f.wall_ms]
     return text + (f" No fit: {'; '.join(missing)}." if missing else "")
 
 
-def host_kernel_text(fits: list[dict], seq_len: int) -> str | None:
+def host_kernel_text(fits: list[DepthFit], seq_len: int) -> str | None:
     """Per-layer host and kernel costs where both were fitted (kernel time needs a GPU); negatives flagged."""
-    both = [f for f in fits if f["host_ms"] and f["kernel_ms"]]
+    both = [f for f in fits if f.host_ms and f.kernel_ms]
     if not both:
         return None
     parts = []
     for f in both:
         flags = [
             flag
-            for flag in (negative_flag("host", f["host_ms"], "ms"), negative_flag("kernel", f["kernel_ms"], "ms"))
+            for flag in (negative_flag("host", f.host_ms, "ms"), negative_flag("kernel", f.kernel_ms, "ms"))
             if flag
         ]
         parts.append(
-            f"{f['executor']} "
+            f"{f.executor} "
             + (
                 "; ".join(flags)
                 if flags
-                else f"{plus_minus(f['host_ms']['slope'], f['host_ms']['slope_se'], 'ms')} host, "
-                f"{plus_minus(f['kernel_ms']['slope'], f['kernel_ms']['slope_se'], 'ms')} kernel"
+                else f"{plus_minus(f.host_ms['slope'], f.host_ms['slope_se'], 'ms')} host, "
+                f"{plus_minus(f.kernel_ms['slope'], f.kernel_ms['slope_se'], 'ms')} kernel"
             )
         )
     return f"Per layer of the prefill ({seq_len} tokens), host vs kernel time: {'; '.join(parts)}."
@@ -276,7 +277,7 @@ def not_ok_text(table: list[dict]) -> str | None:
     return f"{len(bad)} of {len(table)} points did not run fully: " + "; ".join(reasons) + "."
 
 
-def findings(table: list[dict], fits: list[dict], timed: Rounds, params) -> list[str]:
+def findings(table: list[dict], fits: list[DepthFit], timed: Rounds, params) -> list[str]:
     """Every depth's measured points, the depth fits, host vs kernel per layer, prefill by prompt
     length, decode, first calls, the host's drift and the points that did not run."""
     depth_rows = rows_of_sweep(table, "depth")

@@ -13,6 +13,7 @@ from ...core import host_state
 from ...core.harness import Rounds
 from ...core.row_types import FitRow
 from ...pages.tables import number
+from .rows import DepthFit
 
 METRICS = ("wall_ms", "host_ms", "kernel_ms")  # fitted against depth
 PER_REF = "host_per_ref_x"  # host time per host reference, fitted too
@@ -59,26 +60,27 @@ def with_interval(line: dict, blocks: list | None) -> dict:
     return {**line, "slope_lo": lo, "slope_hi": hi, "blocks": blocks}
 
 
-def depth_fits(depth_rows: list[dict], timed: Rounds | None = None) -> list[dict]:
-    """Per executor of the depth sweep and per metric (``METRICS``): fixed cost per call (at 0 layers)
-    and cost per layer, fitted over its ok points (with the slope's interval from the blocks in
-    ``timed``); a metric with fewer than two depths gets no fit, and the executor's ``reason`` says why."""
+def depth_fits(depth_rows: list[dict], timed: Rounds | None = None) -> list[DepthFit]:
+    """Per executor of the depth sweep (``DepthFit``) and per metric (``METRICS``, ``PER_REF``): fixed cost per
+    call (at 0 layers) and cost per layer, fitted over its ok points (with the slope's interval from the
+    blocks in ``timed``); a metric with fewer than two depths gets no fit, and the executor's ``reason`` says why."""
     fits = []
     for name in dict.fromkeys(r["executor"] for r in depth_rows):
         mine = [r for r in depth_rows if r["executor"] == name]
         ok = [r for r in mine if r["status"] == "ok"]
-        fit = {"executor": name, "label": mine[0]["label"], "reason": None}
+        lines = {}
         for metric in (*METRICS, PER_REF):
             used = [r for r in ok if r.get(metric) is not None]
             points = [(r["layers"], r[metric]) for r in used]
             line = fit_line(*zip(*points)) if len({x for x, _ in points}) >= 2 else None
-            fit[metric] = line and with_interval(
+            lines[metric] = line and with_interval(
                 {**line, "layers": [x for x, _ in points]}, blocks_of(timed, used, metric)
             )
+        fit = DepthFit(name, mine[0]["label"], None, **lines)
         if not ok:
-            fit["reason"] = next((r["reason"] for r in mine if r["reason"]), "no ok point")
-        elif fit["wall_ms"] is None:
-            fit["reason"] = "fewer than two depths measured"
+            fit.reason = next((r["reason"] for r in mine if r["reason"]), "no ok point")
+        elif fit.wall_ms is None:
+            fit.reason = "fewer than two depths measured"
         fits.append(fit)
     return fits
 
@@ -94,20 +96,20 @@ def negative_flag(what: str, line: dict, unit: str) -> str | None:
     return f"{what} came out negative ({', '.join(parts)}): flagged, not a result" if parts else None
 
 
-def fit_rows(fits: list[dict]) -> list[FitRow]:
+def fit_rows(fits: list[DepthFit]) -> list[FitRow]:
     """The fits as rows, one per executor and metric: fixed and per-layer cost with standard errors, RMS
     residual and depths; a negative cost is left out and flagged."""
     out = []
     for f in fits:
         for metric in METRICS:
-            line, name = f[metric], metric.removesuffix("_ms")
+            line, name = getattr(f, metric), metric.removesuffix("_ms")
             if line is None:
-                out.append(FitRow(f["executor"], name, reason=f["reason"] or "fewer than two depths measured"))
+                out.append(FitRow(f.executor, name, reason=f.reason or "fewer than two depths measured"))
                 continue
-            per_ref = (f.get(PER_REF) if metric == "host_ms" else None) or {}
+            per_ref = (f.host_per_ref_x if metric == "host_ms" else None) or {}
             out.append(
                 FitRow(
-                    f["executor"],
+                    f.executor,
                     name,
                     fixed_ms=line["intercept"] if line["intercept"] >= 0 else None,
                     fixed_se_ms=line["intercept_se"],
@@ -126,13 +128,13 @@ def fit_rows(fits: list[dict]) -> list[FitRow]:
     return out
 
 
-def fitted_curve(fits: list[dict], metric: str = "wall_ms") -> list[dict]:
+def fitted_curve(fits: list[DepthFit], metric: str = "wall_ms") -> list[dict]:
     """Points of each executor's fitted line at its measured depths (for charts beside the data)."""
     return [
-        {"executor": f["executor"], "layers": x, "ms": f[metric]["intercept"] + f[metric]["slope"] * x}
+        {"executor": f.executor, "layers": x, "ms": line["intercept"] + line["slope"] * x}
         for f in fits
-        if f[metric]
-        for x in f[metric]["layers"]
+        if (line := getattr(f, metric))
+        for x in line["layers"]
     ]
 
 

@@ -30,6 +30,7 @@ from .findings import findings, n_layers, rows_of_sweep
 from .fits import METRICS, depth_fits, fit_rows, fitted_curve
 from .fits import PER_REF as PER_REF  # re-exported: the host-state tests read these two here
 from .fits import slope_difference as slope_difference
+from .rows import DepthFit
 
 
 def sweeps(params, executors, bandwidth: float | None) -> dict[str, sweep.Sweep]:
@@ -164,7 +165,7 @@ def key_title(params) -> str:
     )
 
 
-def depth_chart(depth_rows: list[dict], fits: list[dict]) -> Chart | None:
+def depth_chart(depth_rows: list[dict], fits: list[DepthFit]) -> Chart | None:
     """Time per call against depth, one panel per metric: the measured ok points (solid) beside the
     least-squares lines (dashed); None when no executor ran in the depth sweep."""
     lines = [
@@ -290,7 +291,7 @@ class Result(Study):
 
     findings: list[str] = saved()
     points: list[ScalingRow] = saved()  # ``rows``: one per build
-    fits: list[dict] = saved()  # ``depth_fits``
+    fits: list[DepthFit] = saved()  # ``depth_fits``
     fit_rows: list[FitRow] = saved()
     elapsed: dict = saved("elapsed_s")  # seconds: builds, rounds, total
     memory_after_release: dict = saved()
