@@ -21,6 +21,7 @@ from conftest import ROOT, run_runner
 
 from latency_lab.core import ab_parameters, builds, paired, parameters
 from latency_lab.core.parameters import ParameterError
+from latency_lab.core.row_types import ComparisonRow
 from latency_lab.studies.ab import remote as ab_remote
 from latency_lab.studies.ab import study as ab_builds
 
@@ -647,10 +648,10 @@ def test_the_controls_gate_b():
     quiet = _found(1.0, 1.0, 1.0, k=12)  # a 0.1% planted read as nothing: below what B resolves, no failure
     assert ab_tables.gate(quiet, "host_ms", {"A + 2% planted": (0.001, 0.0)}) == []
     assert ab_tables.gate(good, "host_ms", {"A + 2% planted": None}) == ["A + 2% planted not measured"]
-    row = {"comparison": "B vs A", "change_pct": 4.0, "called": True, "verdict": "changed: B slower by 4% (1-7%)"}
+    row = ComparisonRow("x", "B vs A", change_pct=4.0, called=True, verdict="changed: B slower by 4% (1-7%)")
     held = ab_tables.gated(row, ["A/A called +3%"])
-    assert held["verdict"].startswith("not judged: the controls failed (A/A called +3%)") and not held["called"]
-    assert ab_tables.gated(row, [])["controls"] == "passed" and ab_tables.gated(row, [])["called"]
+    assert held.verdict.startswith("not judged: the controls failed (A/A called +3%)") and not held.called
+    assert ab_tables.gated(row, []).controls == "passed" and ab_tables.gated(row, []).called
 
 
 def test_the_validation_report_rederives_its_numbers_from_kept_runs(tmp_path):

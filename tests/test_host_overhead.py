@@ -319,6 +319,7 @@ def test_graphs_hold_only_when_the_wall_drops_enough():
     assert lo <= 0.23 / 0.95 <= hi and f"interval x{number(lo)}-x{number(hi)}" in host_overhead_findings.graphs_text(
         cure, _graph_rounds(0.23, 0.95), "cuda"
     )
+
     def ratio(median: float, lo: float, hi: float) -> GraphRow:
         return replace(cure[0], wall_ratio_x=Stat(median, *[None] * 7, lo=lo, hi=hi))
 

@@ -13,6 +13,8 @@ from latency_lab.core import rows as R
 from latency_lab.core.metrics import Stat
 from latency_lab.explorer import session
 from latency_lab.studies import executor_timing
+from latency_lab.studies.ab import rows as AB
+from latency_lab.studies.ab import study as ab_builds
 from latency_lab.studies.host_overhead import study as host_overhead
 from latency_lab.studies.levers import study as levers
 from latency_lab.studies.microbench import study as microbench
@@ -35,6 +37,8 @@ SCALING_AXES = ("layers", "tokens", "prompt_tokens")
         (microbench.KEY_COLUMNS, T.OpRow, ("op", "size")),
         (levers.KEY_COLUMNS, T.LeverRow, ()),
         ([c for c in session.COLUMNS if c != "run"], T.ExplorerRow, ()),
+        (ab_builds.KEY_COLUMNS, T.ComparisonRow, ()),
+        (ab_builds.PAGE_COLUMNS, T.ComparisonRow, ()),
     ],
 )
 def test_every_column_a_notebook_shows_is_a_column_of_its_row_type(columns, kind, axes):
@@ -68,6 +72,10 @@ def test_derived_columns_are_computed_where_the_type_is_declared():
 
 WALL = Stat(2.0, 1.9, 2.1, 1.8, 2.2, 2.0, 0.1, 8, lo=1.8, hi=2.2, fast_only=True)
 HOST = Stat(1.5, 1.4, 1.6, 1.3, 1.7, 1.5, 0.1, 8)  # no interval, no fast-only flag
+CONTROL = AB.ControlRow(
+    *("x", "A + 2% planted vs A", "busy wait", 2.0, 40.0, 41.0, None, 2.1, 0.1, None, None),
+    *(2.5, 1.0, 4.0, True, True, "changed"),  # found, its interval, covered, detected, the verdict
+)
 
 
 @pytest.mark.parametrize(
@@ -81,6 +89,16 @@ HOST = Stat(1.5, 1.4, 1.6, 1.3, 1.7, 1.5, 0.1, 8)  # no interval, no fast-only f
             "c", "C", "partial", "rounds: boom", None, key="c @ layers=1", combined=True, vs_baseline_x=HOST
         ),
         T.ScalingRow("eager", "E", "ok", None, None, axes={"layers": 1}, sweep="depth", loop_ms=WALL, near_tie=False),
+        T.ComparisonRow("thunder", "B vs A", None, "host_ms", "ok", ratio_x=1.1, ratio_lo_x=1.0, controls="passed"),
+        T.ComparisonRow("thunder", "B build", None, None, "failed", "2 of 4 workers: boom"),
+        AB.BuildRow("A", "this Python", 4, "0, 1", "3.12", None, {"torch": "2.9"}, [{"folder": "/x", "git": None}]),
+        CONTROL,
+        AB.PartRow("thunder", "B", "prologue", a_us=1.0, b_us=2.0, p=None, moved=False, control_lo_us=-1.0),
+        AB.PartRow("thunder", "A'", None, reason="no parts"),
+        AB.LogitsRow("x", "B vs A", None, None, 1e-4, False, mismatch="shape (1,) != (2,)"),
+        AB.KernelRow("x", A_reason="gone", reason="no device kernels on CPU"),
+        AB.KernelRow("x", a_kernels_per_step=3.0, a_kernel_ms=0.5, b_kernels_per_step=4.0, b_kernel_ms=0.25),
+        AB.CostRow("x · A #1", 2.0, 1.5),
     ],
     ids=lambda row: type(row).__name__,
 )
@@ -112,3 +130,26 @@ def test_a_row_reads_back_from_its_results_file_form_ignoring_columns_of_other_t
         R.StepRow.from_dict({**row.as_dict(), "source": "measured here"}).as_dict()
         == R.StepRow("x", "X", "ok", None, None, wall_ms=WALL, kernel_ms=0.5).as_dict()
     )
+
+
+def test_an_ab_row_holds_the_columns_its_section_held_in_their_order():
+    """08's sections keep the file's shape: a row lacks the columns it has no value for (a CPU's kernel row,
+    a part without numbers), keeps a None it measured (a sign test without differences), and its derived
+    columns sit where the built dicts had them."""
+    assert list(AB.KernelRow("x", reason="no device kernels on CPU")) == ["executor", "reason"]
+    assert list(AB.KernelRow("x", reason="cpu", B_reason="gone")) == ["executor", "reason", "B_reason"]
+    both = AB.KernelRow("x", a_kernels_per_step=3.0, a_kernel_ms=0.5, b_kernels_per_step=4.0, b_kernel_ms=0.25)
+    assert list(both)[-2:] == ["diff_kernels_per_step", "diff_kernel_us"] and both["diff_kernel_us"] == -250.0
+    assert list(AB.PartRow("t", "A'", None, reason="no parts")) == ["executor", "against", "part", "reason"]
+    twin = AB.PartRow("t", "A'", "prologue", a_us=1.0, b_us=1.0, diff_us=0.0, p=None, moved=False, rounds=8)
+    assert "reason" not in twin and "control_lo_us" not in twin and twin["p"] is None
+    b = AB.PartRow("t", "B", "prologue", control_lo_us=0.0, control_hi_us=1.0)
+    assert list(b)[-3:] == ["rounds", "control_lo_us", "control_hi_us"]
+    assert (
+        " ".join(AB.LogitsRow("x", "B vs A", 0.0, 0.0, 1e-4, True))
+        == "executor against max_abs_diff rel_err tolerance passed"
+    )
+    build = AB.BuildRow("A", "this Python", 4, "0", "3.12", None, {"torch": "2.9"}, [], None)
+    assert list(build) == ["arm", "build", "workers", "cores", "python", "error", "torch", "folders", "git"]
+    assert list(CONTROL)[-5:] == ["found_hi_pct", "error_pp", "covered", "detected", "verdict"]
+    assert CONTROL.error_pp == pytest.approx(0.4) and AB.CostRow("e", 2.0, 1.5)["channel_ms"] == 0.5

@@ -202,6 +202,7 @@ CATALOG = (
         defaults={"executors": "thunder", "warmup": 2, "iters": 10, "repeats": 10},
         cpu_defaults={"executors": "thunder:torch"},
         worker_processes=True,
+        compared={"key_table": T.ComparisonRow},
     ),
 )
 NAMES = tuple(s.name for s in CATALOG)

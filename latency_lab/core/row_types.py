@@ -211,3 +211,37 @@ class FitRow(Record):
     depths: str | None = None
     flag: str | None = None
     reason: str | None = None
+
+
+@dataclass
+class ComparisonRow(Record):
+    """08's key table: one executor, comparison (``B vs A``, the A/A control, a planted arm; ``ARM build`` for
+    an arm that could not run the executor, without numbers) and metric: A's and the arm's levels, their
+    ratio with its interval, the change and the move the run resolves (%), the test's p and call, its words
+    (``verdict``), the workers and rounds behind it, whether only fast blocks counted, the spread between
+    processes against the rounds' noise, and for a build's row whether the same executor's controls passed."""
+
+    executor: str
+    comparison: str
+    planted_pct_asked: float | None = None  # the delay the arm plants, % of A's host time (None: none)
+    metric: str | None = None
+    status: str | None = None
+    reason: str | None = None
+    a_ms: float | None = None
+    b_ms: float | None = None
+    ratio_x: float | None = None
+    ratio_lo_x: float | None = None
+    ratio_hi_x: float | None = None
+    change_pct: float | None = None
+    resolution_pct: float | None = None
+    p: float | None = None
+    verdict: str | None = None
+    called: bool | None = None
+    workers_a: int | None = None
+    workers_b: int | None = None
+    rounds: int | None = None
+    fast_only: bool | None = None
+    between_sd_pct: float | None = None
+    within_se_pct: float | None = None
+    df: float | None = None
+    controls: str | None = None  # a build's row: "passed", or why its verdict is withheld

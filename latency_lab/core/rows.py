@@ -27,10 +27,13 @@ class Record(Mapping):
     that form (``from_dict``), and readable column by column as a mapping."""
 
     def as_dict(self) -> dict:
-        """The row as a results file holds it (the module's docstring)."""
+        """The row as a results file holds it (the module's docstring), without the columns it lacks."""
         out = {}
+        lacks = self.lacks()
         for f in fields(self):
             value, name = getattr(self, f.name), column_of(f)
+            if f.name in lacks:
+                continue
             if _is_stat(f):
                 out.update(value.flat(name) if value is not None else {name: None})
             elif _is_spliced(f):
@@ -38,6 +41,10 @@ class Record(Mapping):
             else:
                 out[name] = value
         return out
+
+    def lacks(self) -> set[str]:
+        """The fields this row does not have as columns: its ``optional`` ones that hold None."""
+        return {f.name for f in fields(self) if f.metadata.get("optional") and getattr(self, f.name) is None}
 
     @classmethod
     def from_dict(cls, d: dict):
@@ -126,6 +133,12 @@ def column(name: str, **kwargs):
     """A field whose column in the file is ``name`` (a name that is no identifier: ``what it runs``);
     ``kwargs`` as ``dataclasses.field`` takes them."""
     return field(metadata={"column": name}, **kwargs)
+
+
+def optional(**kwargs):
+    """A column a row has only while it holds a value (None leaves it out of the file form, as rows built
+    key by key did); ``kwargs`` as ``dataclasses.field`` takes them."""
+    return field(default=None, metadata={"optional": True}, **kwargs)
 
 
 def column_of(f) -> str:

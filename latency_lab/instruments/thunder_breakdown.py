@@ -34,7 +34,7 @@ from typing import Callable
 from ..core import timing
 from ..core.harness import describe
 from ..core.metrics import Stat
-from ..core.rows import Record
+from ..core.rows import Record, optional
 from . import profiler_timeline, trace_analysis
 from .call_stamps import (
     NOW,
@@ -354,22 +354,17 @@ class CallRow(Record):
     """One call of ``executor``'s computation function run alone (``measure_calls``): its position among
     the calls, its name and kind, where its inputs came from; its latency from an idle GPU (``alone_us``:
     median and quartiles) where it ran, else its ``error``; on a GPU its kernels per call and their device
-    µs. A row holds only the columns it has (``as_dict`` leaves out the others)."""
+    µs. A row holds only the columns it has a value for (``optional``)."""
 
     executor: str
     index: int
     call: str
     kind: str
     inputs: str
-    alone_us: Stat | None = None
-    error: str | None = None
-    kernels: float | None = None
-    kernel_us: float | None = None
-
-    def as_dict(self) -> dict:
-        """The row as a results file holds it (``Record.as_dict``) without the columns it has no value for."""
-        out = super().as_dict()
-        return {k: v for k, v in out.items() if k not in ("alone_us", "error", "kernels", "kernel_us") or v is not None}
+    alone_us: Stat | None = optional()
+    error: str | None = optional()
+    kernels: float | None = optional()
+    kernel_us: float | None = optional()
 
 
 def measure_calls(calls: list[Call], device: str, host_calls: int, executor: str) -> list[CallRow]:

@@ -22,6 +22,7 @@ from ...core.harness import describe
 from ...core.parameters import Params
 from ...core.rounds import Reading
 from . import worker
+from .rows import CostRow
 
 A, TWIN, B = "A", "A'", "B"  # the workers: build A, a second worker of build A (the control), build B
 BUILD_TIMEOUT_S = 1800  # a worker's model and first calls (Thunder at 16 layers: minutes)
@@ -140,14 +141,14 @@ class RemoteEntry(harness.Entry):
         return Reading(b["before_ms"], timing.Block(b["wall_ms"], b["host_ms"]), b["after_ms"], b["probed"])
 
 
-def cost_rows(entries: list[RemoteEntry]) -> list[dict]:
+def cost_rows(entries: list[RemoteEntry]) -> list[CostRow]:
     """Per entry, what one block cost the run (median ms): the request as the coordinator saw it, the
     same inside the worker (references, warm-up, timed calls, parts), and the channel's share."""
     rows = []
     for e in entries:
         if e.costs:
             total, worker = (statistics.median(c[i] for c in e.costs) for i in (0, 1))
-            rows.append({"entry": e.name, "request_ms": total, "in_worker_ms": worker, "channel_ms": total - worker})
+            rows.append(CostRow(e.name, total, worker))
     return rows
 
 

@@ -31,6 +31,7 @@ from ...core.harness import Rounds
 from ...core.parameters import Params
 from ...core.phases import phase
 from ...core.progress import say
+from ...core.row_types import ComparisonRow
 from ...pages.tables import number
 from ..base import Study, saved
 from .remote import (
@@ -49,6 +50,7 @@ from .remote import (
     worker_label,
     workers_for,
 )
+from .rows import ArmExecutorRow, BuildRow, ControlRow, CostRow, KernelRow, LevelRow, LogitsRow, PartRow
 from .tables import (
     build_rows,
     by_arm,
@@ -99,24 +101,24 @@ class Result(Study):
     COLUMNS = KEY_COLUMNS
 
     findings: list[str] = saved()
-    builds: list[dict] = saved()  # per worker: the build, its versions and folders' git state
+    builds: list[BuildRow] = saved()  # per arm: the build, its versions and folders' git state
     differs: list[str] = saved()  # what differs between A and B (empty: the same stack, or no B)
-    controls: list[dict] = saved()  # the planted delays: known against found
-    kernels: list[dict] = saved()
-    parts: list[dict] = saved()
-    logits: list[dict] = saved()
-    executors: list[dict] = saved()  # per executor and arm: status, reason, first call
-    levels: list[dict] = saved()  # per worker: its level against A's (the spread between processes)
+    controls: list[ControlRow] = saved()  # the planted delays: known against found
+    kernels: list[KernelRow] = saved()
+    parts: list[PartRow] = saved()
+    logits: list[LogitsRow] = saved()
+    executors: list[ArmExecutorRow] = saved()  # per executor and arm: status, reason, first call
+    levels: list[LevelRow] = saved()  # per worker: its level against A's (the spread between processes)
     stopping: Stopping | None = saved(write=lambda s: s and asdict(s))
     delays_us: dict = saved("planted_delays_us", default_factory=dict)
     # what each delay adds in one process (``remote.planted_cost``)
     planted_us: dict = saved("planted_cost_us", default_factory=dict)
-    costs: list[dict] = saved("block_costs", default_factory=list)  # ``cost_rows``
+    costs: list[CostRow] = saved("block_costs", default_factory=list)  # ``cost_rows``
     method: str = saved(default=paired.METHOD)
     timed: Rounds | None = saved(default=None)
-    table: list[dict]  # the key table: per executor, comparison and metric
+    table: list[ComparisonRow]  # the key table: per executor, comparison and metric
 
-    def key_table_rows(self) -> list[dict]:
+    def key_table_rows(self) -> list[ComparisonRow]:
         return self.table
 
 
@@ -132,19 +134,19 @@ def differs_text(r: Result) -> str:
     return "**What differs between A and B:** " + "; ".join(r.differs) + "."
 
 
-def planted_text(c: dict) -> str:
+def planted_text(c: ControlRow) -> str:
     """One planted delay (a row of ``control_rows``): its size against what the rounds found."""
-    interval = f" ({c['found_lo_pct']:+.2g} to {c['found_hi_pct']:+.2g}%)" if c["found_lo_pct"] is not None else ""
+    interval = f" ({c.found_lo_pct:+.2g} to {c.found_hi_pct:+.2g}%)" if c.found_lo_pct is not None else ""
     kernels = (
-        f"; {c['kernels_per_step_added']:+.3g} kernels and {c['kernel_us_added']:+.3g} µs of kernel time per step"
-        if c.get("kernel_us_added") is not None
+        f"; {c.kernels_per_step_added:+.3g} kernels and {c.kernel_us_added:+.3g} µs of kernel time per step"
+        if c.kernel_us_added is not None
         else ""
     )
     return (
-        f"**Planted {c['planted_pct']:.2g}%** ({c['plant']}: {c['planted_us']:.3g} µs per step in one process"
-        f"{kernels}) in {c['executor']}'s host time: found {c['found_pct']:+.2g}%{interval}, "
-        + ("detected" if c["detected"] else "not detected")
-        + (", its interval covering the planted size." if c["covered"] else ", its interval missing the planted size.")
+        f"**Planted {c.planted_pct:.2g}%** ({c.plant}: {c.planted_us:.3g} µs per step in one process"
+        f"{kernels}) in {c.executor}'s host time: found {c.found_pct:+.2g}%{interval}, "
+        + ("detected" if c.detected else "not detected")
+        + (", its interval covering the planted size." if c.covered else ", its interval missing the planted size.")
     )
 
 
@@ -155,47 +157,45 @@ def findings(r: Result) -> list[str]:
     if r.stopping:
         out.append(f"**{r.stopping.text()}**")
     for row in r.table:
-        if row["comparison"].endswith(" build"):
-            out.append(
-                f"**{row['comparison'].removesuffix(' build')} could not run {row['executor']}** "
-                f"({row['status']}): {row['reason']}."
-            )
+        if row.comparison.endswith(" build"):
+            who = row.comparison.removesuffix(" build")
+            out.append(f"**{who} could not run {row.executor}** ({row.status}): {row.reason}.")
     for row in r.table:
-        if row["comparison"] == "B vs A" and row.get("ratio_x") is not None:
-            out.append(f"**{row['executor']}**, {row['metric'].removesuffix('_ms')} time per step: {row['verdict']}.")
-    aa = [x for x in r.table if x["comparison"].startswith("A' vs A") and x.get("ratio_x") is not None]
-    false_calls = [x for x in aa if x["called"]]
+        if row.comparison == "B vs A" and row.ratio_x is not None:
+            out.append(f"**{row.executor}**, {row.metric.removesuffix('_ms')} time per step: {row.verdict}.")
+    aa = [x for x in r.table if x.comparison.startswith("A' vs A") and x.ratio_x is not None]
+    false_calls = [x for x in aa if x.called]
     if aa:
-        called = ", ".join(f"{x['executor']} {x['metric']} ({x['verdict']})" for x in false_calls)
+        called = ", ".join(f"{x.executor} {x.metric} ({x.verdict})" for x in false_calls)
         out.append(
             f"**A/A control:** {len(aa) - len(false_calls)} of {len(aa)} numbers of two arms of build A read "
             "no change" + (f"; {called} did not, so B's verdict for that executor is not judged." if called else ".")
         )
     out += [planted_text(c) for c in r.controls]
-    spread = [x for x in r.table if x["comparison"].startswith("A' vs A") and x["metric"] == "host_ms"]
+    spread = [x for x in r.table if x.comparison.startswith("A' vs A") and x.metric == "host_ms"]
     for x in spread:
-        if x.get("between_sd_pct") is not None:
+        if x.between_sd_pct is not None:
             out.append(
-                f"**Between processes** ({x['executor']}, host time): the workers' levels spread "
-                f"{x['between_sd_pct']:.2g}% (SD within an arm), against {x['within_se_pct']:.2g}% that each "
-                f"worker's {x['rounds']}+ rounds leave; the interval is as wide as that spread over "
-                f"{x['workers_a']} and {x['workers_b']} workers allows."
+                f"**Between processes** ({x.executor}, host time): the workers' levels spread "
+                f"{x.between_sd_pct:.2g}% (SD within an arm), against {x.within_se_pct:.2g}% that each "
+                f"worker's {x.rounds}+ rounds leave; the interval is as wide as that spread over "
+                f"{x.workers_a} and {x.workers_b} workers allows."
             )
-    moved = [p for p in r.parts if p.get("moved") and p["against"] == B]
+    moved = [p for p in r.parts if p.moved and p.against == B]
     if moved:
         out.append(
             "**Parts of B that moved** (in place, first worker of each arm, paired per round, the whole interval "
             "beyond the A/A control's for the same part): "
-            + "; ".join(f"{p['executor']} {p['part']} {p['diff_us']:+.3g} µs" for p in moved)
+            + "; ".join(f"{p.executor} {p.part} {p.diff_us:+.3g} µs" for p in moved)
             + "."
         )
-    elif any(p["against"] == B for p in r.parts):
+    elif any(p.against == B for p in r.parts):
         out.append("No in-place part of B moved beyond its paired interval and the A/A control's for that part.")
-    bad = [x for x in r.logits if not x["passed"]]
+    bad = [x for x in r.logits if not x.passed]
     if bad:
         out.append(
             "**Logits differ** beyond the tolerance: "
-            + ", ".join(f"{x['executor']} {x['against']} (rel err {number(x['rel_err'])})" for x in bad)
+            + ", ".join(f"{x.executor} {x.against} (rel err {number(x.rel_err)})" for x in bad)
             + "."
         )
     elif r.logits:
@@ -424,6 +424,6 @@ def run(params: Params) -> Result:
     with Session(params) as session:
         result = replace(session.trial(params.seed), env=env)
     for row in result.table:  # the verdicts in the runner's output too, not only on the page
-        if row.get("verdict") and (row["comparison"] == "B vs A" or row["metric"] == "host_ms"):
-            say(f"{row['executor']} {row['metric'].removesuffix('_ms')} · {row['comparison']}: {row['verdict']}")
+        if row.verdict and (row.comparison == "B vs A" or row.metric == "host_ms"):
+            say(f"{row.executor} {row.metric.removesuffix('_ms')} · {row.comparison}: {row.verdict}")
     return result

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 from ...core import builds, model, paired
 from ...core.harness import Rounds
 from ...core.parameters import Params
 from ...core.rounds import Timed
+from ...core.row_types import ComparisonRow
 from ...core.verdicts import NOT_JUDGED, phrase
 from .remote import TWIN, A, B, Worker, WorkerError, entry_name, planted_arms, usable, worker_label
+from .rows import ArmExecutorRow, BuildRow, ControlRow, KernelRow, LevelRow, LogitsRow, PartRow
 
 COMPARISON = {B: "B vs A", TWIN: "A' vs A (A/A control)"}
 
@@ -72,7 +75,7 @@ def plant_labels(params: Params) -> list[str]:
     return [label for label, _ in planted_arms(params)]
 
 
-def change_rows(timed: Rounds, params: Params, costs: dict) -> list[dict]:
+def change_rows(timed: Rounds, params: Params, costs: dict) -> list[ComparisonRow]:
     """The key table: per executor, comparison and metric, the change against A; a build's verdict (B's,
     ``is_build``) gated by the same executor's controls (``gate``; ``costs``: per executor and planted arm,
     what the plant adds in one process, ``remote.planted_cost``)."""
@@ -97,36 +100,37 @@ def arm_errors(timed: Rounds, name: str, arms: tuple[str, ...]) -> str:
     return "; ".join(sorted({t.error for _, arm, t in workers_of(timed, name) if t.error and arm in arms}))
 
 
-def change_row(name: str, comparison: str, planted: float | None, metric: str, c: paired.Change, error: str) -> dict:
+def change_row(
+    name: str, comparison: str, planted: float | None, metric: str, c: paired.Change, error: str
+) -> ComparisonRow:
     """An arm's row of the key table: its change against A for ``metric``; ``planted``: the delay the arm
     plants, % of A's host time (None: none)."""
-    status = "ok" if c.judged and not error else "partial"
     who = "B" if comparison == "B vs A" else comparison.split(" vs ")[0]
-    return {
-        "executor": name,
-        "comparison": comparison,
-        "planted_pct_asked": planted,
-        "metric": metric,
-        "status": status,
-        "reason": error or (None if c.judged else "fewer than 2 workers of an arm measured"),
-        "a_ms": c.a,
-        "b_ms": c.b,
-        "ratio_x": c.ratio,
-        "ratio_lo_x": c.lo,
-        "ratio_hi_x": c.hi,
-        "change_pct": c.change_pct,
-        "resolution_pct": None if c.resolution is None else 100 * c.resolution,
-        "p": c.p,
-        "verdict": c.text(who),
-        "called": c.called,
-        "workers_a": c.workers_a,
-        "workers_b": c.workers_b,
-        "rounds": c.rounds,
-        "fast_only": c.fast_only,
-        "between_sd_pct": None if c.between_sd is None else 100 * c.between_sd,
-        "within_se_pct": 100 * c.within_se,
-        "df": c.df,
-    }
+    return ComparisonRow(
+        executor=name,
+        comparison=comparison,
+        planted_pct_asked=planted,
+        metric=metric,
+        status="ok" if c.judged and not error else "partial",
+        reason=error or (None if c.judged else "fewer than 2 workers of an arm measured"),
+        a_ms=c.a,
+        b_ms=c.b,
+        ratio_x=c.ratio,
+        ratio_lo_x=c.lo,
+        ratio_hi_x=c.hi,
+        change_pct=c.change_pct,
+        resolution_pct=None if c.resolution is None else 100 * c.resolution,
+        p=c.p,
+        verdict=c.text(who),
+        called=c.called,
+        workers_a=c.workers_a,
+        workers_b=c.workers_b,
+        rounds=c.rounds,
+        fast_only=c.fast_only,
+        between_sd_pct=None if c.between_sd is None else 100 * c.between_sd,
+        within_se_pct=100 * c.within_se,
+        df=c.df,
+    )
 
 
 def planted_share(timed: Rounds, name: str, us: float) -> float:
@@ -179,22 +183,23 @@ def gate(found: dict, metric: str, planted: dict[str, tuple[float, float] | None
     return why
 
 
-def gated(row: dict, why: list[str]) -> dict:
+def gated(row: ComparisonRow, why: list[str]) -> ComparisonRow:
     """A build's row with its verdict withheld when its controls failed (``gate``)."""
     if not why:
-        return {**row, "controls": "passed"}
-    return {
-        **row,
-        "controls": "; ".join(why),
-        "called": False,
-        "verdict": phrase(
-            NOT_JUDGED,
-            f"the controls failed ({'; '.join(why)}); {row['comparison'].split(' vs ')[0]} {row['change_pct']:+.2g}%",
-        ),
-    }
+        return replace(row, controls="passed")
+    failed = "; ".join(why)
+    who = row.comparison.split(" vs ")[0]
+    return replace(
+        row,
+        controls=failed,
+        called=False,
+        verdict=phrase(NOT_JUDGED, f"the controls failed ({failed}); {who} {row.change_pct:+.2g}%"),
+    )
 
 
-def control_rows(table: list[dict], delays: dict, costs: dict, timed: Rounds, params: Params) -> list[dict]:
+def control_rows(
+    table: list[ComparisonRow], delays: dict, costs: dict, timed: Rounds, params: Params
+) -> list[ControlRow]:
     """Each planted arm's host-time row: what was planted (the delay asked, or the ops) and what it adds in one
     process (µs, and % of A's host time in these rounds: the planted size; for the ops, kernels and kernel µs
     too), the change found with its interval, whether the interval covers the planted size, and whether it
@@ -202,39 +207,36 @@ def control_rows(table: list[dict], delays: dict, costs: dict, timed: Rounds, pa
     out = []
     plants = {comparison_of(label): label for label, _ in planted_arms(params)}
     for r in table:
-        cost = costs.get(r["executor"], {}).get(plants.get(r["comparison"]))
-        if r["metric"] != "host_ms" or cost is None or r.get("ratio_x") is None:
+        cost = costs.get(r.executor, {}).get(plants.get(r.comparison))
+        if r.metric != "host_ms" or cost is None or r.ratio_x is None:
             continue
-        size, size_se = planted_size(timed, r["executor"], cost)
-        planted = 100 * size
-        lo, hi = r["ratio_lo_x"], r["ratio_hi_x"]
-        pct = r["planted_pct_asked"]
+        size, size_se = planted_size(timed, r.executor, cost)
+        lo, hi, pct = r.ratio_lo_x, r.ratio_hi_x, r.planted_pct_asked
         out.append(
-            {
-                "executor": r["executor"],
-                "comparison": r["comparison"],
-                "plant": "busy wait" if pct is not None else f"{params.planted_ops} ops inside the step",
-                "planted_pct_asked": pct,
-                "delay_us": None if pct is None else delays[r["executor"]][pct],
-                "planted_us": cost["us"],
-                "planted_us_se": cost.get("us_se"),
-                "planted_pct": planted,
-                "planted_se_pct": 100 * size_se,
-                "kernels_per_step_added": cost.get("kernels_per_step"),
-                "kernel_us_added": cost.get("kernel_us"),
-                "found_pct": r["change_pct"],
-                "found_lo_pct": None if lo is None else 100 * (lo - 1),
-                "found_hi_pct": None if hi is None else 100 * (hi - 1),
-                "error_pp": r["change_pct"] - planted,
-                "covered": covers(r["ratio_x"], lo, hi, size, size_se),
-                "detected": bool(r["called"]) and r["change_pct"] > 0,
-                "verdict": r["verdict"],
-            }
+            ControlRow(
+                executor=r.executor,
+                comparison=r.comparison,
+                plant="busy wait" if pct is not None else f"{params.planted_ops} ops inside the step",
+                planted_pct_asked=pct,
+                delay_us=None if pct is None else delays[r.executor][pct],
+                planted_us=cost["us"],
+                planted_us_se=cost.get("us_se"),
+                planted_pct=100 * size,
+                planted_se_pct=100 * size_se,
+                kernels_per_step_added=cost.get("kernels_per_step"),
+                kernel_us_added=cost.get("kernel_us"),
+                found_pct=r.change_pct,
+                found_lo_pct=None if lo is None else 100 * (lo - 1),
+                found_hi_pct=None if hi is None else 100 * (hi - 1),
+                covered=covers(r.ratio_x, lo, hi, size, size_se),
+                detected=bool(r.called) and r.change_pct > 0,
+                verdict=r.verdict,
+            )
         )
     return out
 
 
-def level_rows(timed: Rounds, params: Params) -> list[dict]:
+def level_rows(timed: Rounds, params: Params) -> list[LevelRow]:
     """Every worker's level (host time, % against the mean of A's workers' levels): the spread between
     processes, kept as data."""
     rows = []
@@ -248,20 +250,12 @@ def level_rows(timed: Rounds, params: Params) -> list[dict]:
         ref = statistics.fmean(base) if base else 0.0
         for worker, arm, t in workers_of(timed, name):
             if x := paired.level(paired.Series(t.host_ms, t.keep()), centre):
-                rows.append(
-                    {
-                        "executor": name,
-                        "worker": worker,
-                        "arm": arm,
-                        "level_pct": 100 * (math.exp(x.value - ref) - 1),
-                        "within_se_pct": 100 * x.within_se,
-                        "rounds": x.rounds,
-                    }
-                )
+                level = 100 * (math.exp(x.value - ref) - 1)
+                rows.append(LevelRow(name, worker, arm, level, 100 * x.within_se, x.rounds))
     return rows
 
 
-def parts_rows(timed: Rounds, params: Params) -> list[dict]:
+def parts_rows(timed: Rounds, params: Params) -> list[PartRow]:
     """Per Thunder configuration and in-place part: A' against A (the A/A control), and B against A,
     each paired per round (``paired.difference``). A part of B **moved** when its test calls it and
     its whole interval lies beyond the control's interval for the same part (what two workers of build
@@ -279,7 +273,7 @@ def parts_rows(timed: Rounds, params: Params) -> list[dict]:
             pa, pb = a.probes["parts"], b.probes["parts"]
             reason = next((x.get("reason") for x in pa + pb if "reason" in x), None)
             if reason:
-                rows.append({"executor": name, "against": other, "part": None, "reason": reason})
+                rows.append(PartRow(name, other, None, reason=reason))
                 continue
             n = min(len(pa), len(pb))
             for part in dict.fromkeys([*pa[0]["us"], *pb[0]["us"]] if n else []):
@@ -292,11 +286,11 @@ def parts_rows(timed: Rounds, params: Params) -> list[dict]:
                     lo, hi = control.get(part, (0.0, 0.0))
                     d["control_lo_us"], d["control_hi_us"] = lo, hi
                     d["moved"] = d["moved"] and (d["diff_lo_us"] > hi or d["diff_hi_us"] < lo)
-                rows.append({"executor": name, "against": other, "part": part, **d})
+                rows.append(PartRow(name, other, part, **d))
     return rows
 
 
-def logits_rows(built: dict, params: Params) -> list[dict]:
+def logits_rows(built: dict, params: Params) -> list[LogitsRow]:
     """Per executor, A' and B's first-call logits against A's (``model.compare_to_eager``'s tolerance)."""
     import torch
 
@@ -312,17 +306,17 @@ def logits_rows(built: dict, params: Params) -> list[dict]:
             check = model.compare_to_eager(logits(who, name), logits(A, name), "float32", params.layers)
             check = {**check, "tolerance": model.tolerance(params.dtype, params.layers)}
             check["passed"] = check["rel_err"] is not None and check["rel_err"] <= check["tolerance"]
-            rows.append({"executor": name, "against": f"{who} vs A", **check})
+            rows.append(LogitsRow(name, f"{who} vs A", **check))
     return rows
 
 
-def kernel_rows(workers: dict[str, Worker], built: dict, params: Params) -> list[dict]:
+def kernel_rows(workers: dict[str, Worker], built: dict, params: Params) -> list[KernelRow]:
     """Kernels per step and kernel ms per step of each executor in A and B (the first worker of each,
-    the profiler), and B - A."""
+    the profiler), and B - A (``KernelRow``)."""
     rows = []
     arms = [arm for arm in (A, B) if worker_label(arm, 0) in workers]
     for name in params.executors:
-        row = {"executor": name}
+        row = {}
         for arm in arms:
             label = worker_label(arm, 0)
             if not usable(built, label, name):
@@ -337,10 +331,7 @@ def kernel_rows(workers: dict[str, Worker], built: dict, params: Params) -> list
                 continue
             row[f"{arm.lower()}_kernels_per_step"] = k["kernels_per_step"]
             row[f"{arm.lower()}_kernel_ms"] = k["kernel_ms"]
-        if "b_kernel_ms" in row and "a_kernel_ms" in row:
-            row["diff_kernels_per_step"] = row["b_kernels_per_step"] - row["a_kernels_per_step"]
-            row["diff_kernel_us"] = 1e3 * (row["b_kernel_ms"] - row["a_kernel_ms"])
-        rows.append(row)
+        rows.append(KernelRow(name, **row))
     return rows
 
 
@@ -351,7 +342,7 @@ def by_arm(workers: list[Worker]) -> dict[str, list[Worker]]:
     return out
 
 
-def build_rows(workers: list[Worker], hello: dict, cores: dict | None = None) -> list[dict]:
+def build_rows(workers: list[Worker], hello: dict, cores: dict | None = None) -> list[BuildRow]:
     """Per arm: what the build is, its workers and their cores, python and package versions (of its
     first worker), and each folder's git state."""
     rows = []
@@ -359,19 +350,23 @@ def build_rows(workers: list[Worker], hello: dict, cores: dict | None = None) ->
         first = group[0]
         h = hello.get(first.label) or {}
         errors = [e for w in group if (e := (hello.get(w.label) or {}).get("error"))]
-        row = {
-            "arm": arm,
-            "build": first.build.text(),
-            "workers": len(group),
-            "cores": ", ".join(str((cores or {}).get(w.label, "-")) for w in group),
-            "python": h.get("python"),
-            "error": "; ".join(errors[:1]) or None,
-        }
-        for dist, info in (h.get("packages") or {}).items():
-            row[dist] = info.get("version") or f"missing ({info.get('error')})"
-        row["folders"] = [{"folder": f, "git": builds.git_state(f)} for f in first.build.path]
-        row["git"] = "; ".join(git_text(f["folder"], f["git"]) for f in row["folders"] if f["git"]) or None
-        rows.append(row)
+        folders = [{"folder": f, "git": builds.git_state(f)} for f in first.build.path]
+        rows.append(
+            BuildRow(
+                arm=arm,
+                build=first.build.text(),
+                workers=len(group),
+                cores=", ".join(str((cores or {}).get(w.label, "-")) for w in group),
+                python=h.get("python"),
+                error="; ".join(errors[:1]) or None,
+                packages={
+                    dist: info.get("version") or f"missing ({info.get('error')})"
+                    for dist, info in (h.get("packages") or {}).items()
+                },
+                folders=folders,
+                git="; ".join(git_text(f["folder"], f["git"]) for f in folders if f["git"]) or None,
+            )
+        )
     return rows
 
 
@@ -386,7 +381,7 @@ def record_of(built: dict, w: Worker, name: str) -> dict:
     return r.get(name) or {"status": "failed", "reason": r.get("error") or w.error or "not built"}
 
 
-def executor_rows(workers: list[Worker], built: dict, params: Params) -> list[dict]:
+def executor_rows(workers: list[Worker], built: dict, params: Params) -> list[ArmExecutorRow]:
     """Per executor and arm: how many of its workers built it, the first failure's reason, and the median
     first call."""
     rows = []
@@ -397,19 +392,19 @@ def executor_rows(workers: list[Worker], built: dict, params: Params) -> list[di
             bad = [r for r in records if r["status"] != "ok"]
             firsts = [r["first_call_s"] for r in ok if r.get("first_call_s") is not None]
             rows.append(
-                {
-                    "executor": name,
-                    "arm": arm,
-                    "status": "ok" if not bad else bad[0]["status"],
-                    "built": f"{len(ok)} of {len(records)}",
-                    "reason": bad[0].get("reason") if bad else None,
-                    "first_call_s": statistics.median(firsts) if firsts else None,
-                }
+                ArmExecutorRow(
+                    executor=name,
+                    arm=arm,
+                    status="ok" if not bad else bad[0]["status"],
+                    built=f"{len(ok)} of {len(records)}",
+                    reason=bad[0].get("reason") if bad else None,
+                    first_call_s=statistics.median(firsts) if firsts else None,
+                )
             )
     return rows
 
 
-def failed_entries(params: Params, built: dict, workers: list[Worker]) -> list[dict]:
+def failed_entries(params: Params, built: dict, workers: list[Worker]) -> list[ComparisonRow]:
     """Key-table rows for what could not be compared: an executor A's workers could not run (one row),
     else each other arm with a worker that could not run it, with the first reason."""
     rows = []
@@ -419,14 +414,13 @@ def failed_entries(params: Params, built: dict, workers: list[Worker]) -> list[d
             if not bad:
                 continue
             rows.append(
-                {
-                    "executor": name,
-                    "comparison": f"{arm} build",
-                    "planted_pct_asked": group[0].planted_pct,
-                    "metric": None,
-                    "status": bad[0]["status"],
-                    "reason": f"{len(bad)} of {len(group)} workers: {bad[0].get('reason')}",
-                }
+                ComparisonRow(
+                    executor=name,
+                    comparison=f"{arm} build",
+                    planted_pct_asked=group[0].planted_pct,
+                    status=bad[0]["status"],
+                    reason=f"{len(bad)} of {len(group)} workers: {bad[0].get('reason')}",
+                )
             )
             if arm == A:
                 break
