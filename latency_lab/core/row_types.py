@@ -3,7 +3,7 @@ for the sections ``compare`` reads back (``catalog.Entry.compared``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from .metrics import Stat, host_bound
 from .rows import PointRow, Record, StepRow, column
@@ -194,7 +194,8 @@ class GradeRow(Record):
 class FitRow(Record):
     """06: a straight line over depth, per executor and metric: fixed and per-layer cost with standard
     errors (the per-layer cost's interval), RMS residual, the host's per-layer cost in units of the host
-    reference, the depths fitted, and a flag for a negative cost (left out); a reason where none was fitted."""
+    reference, the depths fitted, and a flag for a negative cost (left out); a reason where none was fitted.
+    A row has the columns of what it holds (``lacks``): a line's, the host reference's, or the reason."""
 
     executor: str
     metric: str
@@ -211,6 +212,15 @@ class FitRow(Record):
     depths: str | None = None
     flag: str | None = None
     reason: str | None = None
+
+    def lacks(self) -> set[str]:
+        """Without a line (no depths): everything but the executor, metric and reason; with one: the reason,
+        and the per-reference columns where the line has none."""
+        names = [f.name for f in fields(self)]
+        if self.depths is None:
+            return set(names) - {"executor", "metric", "reason"}
+        per_ref = {n for n in names if "_per_ref_" in n} if self.per_layer_per_ref_x is None else set()
+        return {"reason", *per_ref}
 
 
 @dataclass
