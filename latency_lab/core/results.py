@@ -7,6 +7,7 @@ import json
 import math
 import os
 import uuid
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -43,10 +44,10 @@ def path_for(output_dir: str | Path, notebook: str) -> Path:
 
 
 def _clean(value):
-    """JSON-safe copy: NaN/inf become None, tuples lists, unknown objects their str()."""
+    """JSON-safe copy: NaN/inf become None, tuples lists, a typed row its dict, unknown objects their str()."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         return {str(k): _clean(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_clean(v) for v in value]

@@ -234,7 +234,7 @@ def _details(p: harness.Measurement) -> dict:
     timeline = p.record("timeline")
     return {
         "first_call_s": p.first_call_s,
-        "thunder": p.steps.get("trace"),
+        "thunder": dict(t) if (t := p.steps.get("trace")) else None,  # its file form (``TraceRow.as_dict``)
         "timeline": {k: timeline.get(k) for k in ("file", "path", "step", "rows")} if timeline else None,
         "top_ops": top_host_ops(timeline.get("rows") or []),
         "top_kernels": p.record("kernels").get("top_kernels") or [],

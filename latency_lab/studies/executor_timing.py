@@ -21,7 +21,7 @@ from ..core.parameters import Params
 from ..core.rounds import state_text
 from ..core.row_types import ExecutorRow
 from ..core.rows import plain_row
-from ..instruments.trace_row import trace_row
+from ..instruments.trace_row import TraceRow, trace_row
 from ..pages.tables import number
 from .base import Study, begin_with_model, build_selected, rounds_text, saved, written
 
@@ -295,7 +295,7 @@ class Result(Study):
     seed_rows: list[dict] = saved("reference")  # the seed's published rows
     floor: dict = saved()  # model.bandwidth_floor
     findings: list[str] = saved()
-    thunder_rows: dict = saved()  # notebook 03's rows, from these builds
+    thunder_rows: dict[str, TraceRow] = saved()  # notebook 03's rows, from these builds
     measured: dict = saved()  # per executor, what standard_plan measured but its Thunder trace (in thunder_rows)
     timed: Rounds = saved()
     builds: list[dict]  # build and first call per executor
@@ -394,7 +394,7 @@ def run(params: Params, timeit: Callable | None = None) -> Result:
     )
 
 
-def thunder_rows(measured: dict[str, Measurement]) -> dict[str, dict]:
+def thunder_rows(measured: dict[str, Measurement]) -> dict[str, TraceRow]:
     """Notebook 02's Thunder rows for ``thunder_traces.from_run``: per Thunder configuration the row its
     ``trace`` step took, or its own row (unavailable, or failed before that step ran)."""
-    return {n: p.record("trace") or plain_row(p) for n, p in measured.items() if p.executor.needs_thunder}
+    return {n: p.record("trace") or TraceRow.of(p) for n, p in measured.items() if p.executor.needs_thunder}

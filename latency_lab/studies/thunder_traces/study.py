@@ -17,12 +17,12 @@ from ...core import model, registry, results, seed_numbers
 from ...core.parameters import SAME_MODEL, Params
 from ...core.row_types import TraceSummaryRow
 from ...instruments.first_call_phases import first_call_finding, first_call_table
-from ...instruments.trace_row import build_row
+from ...instruments.trace_row import TraceRow, build_row
 from ..base import Study, begin, saved
 from .tables import counter_table, ok_rows, placement, region_table, stats_table, summary, unfused_table
 
 
-def from_run(params, names: list[str]) -> list[dict] | None:
+def from_run(params, names: list[str]) -> list[TraceRow] | None:
     """The rows of ``names`` that notebook 02 took from its own builds (``trace_row`` right after each
     first call) in this runner run, when 02 ran before with the same model and inputs; else None, and
     the caller builds its own."""
@@ -30,7 +30,7 @@ def from_run(params, names: list[str]) -> list[dict] | None:
     if data is None or any(data["params"].get(k) != v for k, v in params.to_dict().items() if k in SAME_MODEL):
         return None
     rows = data.get("thunder_rows") or {}
-    return [rows[n] for n in names] if all(rows.get(n) for n in names) else None
+    return [TraceRow.from_dict(rows[n]) for n in names] if all(rows.get(n) for n in names) else None
 
 
 def _regions(kinds: dict[str, int]) -> str:
@@ -40,7 +40,7 @@ def _regions(kinds: dict[str, int]) -> str:
     return f"{total} fusion region{'' if total == 1 else 's'}" + (f" ({by_kind})" if by_kind else "")
 
 
-def findings(configurations: list[dict], seed_counter: dict[str, int]) -> list[str]:
+def findings(configurations: list[TraceRow], seed_counter: dict[str, int]) -> list[str]:
     """The notebook's findings: fusion regions, unfused ops and top-level symbols of each
     configuration's final trace, beside the seed's counter."""
     seed_kinds = {
@@ -121,7 +121,7 @@ class Result(Study):
     TITLE = "Final trace composition per Thunder configuration"
     COLUMNS = KEY_COLUMNS
 
-    configurations: list[dict] = saved()  # one row per Thunder configuration (``trace_row``)
+    configurations: list[TraceRow] = saved()  # one row per Thunder configuration (``trace_row``)
     traces_from: str = saved()  # notebook 02's builds in this run, or built here
     seed_counter: dict = saved(
         default_factory=lambda: {"label": SEED_LABEL, "counter": seed_numbers.SEED_TRACE_COUNTER}
