@@ -7,8 +7,11 @@ Keys are this suite's executor names, so the seed's rows sit beside measured one
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .metrics import header, split_unit
 from .registry import REGISTRY
+from .rows import Record
 
 SEED_TIMEIT_L40S = {
     "gpu": "L40S",
@@ -82,43 +85,66 @@ SEED_TRACE_COUNTER = {
 }
 
 
-def seed_rows() -> list[dict]:
+@dataclass
+class NsightRow(Record):
+    """A row of the seed's Nsight Systems table (DGX H100): wall, CPU overhead and kernel time per step,
+    kernels per step and CPU overhead per kernel."""
+
+    executor: str
+    label: str
+    wall_ms: float
+    cpu_overhead_ms: float
+    kernel_ms: float
+    kernels_per_step: int
+    overhead_per_kernel_us: float
+    source: str
+
+
+@dataclass
+class TimerRow(Record):
+    """A row of the seed's ``cuda_timer`` table (DGX H100): wall per step, and the seed's note."""
+
+    executor: str
+    label: str
+    wall_ms: float | None
+    source: str
+    reason: str | None
+
+
+@dataclass
+class TimeitRow(Record):
+    """A row of the seed's ``%timeit`` table (L40S): mean and standard deviation per step."""
+
+    executor: str
+    label: str
+    timeit_ms: float
+    timeit_std_ms: float
+    source: str
+
+
+SeedRow = NsightRow | TimerRow | TimeitRow  # a row of one of the seed's tables
+
+
+def seed_rows() -> list[SeedRow]:
     """The seed's published tables as rows in the suite's vocabulary (02's results file keeps them as
     "reference"), labelled with GPU and method."""
-    rows = []
-    nsight = SEED_NSIGHT_DGX_H100
-    for name, values in nsight["rows"].items():
-        rows.append(
-            {
-                "executor": name,
-                "label": REGISTRY[name].label,
-                **dict(zip(nsight["columns"], values)),
-                "source": f"seed: {nsight['gpu']}, {nsight['method']}",
-            }
-        )
-    timer = SEED_CUDA_TIMER_DGX_H100
-    for name, ms in timer["rows"].items():
-        rows.append(
-            {
-                "executor": name,
-                "label": REGISTRY[name].label,
-                "wall_ms": ms,
-                "source": f"seed: {timer['gpu']}, {timer['method']}",
-                "reason": timer["notes"].get(name),
-            }
-        )
-    l40s = SEED_TIMEIT_L40S
-    for name, t in l40s["rows"].items():
-        rows.append(
-            {
-                "executor": name,
-                "label": REGISTRY[name].label,
-                "timeit_ms": t["mean_ms"],
-                "timeit_std_ms": t["std_ms"],
-                "source": f"seed: {l40s['gpu']}, %timeit",
-            }
-        )
-    return rows
+    nsight, timer, l40s = SEED_NSIGHT_DGX_H100, SEED_CUDA_TIMER_DGX_H100, SEED_TIMEIT_L40S
+    return [
+        *(
+            NsightRow(name, REGISTRY[name].label, *values, f"seed: {nsight['gpu']}, {nsight['method']}")
+            for name, values in nsight["rows"].items()
+        ),
+        *(
+            TimerRow(
+                name, REGISTRY[name].label, ms, f"seed: {timer['gpu']}, {timer['method']}", timer["notes"].get(name)
+            )
+            for name, ms in timer["rows"].items()
+        ),
+        *(
+            TimeitRow(name, REGISTRY[name].label, t["mean_ms"], t["std_ms"], f"seed: {l40s['gpu']}, %timeit")
+            for name, t in l40s["rows"].items()
+        ),
+    ]
 
 
 # (title, metric of a row here, seed table, its column): the seed's numbers beside this run's

@@ -273,12 +273,10 @@ def bar_rows(table: list[ExecutorRow]) -> list[dict]:
     ]
 
 
-def kernel_rows(table: list[ExecutorRow], seed: list[dict]) -> list[dict]:
-    """Kernels per step of the rows here and of the seed's, each with its source."""
+def kernel_rows(table: list[ExecutorRow], seed: list[seed_numbers.SeedRow]) -> list[dict]:
+    """Kernels per step of the rows here and of the seed's (its Nsight table), each with its source."""
     here = [{**r.as_dict(), "source": "measured here"} for r in table if r.kernels_per_step is not None]
-    return here + [
-        {**r, "source": r.get("source", "measured here")} for r in seed if r.get("kernels_per_step") is not None
-    ]
+    return here + [dict(r) for r in seed if isinstance(r, seed_numbers.NsightRow)]
 
 
 @dataclass
@@ -292,7 +290,7 @@ class Result(Study):
     COLUMNS = KEY_COLUMNS
 
     executors: list[ExecutorRow] = saved("rows")  # one per executor (``row``)
-    seed_rows: list[dict] = saved("reference")  # the seed's published rows
+    seed_rows: list[seed_numbers.SeedRow] = saved("reference")  # the seed's published rows
     floor: dict = saved()  # model.bandwidth_floor
     findings: list[str] = saved()
     thunder_rows: dict[str, TraceRow] = saved()  # notebook 03's rows, from these builds
