@@ -169,4 +169,4 @@ def test_model_setup_study_runs_without_papermill_and_saves_the_notebooks_result
     assert result.findings[1].startswith("1 of 2 executors can run here; thunder: ")
     saved = results.load(result.save())
     assert saved.keys() == results.load(tiny_run / f"{results.MODEL_SETUP}{results.SUFFIX}").keys()
-    assert saved["executors"] == result.executors and saved["findings"] == result.findings
+    assert saved["executors"] == [dict(r) for r in result.executors] and saved["findings"] == result.findings
