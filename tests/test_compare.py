@@ -747,3 +747,14 @@ def test_many_numbers_are_held_to_a_false_discovery_rate():
     )
     alone = [row("changed", 0.01)]
     assert run_to_run.hold_false_discoveries(alone)["held"] == 0 and alone[0]["verdict"] == "changed"
+
+
+def test_a_notebook_the_catalog_lacks_is_read_from_its_key_table_as_it_stands():
+    """A draft notebook (not catalogued): compare reads its key table's rows as ``rows.Columns``, each
+    column as it is, keyed by its executor."""
+    table = results.key_table("t", [{"executor": "x", "status": "ok", "wall_ms": 1.0}])
+    [row] = compare_rows.read_rows("99_draft", {"key_table": table})
+    assert compare_rows.key(row) == "x" and dict(row) == {"executor": "x", "status": "ok", "wall_ms": 1.0}
+    assert compare_rows.metric_names([row]) == ["wall_ms"] and compare_rows.stat(row, "wall_ms").median == 1.0
+    [keyless] = compare_rows.read_rows("99_draft", {"key_table": results.key_table("t", [{"size": "s", "n": 2}])})
+    assert compare_rows.key(keyless) == "s"  # no key column: its first value

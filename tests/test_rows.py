@@ -4,7 +4,7 @@ notebook's column list checked against the row type it shows."""
 from __future__ import annotations
 
 import json
-from dataclasses import fields
+from dataclasses import dataclass, fields
 
 import pytest
 
@@ -153,3 +153,27 @@ def test_an_ab_row_holds_the_columns_its_section_held_in_their_order():
     assert list(build) == ["arm", "build", "workers", "cores", "python", "error", "torch", "folders", "git"]
     assert list(CONTROL)[-5:] == ["found_hi_pct", "error_pp", "covered", "detected", "verdict"]
     assert CONTROL.error_pp == pytest.approx(0.4) and AB.CostRow("e", 2.0, 1.5)["channel_ms"] == 0.5
+
+
+def _row_types(cls=R.Record) -> set[type]:
+    """Every row type of the package (its modules imported above and in the studies' packages)."""
+    return {cls, *(t for sub in cls.__subclasses__() for t in _row_types(sub))}
+
+
+def test_no_row_type_hides_what_a_row_reads_as():
+    """A field named like a method of the row (``values``, ``get``, ``stat``, ...) would hide it: compare
+    reads a row's first value with ``row.values()``, tables with ``row.get``. No row type has one; a
+    planted one does."""
+    import latency_lab.instruments.trace_row  # noqa: F401  (its TraceRow)
+    import latency_lab.studies.thunder_traces.study  # noqa: F401
+
+    methods = {name for name in dir(R.Record) if not name.startswith("_")}
+    types = _row_types()
+    assert len(types) > 30
+    assert {(t.__name__, f.name) for t in types for f in fields(t) if f.name in methods} == set()
+
+    @dataclass
+    class Planted(R.Record):
+        values: dict
+
+    assert [f.name for f in fields(Planted) if f.name in methods] == ["values"]

@@ -104,7 +104,7 @@ class Record(Mapping):
 class Columns(Record):
     """A row of a table without a type of its own (a draft study's key table): its columns as they are."""
 
-    values: dict = field(default_factory=dict)
+    cells: dict = field(default_factory=dict)  # spliced in (``values`` would hide ``Mapping.values``)
 
 
 @dataclass(eq=True)
