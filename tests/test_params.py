@@ -230,10 +230,10 @@ def test_a_notebook_that_holds_several_models_is_checked_with_all_of_them(monkey
     given = {"preset": "tiny", "device": "cpu", "layers": 2000}
     p = P.for_notebook(results.MODEL_SETUP, given)
     scaling = P.validate({**given, **P.own_defaults(results.SCALING, "cpu")})
-    ab = P.resolved(preset="seed", device="cuda", executors="thunder", planted_pct=[1, 2, 5], budget_s=600)
-    assert fits.ab_processes(ab) == 4 * 5  # A, A', three planted arms, 4 workers each
+    ab = P.resolved(preset="seed", device="cuda", executors="thunder", planted_pct=[1, 2, 5], budget_s=600, workers=4)
+    assert fits.ab_processes(ab) == 4 * 5 + 1  # A, A', three planted arms on 4 slots, and the calibration worker
     with pytest.raises(P.ParameterError, match=r"invalid parameter workers=4: allowed at most 3 workers per arm on"):
-        fits.check_workers_fit(ab, {}, (int(20 * 3.4 * 2**30), "GPU memory"))  # 20 x 3.4 GiB do not fit in 68
+        fits.check_workers_fit(ab, {}, (int(20 * 3.4 * 2**30), "GPU memory"))  # 21 x 3.4 GiB do not fit in 68
     fits.check_workers_fit(ab, {}, (int(80 * 2**30), "GPU memory"))
     assert fits.workers_that_fit(ab, (int(20 * 3.4 * 2**30), "GPU memory")) == 3
     held = catalog.entry(results.SCALING).models_held(scaling)

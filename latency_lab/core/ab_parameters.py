@@ -10,11 +10,13 @@ import os
 from . import builds
 from .input_errors import ParameterError, integer, is_number
 
-# 08's per-device defaults: workers per arm, the half-width it stops at (%), the seconds it may take in all
+# 08's per-device defaults: core slots (workers per arm; None: the cores less one, at most CUDA_SLOTS), the
+# half-width it stops at (%), the seconds it may take in all, builds included
 AB_DEFAULTS = {
-    "cuda": {"workers": 4, "resolve_pct": 1.0, "budget_s": 120},
-    "cpu": {"workers": 4, "resolve_pct": 5.0, "budget_s": 180},
+    "cuda": {"workers": None, "resolve_pct": 1.0, "budget_s": 170},
+    "cpu": {"workers": 4, "resolve_pct": 3.0, "budget_s": 180},
 }
+CUDA_SLOTS = 12
 PLANTED_MIN = 0.1  # % of a step: below it a busy wait is under a µs of a fast step
 # CPU seconds one worker takes to start and build (import torch and Thunder, build the model, first calls): 12 s on
 # the 2-core CPU machine (12 workers in 73 s); a budget under the builds' share of the cores is refused
@@ -28,7 +30,7 @@ def resolved(v: dict, device: str) -> dict:
     chosen = {
         "build_a": builds.parse("build_a", v["build_a"]).to_dict(),
         "build_b": None if v["build_b"] is None else builds.parse("build_b", v["build_b"]).to_dict(),
-        "workers": _workers(ab["workers"] if v["workers"] is None else v["workers"], usable_cores()),
+        "workers": _workers(default_slots(ab["workers"]) if v["workers"] is None else v["workers"], usable_cores()),
         "resolve_pct": _resolve(ab["resolve_pct"] if v["resolve_pct"] is None else v["resolve_pct"]),
     }
     chosen["planted_pct"] = _planted(2 * chosen["resolve_pct"] if v["planted_pct"] is None else v["planted_pct"])
@@ -61,14 +63,18 @@ def _planted(value) -> tuple[float, ...]:
     return tuple(chosen)
 
 
+def default_slots(given: int | None) -> int:
+    """08's default slots: ``given``, or the cores here less one (the coordinator's), at most ``CUDA_SLOTS``
+    and at least 2."""
+    return given if given is not None else max(2, min(CUDA_SLOTS, usable_cores() - 1))
+
+
 def _workers(value, cores: int) -> int:
-    """08's workers per arm: at least 2 (an interval over workers needs two), and at most the cores or a
-    multiple of them, so that pinning worker i of every arm to core i mod cores meets every core equally."""
-    allowed = f"an integer >= 2, at most {cores} (the cores here) or a multiple of {cores}"
-    if isinstance(value, bool) or not isinstance(value, int) or value < 2 or (value > cores and value % cores):
+    """08's core slots, one worker of every arm on each: at least 2 (Student's t over slots needs two), at most
+    8 per core (slot i runs on core i + 1 mod the cores; only one block runs at a time in the rounds)."""
+    allowed = f"an integer from 2 to {8 * cores} (8 per core here)"
+    if isinstance(value, bool) or not isinstance(value, int) or not 2 <= value <= 8 * cores:
         raise ParameterError("workers", value, allowed)
-    if value > 8 * cores:
-        raise ParameterError("workers", value, f"{allowed}, up to {8 * cores}")
     return value
 
 

@@ -15,6 +15,7 @@ import functools
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -235,3 +236,65 @@ def differences(a: dict, b: dict) -> list[str]:
 def _folder(file: str | None) -> str:
     """The folder a package was imported from (its ``__init__.py``'s grandparent)."""
     return str(Path(file).parent.parent) if file else "?"
+
+
+# Run by a build's interpreter: where it imports each top-level name from (a package's folder or a module's file)
+WHERE = """
+import importlib.util, json, sys
+sys.path[:0] = json.loads(sys.argv[1])
+out = {}
+for name in json.loads(sys.argv[2]):
+    try:
+        spec = importlib.util.find_spec(name)
+    except Exception:
+        spec = None
+    if spec and spec.origin and spec.origin not in ("built-in", "frozen"):
+        out[name] = spec.submodule_search_locations[0] if spec.submodule_search_locations else spec.origin
+print("LATENCY-LAB-WHERE " + json.dumps(out))
+"""
+COPY_IGNORED = shutil.ignore_patterns(".git", "__pycache__", "*.pyc")
+
+
+def top_level_names(folders) -> list[str]:
+    """The top-level packages and modules in ``folders`` (what they shadow when put first on the path)."""
+    names = set()
+    for folder in folders:
+        for entry in Path(folder).iterdir():
+            if entry.is_dir() and (entry / "__init__.py").is_file():
+                names.add(entry.name)
+            elif entry.suffix == ".py":
+                names.add(entry.stem)
+    return sorted(names)
+
+
+def second_instance(a: Build, others: list[Build], folder: Path) -> Build:
+    """A second instance of build ``a`` in ``folder``, for the A/A control: a copy of each of ``a``'s own
+    folders, and of each package ``a`` imports from elsewhere that the ``others``' folders shadow (B's worktree
+    of thunder: a copy of A's thunder), first on its path. The same code from other folders, so that what two
+    instances of one build differ by (paths, file layout) falls inside the A/A control. ``a`` itself where
+    there is nothing to copy."""
+    copies = []
+    for i, source in enumerate(a.path):
+        copies.append(shutil.copytree(source, folder / f"{i}" / Path(source).name, ignore=COPY_IGNORED, symlinks=True))
+    names = top_level_names([f for b in others for f in b.path])
+    if names:
+        args = [a.interpreter, "-c", WHERE, json.dumps(list(a.path)), json.dumps(names)]
+        done = subprocess.run(
+            args, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env={**os.environ, **dict(a.env)}
+        )
+        line = next((x for x in done.stdout.splitlines() if x.startswith("LATENCY-LAB-WHERE ")), "LATENCY-LAB-WHERE {}")
+        found = json.loads(line.removeprefix("LATENCY-LAB-WHERE "))
+        shadowed = folder / "shadowed"
+        for name, where in found.items():
+            if any(Path(where).is_relative_to(f) for f in a.path):
+                continue  # a copy of its folder is made above
+            shadowed.mkdir(parents=True, exist_ok=True)
+            if Path(where).is_dir():
+                shutil.copytree(where, shadowed / name, ignore=COPY_IGNORED, symlinks=True)
+            else:
+                shutil.copy2(where, shadowed / Path(where).name)
+        if shadowed.is_dir():
+            copies.insert(0, shadowed)
+    if not copies:
+        return a
+    return Build(a.python, tuple(str(c) for c in copies), a.env)

@@ -109,8 +109,8 @@ PROCESS_BYTES = {"cuda": 0.5 * 2**30, "cpu": 0.6 * 2**30}
 
 
 def ab_processes(p: Params) -> int:
-    """08's worker processes: ``workers`` per arm (``Params.arms``)."""
-    return p.workers * p.arms
+    """08's worker processes: ``workers`` per arm (``Params.arms``) and the calibration worker."""
+    return p.workers * p.arms + 1
 
 
 def process_bytes(p: Params) -> int:
@@ -121,7 +121,7 @@ def process_bytes(p: Params) -> int:
 def workers_that_fit(p: Params, memory: tuple[int, str] | None = None) -> int:
     """The most workers per arm of 08 whose processes fit in the memory available (``check_workers_fit``)."""
     memory, _ = memory or machine_memory(p.device)
-    return int(memory // (process_bytes(p) * p.arms))
+    return int((memory - process_bytes(p)) // (process_bytes(p) * p.arms))
 
 
 def check_workers_fit(p: Params, given: dict, memory: tuple[int, str] | None = None) -> None:

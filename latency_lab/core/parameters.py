@@ -161,13 +161,13 @@ SCHEMA: dict[str, tuple[object, str]] = {
     ),
     "workers": (
         None,
-        "08's worker processes per arm, an integer >= 2, at most the cores this process may use or a multiple of "
-        "them (None: 4)",
+        "08's core slots, one worker process of every arm on each, an integer from 2 to 8 per core (None: on a GPU "
+        "the cores less one, at most 12, as many as the GPU's memory holds; on a CPU 4)",
     ),
     "resolve_pct": (None, "08 stops once B's interval is this narrow on each side, a % in (0, 50) (None: per device)"),
     "budget_s": (
         None,
-        "08's seconds in all, builds included, more than its builds take: it adds no rounds past it (None: 120 on "
+        "08's seconds in all, builds included, more than its builds take: it adds no rounds past it (None: 170 on "
         "a GPU, 180 on a CPU)",
     ),
 }

@@ -298,11 +298,13 @@ def rounds(
     repeats: int,
     progress: Callable[[str], None] = say,
     shuffle: int | None = None,
+    order: Callable[[list, int], list] | None = None,
 ) -> Rounds:
     """Every entry in ``2 x repeats`` interleaved rounds after one discarded warm-up round. In each
     round every entry runs one block (``warmup`` calls, then ``iters`` timed calls; ``timing.block``)
     between two host references, and then its probes, in forward order on even rounds and reverse
-    order on odd ones (``arrangement``; ``shuffle``: permuted per pair of rounds). ``reference_ms`` per
+    order on odd ones (``arrangement``; ``shuffle``: permuted per pair of rounds; ``order(entries, r)``: another
+    arrangement, e.g. 08's slot by slot). ``reference_ms`` per
     round is the median of that round's references. A failure ends that entry's blocks; a lost CUDA
     context of this process ends everyone's."""
     timed = {e.name: Timed(e.name, probes={k: [] for k in e.probes}) for e in entries}
@@ -311,7 +313,7 @@ def rounds(
     progress(f"rounds: a warm-up round, then {total}")
     for r in range(-1, total):
         round_refs: list[float] = []
-        for e in arrangement(entries, r, shuffle):
+        for e in order(entries, r) if order else arrangement(entries, r, shuffle):
             t = timed[e.name]
             if t.error:
                 continue

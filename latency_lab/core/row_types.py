@@ -228,8 +228,9 @@ class ComparisonRow(Record):
     """08's key table: one executor, comparison (``B vs A``, the A/A control, a planted arm; ``ARM build`` for
     an arm that could not run the executor, without numbers) and metric: A's and the arm's levels, their
     ratio with its interval, the change and the move the run resolves (%), the test's p and call, its words
-    (``verdict``), the workers and rounds behind it, whether only fast blocks counted, the spread between
-    processes against the rounds' noise, and for a build's row whether the same executor's controls passed."""
+    (``verdict``), the slots and rounds behind it, whether only fast blocks counted, the spread between slots
+    against the rounds' noise, for a build's row whether the same executor's controls passed, and the
+    interval's level after Holm held the arm's numbers together."""
 
     executor: str
     comparison: str
@@ -255,3 +256,6 @@ class ComparisonRow(Record):
     within_se_pct: float | None = None
     df: float | None = None
     controls: str | None = None  # a build's row: "passed", or why its verdict is withheld
+    confidence: float | None = None  # the interval's level (below the run's where Holm held numbers together)
+    family: int | None = None  # how many numbers of the arm were held together with this one
+    steady_pct: float | None = None  # the share of rounds whose slot's group of blocks kept one host state

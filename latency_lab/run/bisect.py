@@ -88,15 +88,15 @@ def time_step(p: Params, mid: dict | None, seed: int) -> dict:
         if row["executor"] == name and row["comparison"].endswith(" build")
     }
     rows = {row["comparison"]: row for row in r.table if row["executor"] == name and row["metric"] == METRIC}
-    found = ab_tables.changes(r.timed, p, name, METRIC) if r.timed else {}
+    found = ab_tables.held(r.timed, p)[name, METRIC] if r.timed else {}
     controls = rows.get("B vs A", {}).get("controls") or "no rounds"
     mb = where = None
     if r.timed and mid is not None:
         arms = ab_tables.arm_series(r.timed, name, METRIC)
-        every = [s for group in arms.values() for s in group]
+        steady = ab_tables.steady_groups(r.timed, name)
         if all(x in arms for x in (A, B, MID)):
-            mb = paired.change(METRIC, arms[B], arms[MID], every, p.confidence)
-            where = paired.side_of(METRIC, arms[A], arms[B], arms[MID], every, p.confidence)
+            mb = paired.change(METRIC, arms[B], arms[MID], steady, p.confidence)
+            where = paired.side_of(METRIC, arms[A], arms[B], arms[MID], steady, p.confidence)
     return {
         "failed": failed,
         "controls": controls,

@@ -142,7 +142,11 @@ def ab_parser() -> argparse.ArgumentParser:
         metavar="SECONDS[s]",
         help="seconds in all, builds included, e.g. 120s (default: 120 on a GPU, 180 on a CPU; -p budget_s)",
     )
-    ap.add_argument("--workers", metavar="K", help="worker processes per arm (default 4; -p workers)")
+    ap.add_argument(
+        "--workers",
+        metavar="K",
+        help="core slots, a worker of every arm on each (default: GPU the cores less one up to 12; CPU 4; -p workers)",
+    )
     for side in ("a", "b"):
         ap.add_argument(f"--{side}", metavar="PYTHON", help=f"build {side.upper()}'s interpreter (a venv's bin/python)")
         ap.add_argument(

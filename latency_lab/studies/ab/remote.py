@@ -1,14 +1,17 @@
 """Notebook 08's workers from the coordinator's side: each worker process (``worker``, in its build's
 own interpreter, driven over an execnet channel) and the requests sent to it; the rounds' entries whose
 blocks are timed in a worker (``RemoteEntry``) and what each block cost; and a run's arms (A, its twin A',
-one per planted delay, B), each of k workers, started and built side by side, then pinned slot by slot
-(worker i of every arm on the same core), A's host time measured to size the planted delays, and the
-entries of the rounds over the workers that built.
+one per planted delay, B), each of k workers, started in an order balanced over the slots and built side by
+side, then pinned slot by slot (worker i of every arm on the same core); a calibration worker of build A,
+outside the arms, that measures A's host time and sizes the planted delays (so no timed worker does work the
+others do not); the entries of the rounds over the workers that built, and their order, slot by slot
+(``slot_order``).
 """
 
 from __future__ import annotations
 
 import os
+import random
 import shlex
 import shutil
 import statistics
@@ -25,6 +28,7 @@ from . import worker
 from .rows import CostRow
 
 A, TWIN, B = "A", "A'", "B"  # the workers: build A, a second worker of build A (the control), build B
+CALIBRATION = "calibration"  # a worker of build A outside the arms: it sizes the plants, and is never timed
 BUILD_TIMEOUT_S = 1800  # a worker's model and first calls (Thunder at 16 layers: minutes)
 CALL_TIMEOUT_S = 600  # any other request
 # Every worker hashes strings alike, so dicts and sets iterate alike in all of them: with Python's random
@@ -176,36 +180,73 @@ def planted_arms(params: Params) -> list[tuple[str, float | None]]:
     return [*((planted_label(pct), pct) for pct in params.planted_pct), *ops]
 
 
-def arms_for(params: Params, more: tuple[tuple[str, Build], ...] = ()) -> list[tuple[str, Build, float | None]]:
-    """The arms, each with its build and the delay it plants (None: none): A, its twin A' (the control), the
+def arms_for(
+    params: Params, more: tuple[tuple[str, Build], ...] = (), copies: Path | None = None
+) -> list[tuple[str, Build, float | None]]:
+    """The arms, each with its build and the delay it plants (None: none): A, its twin A' (the control: with
+    ``copies``, a second instance of A's code in folders of its own there, ``builds.second_instance``), the
     planted arms of build A (``planted_arms``), B when given, then ``more`` builds (name, build), each read
     against A like B (a bisection's midpoint)."""
     a = builds.parse("build_a", params.build_a)
-    out = [(A, a, None), (TWIN, a, None), *((label, a, pct) for label, pct in planted_arms(params))]
-    if params.build_b is not None:
-        out.append((B, builds.parse("build_b", params.build_b), None))
+    b = None if params.build_b is None else builds.parse("build_b", params.build_b)
+    others = [b] if b else []
+    twin = a if copies is None else builds.second_instance(a, [*others, *(x for _, x in more)], copies)
+    out = [(A, a, None), (TWIN, twin, None), *((label, a, pct) for label, pct in planted_arms(params))]
+    if b is not None:
+        out.append((B, b, None))
     return out + [(name, build, None) for name, build in more]
 
 
 def workers_for(params: Params, cache_root: Path, more: tuple[tuple[str, Build], ...] = ()) -> list[Worker]:
-    """``params.workers`` workers per arm (``arms_for``), each with its own cache folder and one entry
-    per executor: a worker that ran the block before is warmer than one that did not (on the CPU
-    machine, a worker serving three entries read 3% faster than one serving one), so every block
-    follows another process's."""
+    """``params.workers`` workers per arm (``arms_for``; one per slot), each with its own cache folder and one
+    entry per executor (a worker that ran the block before is warmer than one that did not: on the CPU
+    machine, a worker serving three entries read 3% faster than one serving one), then the calibration worker
+    of build A (the plain step, and the step with the planted ops where they are asked for)."""
     ops = ops_label(params.planted_ops) if params.planted_ops else None
-    return [
-        Worker(worker_label(arm, i), build, cache_root / f"arm{n}-{i}", arm, i, variants_of(arm == ops, i), pct)
-        for n, (arm, build, pct) in enumerate(arms_for(params, more))
+    arms = arms_for(params, more, cache_root / "second-instance")
+    out = [
+        Worker(worker_label(arm, i), build, cache_root / f"arm{n}-{i}", arm, i, variants_of(arm == ops), pct)
+        for n, (arm, build, pct) in enumerate(arms)
         for i in range(params.workers)
     ]
+    calibrates = (worker.PLAIN, worker.OPS) if ops else (worker.PLAIN,)
+    return [*out, Worker(CALIBRATION, arms[0][1], cache_root / CALIBRATION, CALIBRATION, 0, calibrates)]
 
 
-def variants_of(ops_arm: bool, slot: int) -> tuple[str, ...]:
-    """What a worker builds: the plain step; in the ops arm the step with the ops, and its first worker both
-    (it measures what the ops add in one process, ``planted_cost``)."""
-    if not ops_arm:
-        return (worker.PLAIN,)
-    return (worker.PLAIN, worker.OPS) if slot == 0 else (worker.OPS,)
+def variants_of(ops_arm: bool) -> tuple[str, ...]:
+    """What a worker of an arm builds: the plain step; in the ops arm the step with the ops."""
+    return (worker.OPS,) if ops_arm else (worker.PLAIN,)
+
+
+def start_order(workers: list[Worker], seed: object) -> list[Worker]:
+    """The order the workers start and build in: position j of every slot in turn, each slot's arms in a
+    rotation of one random order (a cyclic Latin square), so that which arm starts first on a slot is balanced
+    over the slots, not the same arm everywhere (on an H100 the process started first on a core read 0.6-0.9%
+    slower than the second); the calibration worker last."""
+    timed = [w for w in workers if w.arm != CALIBRATION]
+    arms = list(dict.fromkeys(w.arm for w in timed))
+    random.Random(f"start-{seed}").shuffle(arms)
+    by = {(w.arm, w.slot): w for w in timed}
+    slots = sorted({w.slot for w in timed})
+    out = [by[key] for j in range(len(arms)) for slot in slots if (key := (arms[(j + slot) % len(arms)], slot)) in by]
+    return out + [w for w in workers if w.arm == CALIBRATION]
+
+
+def slot_order(entries: list, r: int, seed: object) -> list:
+    """The entries' order in round ``r`` (``rounds.rounds``' ``order``): the slots in a fresh random order every
+    round, and on each slot its arms' blocks back to back, in a random order per slot and pair of rounds,
+    forward then reversed (each arm's mean place on its slot is the same: ABBA over a pair of rounds)."""
+    slots: dict[int, list] = {}
+    for e in entries:
+        slots.setdefault(e.worker.slot, []).append(e)
+    visit = sorted(slots)
+    random.Random(f"{seed}-slots-{r}").shuffle(visit)
+    out = []
+    for slot in visit:
+        group = list(slots[slot])
+        random.Random(f"{seed}-{slot}-{r // 2}").shuffle(group)
+        out += group if r % 2 == 0 else group[::-1]
+    return out
 
 
 def pin(workers: list[Worker]) -> dict[str, int | None]:
@@ -223,9 +264,10 @@ def pin(workers: list[Worker]) -> dict[str, int | None]:
 
 
 def start_and_build(workers: list[Worker], params: Params) -> tuple[dict, dict]:
-    """Every worker started and built side by side; per worker its versions and its executors'
-    records (``worker.Worker.build``), or the error that stopped it."""
+    """Every worker started and built side by side, in ``start_order``; per worker its versions and its
+    executors' records (``worker.Worker.build``), or the error that stopped it."""
     hello, built = {}, {}
+    workers = start_order(workers, params.seed)
     for w in workers:
         try:
             w.start()
@@ -313,7 +355,8 @@ def entries_for(
 ) -> list[RemoteEntry]:
     """Per executor that at least 2 workers of A and of A' built: every worker of every arm that built
     it, a planted arm's behind its delay (``delays``: per executor, µs per planted %). With ``parts``, the
-    in-place parts are taken for the first worker of A, A' and B of every Thunder configuration."""
+    in-place parts are taken after every block of the first slot, every arm alike (A', B and a bisection's
+    midpoint are read against A's), for every Thunder configuration."""
     out = []
     for name in params.executors:
         if min(len(arm_usable(workers, built, arm, name)) for arm in (A, TWIN)) < 2:
@@ -321,9 +364,11 @@ def entries_for(
         take_parts = parts and registry.REGISTRY[name].needs_thunder
         sized = delays.get(name, {})
         for w in workers:  # a planted arm whose delay was not sized is left out
-            if not usable(built, w.label, name) or (w.planted_pct is not None and w.planted_pct not in sized):
+            if w.arm == CALIBRATION or not usable(built, w.label, name):
                 continue
-            probe = take_parts and w.slot == 0 and w.arm in (A, TWIN, B)
+            if w.planted_pct is not None and w.planted_pct not in sized:
+                continue
+            probe = take_parts and w.slot == 0
             delay_us = 0.0 if w.planted_pct is None else sized[w.planted_pct]
             out.append(RemoteEntry(entry_name(name, w.label), w, name, delay_us=delay_us, parts=probe))
     return out

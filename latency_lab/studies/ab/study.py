@@ -1,21 +1,22 @@
 """Notebook 08, two builds in the same rounds: did a change of the stack (another Thunder, nvFuser or
 transformers, a branch, a variable) move the step? ``run(params) -> Result``, written by ``Result.save``.
 
-Each arm is ``workers`` worker processes (``worker``, in the build's own interpreter, driven over
-execnet channels), each built once with its own compile caches, then pinned: worker i of every arm on
-the same core. The arms: A; A' (more workers of build A: the A/A control); one arm of build A per
-planted delay of ``planted_pct`` % of A's host time (the sensitivity, against a change it knows); and B.
-One coordinator (this process, which times nothing itself) gives every worker's entry of one executor a
-block in turn in the same rounds (``harness.rounds``: forward then reverse, the order permuted per pair
-of rounds), each block between host references in the worker's own process, which synchronizes before
-it answers. Rounds are added until B's interval is ``resolve_pct`` narrow, or ``budget_s`` ends, or
-only more workers could help (``Session.timed_until_resolved``).
+Each arm is ``workers`` worker processes (``worker``, in the build's own interpreter, driven over execnet
+channels), one per core slot: worker i of every arm is pinned to slot i's core. The arms: A; A' (more
+workers of build A from a second instance of its code: the A/A control); one arm of build A per planted delay
+of ``planted_pct`` % of A's host time (the sensitivity, against a change it knows); and B. They start in an
+order balanced over the slots, and a calibration worker outside the arms sizes the plants. One coordinator
+(this process, which times nothing itself) runs the rounds slot by slot (``remote.slot_order``): a round
+visits the slots in a random order and on each runs every arm's block back to back, each block between host
+references in the worker's own process, which synchronizes before it answers. Rounds are added until
+``budget_s`` ends or only more slots could help (``stop_reason``), and B's interval is read against the target
+``resolve_pct``.
 
-Every arm is read against A alike (``paired.change``: the process is the replicate, Welch's interval
-over the workers' levels gives the estimate, the interval and the call), and B's verdict stands only
-when the same executor's controls pass (``tables.gate``). The workers and the rounds' entries are
-``remote``; the tables ``tables``; this module holds the run (``Session``, ``run``), its
-``Result`` and findings.
+Every arm is read against A alike (``paired.change``: per slot and round log(X / A), the slot is the
+replicate, Student's t over the slots; each arm's numbers held together, ``tables.held``), and B's verdict
+stands only when the same executor's controls pass (``tables.gate``). The workers and the rounds' entries are
+``remote``; the tables ``tables``; this module holds the run (``Session``, ``run``), its ``Result`` and
+findings.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from ...core import builds, environment, harness, paired, results
@@ -34,7 +35,9 @@ from ...core.progress import say
 from ...core.row_types import ComparisonRow
 from ...pages.tables import number
 from ..base import Study, saved
+from .extras import kernel_rows, level_rows, logits_rows, parts_rows
 from .remote import (
+    CALIBRATION,
     TWIN,
     A,
     B,
@@ -46,24 +49,20 @@ from .remote import (
     pin,
     planted_cost,
     planted_label,
+    slot_order,
     start_and_build,
     worker_label,
     workers_for,
 )
 from .rows import ArmExecutorRow, BuildRow, ControlRow, CostRow, KernelRow, LevelRow, LogitsRow, PartRow
+from .stopping import Stopping, half_width_pct, stop_reason, widest
 from .tables import (
     build_rows,
     by_arm,
     change_rows,
-    changes,
     control_rows,
     executor_rows,
     failed_entries,
-    is_build,
-    kernel_rows,
-    level_rows,
-    logits_rows,
-    parts_rows,
 )
 
 KEY_COLUMNS = [
@@ -176,11 +175,18 @@ def findings(r: Result) -> list[str]:
     for x in spread:
         if x.between_sd_pct is not None:
             out.append(
-                f"**Between processes** ({x.executor}, host time): the workers' levels spread "
-                f"{x.between_sd_pct:.2g}% (SD within an arm), against {x.within_se_pct:.2g}% that each "
-                f"worker's {x.rounds}+ rounds leave; the interval is as wide as that spread over "
-                f"{x.workers_a} and {x.workers_b} workers allows."
+                f"**Between slots** ({x.executor}, host time, A' against A): the slots' paired changes spread "
+                f"{x.between_sd_pct:.2g}% (SD over {x.workers_b} slots), against {x.within_se_pct:.2g}% that each "
+                f"slot's {x.rounds}+ rounds leave; the interval is Student's t over the slots."
             )
+    family = max((x.family or 1 for x in r.table if x.comparison == "B vs A"), default=1)
+    if family > 1:
+        out.append(
+            f"**B's {family} numbers are held together** (Holm's step-down over executors and metrics): each "
+            f"interval is at the level its step of the procedure used ({r.params.confidence:.0%} for the family), "
+            "so that the chance of any false call among them stays at most "
+            f"{1 - r.params.confidence:.0%}."
+        )
     moved = [p for p in r.parts if p.moved and p.against == B]
     if moved:
         out.append(
@@ -201,56 +207,6 @@ def findings(r: Result) -> list[str]:
     elif r.logits:
         out.append(f"Logits agree with A's within the tolerance for {len(r.logits)} of {len(r.logits)} comparisons.")
     return out
-
-
-@dataclass
-class Stopping:
-    """Why the rounds stopped: what was resolved (the widest primary interval's half-width, %), in how
-    long, and why."""
-
-    target_pct: float
-    half_width_pct: float | None
-    resolved: bool
-    reason: str
-    rounds: int
-    build_s: float
-    seconds: float
-    workers_needed: int | None = None  # per arm, for the target at the spread measured (when rounds cannot help)
-    trace: list = field(default_factory=list)  # after each batch: [rounds, seconds since the start, half-width %]
-
-    def text(self) -> str:
-        got = "no interval" if self.half_width_pct is None else f"±{self.half_width_pct:.2g}%"
-        return (
-            f"{'Resolved' if self.resolved else 'Not resolved'}: {got} against a target of ±{self.target_pct:.2g}% "
-            f"after {self.rounds} rounds in {self.seconds:.0f} s ({self.build_s:.0f} s of builds); "
-            f"stopped: {self.reason}."
-            + (
-                f" At the spread between processes measured, about {self.workers_needed} workers per arm would "
-                f"resolve ±{self.target_pct:.2g}%."
-                if not self.resolved and self.workers_needed and "workers per arm" not in self.reason
-                else ""
-            )
-        )
-
-
-def primary(found: dict[str, paired.Change], p: Params) -> list[paired.Change]:
-    """The changes the rounds are for: every build's against A (B's, a bisection's midpoint's); without a
-    build, the A/A control's."""
-    of_builds = [c for arm, c in found.items() if is_build(arm, p)]
-    return of_builds or [c for arm, c in found.items() if arm == TWIN]
-
-
-def half_width_pct(c: paired.Change | None) -> float | None:
-    """The half-width of ``c``'s interval in %; None without a judged interval."""
-    return None if c is None or not c.judged else 100 * c.half_width
-
-
-def widest(timed: Rounds, p: Params) -> paired.Change | None:
-    """The widest primary host-time interval over the executors (``primary``)."""
-    found = [c for name in p.executors for c in primary(changes(timed, p, name, "host_ms"), p)]
-    if not found or any(not c.judged for c in found):
-        return next((c for c in found if not c.judged), None)
-    return max(found, key=lambda c: c.half_width)
 
 
 class Session:
@@ -281,18 +237,19 @@ class Session:
                 )
             self.cores = pin(self.workers)
             for name in self.params.executors:
-                first = arm_usable(self.workers, self.built, A, name)
-                if first and arm_usable(self.workers, self.built, TWIN, name):
-                    host_ms = calibrate(first[0], name, self.params)
-                    if host_ms:
-                        self.delays[name] = {p: p / 100 * host_ms * 1e3 for p in self.params.planted_pct}
-                        self.planted_us[name] = {
-                            planted_label(p): planted_cost(first[0], name, self.params, us)
-                            for p, us in self.delays[name].items()
-                        }
-                ops = arm_usable(self.workers, self.built, ops_label(self.params.planted_ops), name)
-                if self.params.planted_ops and ops and ops[0].slot == 0:
-                    self.planted_us.setdefault(name, {})[ops[0].arm] = planted_cost(ops[0], name, self.params)
+                calibrates = arm_usable(self.workers, self.built, CALIBRATION, name)
+                if not (calibrates and arm_usable(self.workers, self.built, TWIN, name)):
+                    continue
+                host_ms = calibrate(calibrates[0], name, self.params)
+                if host_ms:
+                    self.delays[name] = {p: p / 100 * host_ms * 1e3 for p in self.params.planted_pct}
+                    self.planted_us[name] = {
+                        planted_label(p): planted_cost(calibrates[0], name, self.params, us)
+                        for p, us in self.delays[name].items()
+                    }
+                if self.params.planted_ops:
+                    ops = ops_label(self.params.planted_ops)
+                    self.planted_us.setdefault(name, {})[ops] = planted_cost(calibrates[0], name, self.params)
             self.build_s = time.perf_counter() - self.started
         except BaseException:
             self.close()
@@ -309,8 +266,8 @@ class Session:
         shutil.rmtree(self.cache_root, ignore_errors=True)
 
     def timed_until_resolved(self, shuffle: int, extras: bool) -> tuple[Rounds | None, Stopping]:
-        """Rounds added 2 x ``repeats`` at a time until the widest primary interval is at most
-        ``resolve_pct`` on each side, the next batch would pass ``budget_s``, or more rounds cannot help."""
+        """Rounds added 2 x ``repeats`` at a time until the next batch would pass ``budget_s`` or more rounds
+        cannot help (``stop_reason``)."""
         p = self.params
         start = time.perf_counter()
         batches: list[Rounds] = []
@@ -325,8 +282,9 @@ class Session:
                 break
             groups = {e.executor: [x for x in entries if x.executor == e.executor] for e in entries}
             t0 = time.perf_counter()
+            seed = f"{shuffle}-{len(batches)}"
             batch = [
-                harness.rounds(g, p.device, p.warmup, p.iters, p.repeats, shuffle=f"{shuffle}-{len(batches)}")
+                harness.rounds(g, p.device, p.warmup, p.iters, p.repeats, order=lambda e, r: slot_order(e, r, seed))
                 for g in groups.values()
             ]
             batch_s = time.perf_counter() - t0
@@ -341,21 +299,9 @@ class Session:
                 if hw is not None
                 else f"rounds: {timed.rounds} · no interval yet · {spent:.0f} s of {p.budget_s:g} s"
             )
-            if hw is not None and hw <= p.resolve_pct:
-                reason = f"resolved to ±{hw:.2g}%"
-                break
-            if spent + batch_s > p.budget_s:
-                reason = (
-                    f"the next {2 * p.repeats} rounds (about {batch_s:.0f} s) would pass the budget of {p.budget_s:g} s"
-                )
-                break
-            if c is not None and c.judged and not c.rounds_can_help():
-                needed = c.workers_for(p.resolve_pct / 100)
-                reason = (
-                    f"more rounds cannot help: the workers' levels spread ±{100 * c.between_sd:.2g}% (SD), far more "
-                    f"than their rounds' noise (±{100 * c.within_se:.2g}%); about {needed} workers per arm would "
-                    f"resolve ±{p.resolve_pct:g}%"
-                )
+            stop = stop_reason(c, spent, batch_s, p)
+            if stop is not None:
+                reason, needed = stop
                 break
         return timed, self.stopping(timed, reason, needed, trace, start)
 
@@ -413,13 +359,13 @@ class Session:
 
 def run(params: Params) -> Result:
     """Start, build and pin the workers, size the planted delays, time every entry in the same rounds
-    until resolved, then read B and the controls against A (module docstring)."""
+    until the budget, then read B and the controls against A (module docstring)."""
     env = environment.collect(params.device)
     print(
-        f"device {params.device} · {params.layers} layer(s) · {params.arms} arms of {params.workers} workers "
+        f"device {params.device} · {params.layers} layer(s) · {params.arms} arms on {params.workers} core slots "
         f"(A, A'{', planted' if params.planted_pct else ''}{', B' if params.build_b is not None else ''}) · "
-        f"{params.warmup} + {params.iters} calls per block · rounds until ±{params.resolve_pct:g}% "
-        f"or {params.budget_s:g} s"
+        f"{params.warmup} + {params.iters} calls per block · rounds until {params.budget_s:g} s, builds included, "
+        f"read against ±{params.resolve_pct:g}%"
     )
     with Session(params) as session:
         result = replace(session.trial(params.seed), env=env)

@@ -12,14 +12,14 @@ import statistics
 from dataclasses import replace
 from pathlib import Path
 
-from ...core import builds, model, paired
+from ...core import builds, host_state, paired
 from ...core.harness import Rounds
 from ...core.parameters import Params
 from ...core.rounds import Timed
 from ...core.row_types import ComparisonRow
 from ...core.verdicts import NOT_JUDGED, phrase
-from .remote import TWIN, A, B, Worker, WorkerError, entry_name, planted_arms, usable, worker_label
-from .rows import ArmExecutorRow, BuildRow, ControlRow, KernelRow, LevelRow, LogitsRow, PartRow
+from .remote import TWIN, A, B, Worker, entry_name, planted_arms
+from .rows import ArmExecutorRow, BuildRow, ControlRow
 
 COMPARISON = {B: "B vs A", TWIN: "A' vs A (A/A control)"}
 
@@ -38,12 +38,31 @@ def workers_of(timed: Rounds, name: str) -> list[tuple[str, str, Timed]]:
     ]
 
 
+def unit_of(worker: str) -> str:
+    """A worker's unit (its slot, ``remote.worker_label``): what follows ``#``."""
+    return worker.rsplit(" #", 1)[1]
+
+
 def arm_series(timed: Rounds, name: str, metric: str) -> dict[str, list[paired.Series]]:
     """Per arm, its workers' ``paired.Series`` of ``metric`` for executor ``name``."""
     out: dict[str, list[paired.Series]] = {}
-    for _, arm, t in workers_of(timed, name):
-        out.setdefault(arm, []).append(paired.Series(getattr(t, metric), t.keep()))
+    for worker, arm, t in workers_of(timed, name):
+        out.setdefault(arm, []).append(paired.Series(unit_of(worker), getattr(t, metric), t.keep()))
     return out
+
+
+def steady_groups(timed: Rounds, name: str) -> dict[str, list[bool]]:
+    """Per unit and round, whether its group of blocks (every arm's block of executor ``name`` on that slot in
+    that round, back to back on one core) kept one host state: every host reference around them within
+    ``host_state.FAST_FACTOR`` of the others (``host_state.steady`` over the group)."""
+    refs: dict[str, list[list[float]]] = {}
+    for worker, _, t in workers_of(timed, name):
+        rounds = refs.setdefault(unit_of(worker), [])
+        for r, pair in enumerate(zip(t.reference_before_ms, t.reference_after_ms)):
+            if r == len(rounds):
+                rounds.append([])
+            rounds[r] += [x for x in pair if x]
+    return {unit: [bool(g) and host_state.steady(min(g), max(g)) for g in rounds] for unit, rounds in refs.items()}
 
 
 def metrics_for(device: str) -> tuple[str, ...]:
@@ -52,17 +71,31 @@ def metrics_for(device: str) -> tuple[str, ...]:
 
 
 def changes(timed: Rounds, params: Params, name: str, metric: str) -> dict[str, paired.Change]:
-    """Per arm other than A, its ``paired.Change`` against A for executor ``name`` and ``metric``."""
+    """Per arm other than A, its ``paired.Change`` against A for executor ``name`` and ``metric``, each alone
+    (``held`` holds a run's numbers together)."""
     arms = arm_series(timed, name, metric)
     if A not in arms:
         return {}
-    every = [s for group in arms.values() for s in group]
+    steady = steady_groups(timed, name)
     known = (B, TWIN, *plant_labels(params))
     out = {}
     for arm in (*known, *(x for x in arms if x not in (A, *known))):
-        if arm in arms and (c := paired.change(metric, arms[A], arms[arm], every, params.confidence)):
+        if arm in arms and (c := paired.change(metric, arms[A], arms[arm], steady, params.confidence)):
             out[arm] = c
     return out
+
+
+def held(timed: Rounds, params: Params) -> dict[tuple[str, str], dict[str, paired.Change]]:
+    """Per executor and metric, every arm's change against A (``changes``), each arm's numbers over the
+    executors and metrics held together (``paired.held_together``): a run asks one question per arm, and its
+    chance of any false call stays at most 1 - confidence."""
+    found = {(n, m): changes(timed, params, n, m) for n in params.executors for m in metrics_for(params.device)}
+    arms = dict.fromkeys(arm for by_arm in found.values() for arm in by_arm)
+    for arm in arms:
+        keys = [k for k, by_arm in found.items() if arm in by_arm]
+        for k, c in zip(keys, paired.held_together([found[k][arm] for k in keys], params.confidence)):
+            found[k][arm] = c
+    return found
 
 
 def is_build(arm: str, params: Params) -> bool:
@@ -76,12 +109,13 @@ def plant_labels(params: Params) -> list[str]:
 
 
 def change_rows(timed: Rounds, params: Params, costs: dict) -> list[ComparisonRow]:
-    """The key table: per executor, comparison and metric, the change against A; a build's verdict (B's,
-    ``is_build``) gated by the same executor's controls (``gate``; ``costs``: per executor and planted arm,
-    what the plant adds in one process, ``remote.planted_cost``)."""
+    """The key table: per executor, comparison and metric, the change against A (``held``); a build's verdict
+    (B's, ``is_build``) gated by the same executor's controls (``gate``; ``costs``: per executor and planted
+    arm, what the plant adds in one process, ``remote.planted_cost``)."""
     rows, asked = [], dict(planted_arms(params))
+    every = held(timed, params)
     for name in params.executors:
-        found = {metric: changes(timed, params, name, metric) for metric in metrics_for(params.device)}
+        found = {metric: every[name, metric] for metric in metrics_for(params.device)}
         for metric, by_arm in found.items():
             for arm, c in by_arm.items():
                 row = change_row(name, comparison_of(arm), asked.get(arm), metric, c, arm_errors(timed, name, (A, arm)))
@@ -90,7 +124,7 @@ def change_rows(timed: Rounds, params: Params, costs: dict) -> list[ComparisonRo
                         label: None if (x := costs.get(name, {}).get(label)) is None else planted_size(timed, name, x)
                         for label in plant_labels(params)
                     }
-                    row = gated(row, gate(found, metric, sizes, arm))
+                    row = gated(row, gate(found, metric, sizes))
                 rows.append(row)
     return rows
 
@@ -130,6 +164,9 @@ def change_row(
         between_sd_pct=None if c.between_sd is None else 100 * c.between_sd,
         within_se_pct=100 * c.within_se,
         df=c.df,
+        confidence=c.confidence,
+        family=c.family,
+        steady_pct=c.steady_pct,
     )
 
 
@@ -155,18 +192,18 @@ def covers(ratio: float, lo: float | None, hi: float | None, size: float, size_s
     return abs(math.log(ratio) - math.log1p(size)) <= reach
 
 
-def gate(found: dict, metric: str, planted: dict[str, tuple[float, float] | None], arm: str = B) -> list[str]:
-    """Why one executor's controls fail build ``arm``'s ``metric`` (docs/method.md), from its changes per metric
-    and arm (``changes``) and each planted arm's size and its error as fractions of A's step (None: not
-    measured): the A/A control called changed; a planted control that disagrees with its size (``covers``); a
-    planted control at least twice the build's resolution not detected. Empty: they pass."""
+def gate(found: dict, metric: str, planted: dict[str, tuple[float, float] | None]) -> list[str]:
+    """Why one executor's controls fail a build's ``metric`` (docs/method.md), from its changes per metric and
+    arm (``held``) and each planted arm's size and its error as fractions of A's step (None: not measured): the
+    A/A control called changed; a planted control that disagrees with its size (``covers``); a planted control
+    at least twice its own interval's half-width not detected (a smaller one is below what its own interval
+    resolves). Empty: they pass."""
     why = []
     aa = found.get(metric, {}).get(TWIN)
     if aa is None or not aa.judged:
         why.append("no A/A control")
     elif aa.called:
         why.append(f"A/A called {aa.change_pct:+.2g}%")
-    b = found.get(metric, {}).get(arm)
     for label, measured in planted.items():
         c = found.get("host_ms", {}).get(label)
         if c is None or not c.judged or measured is None:
@@ -178,8 +215,8 @@ def gate(found: dict, metric: str, planted: dict[str, tuple[float, float] | None
                 f"planted {100 * size:.2g}% (±{196 * size_se:.2g} pp): found {100 * (c.lo - 1):+.2g} to "
                 f"{100 * (c.hi - 1):+.2g}%, apart"
             )
-        elif b is not None and b.judged and size >= 2 * b.half_width and not (c.called and c.ratio > 1):
-            why.append(f"planted {100 * size:.2g}% (over twice the ±{100 * b.half_width:.2g}% resolved) not detected")
+        elif size >= 2 * c.half_width and not (c.called and c.ratio > 1):
+            why.append(f"planted {100 * size:.2g}% (over twice its ±{100 * c.half_width:.2g}% resolved) not detected")
     return why
 
 
@@ -234,105 +271,6 @@ def control_rows(
             )
         )
     return out
-
-
-def level_rows(timed: Rounds, params: Params) -> list[LevelRow]:
-    """Every worker's level (host time, % against the mean of A's workers' levels): the spread between
-    processes, kept as data."""
-    rows = []
-    for name in params.executors:
-        arms = arm_series(timed, name, "host_ms")
-        if A not in arms:
-            continue
-        every = [s for group in arms.values() for s in group]
-        centre = paired.centres(every)
-        base = [x.value for s in arms[A] if (x := paired.level(s, centre))]
-        ref = statistics.fmean(base) if base else 0.0
-        for worker, arm, t in workers_of(timed, name):
-            if x := paired.level(paired.Series(t.host_ms, t.keep()), centre):
-                level = 100 * (math.exp(x.value - ref) - 1)
-                rows.append(LevelRow(name, worker, arm, level, 100 * x.within_se, x.rounds))
-    return rows
-
-
-def parts_rows(timed: Rounds, params: Params) -> list[PartRow]:
-    """Per Thunder configuration and in-place part: A' against A (the A/A control), and B against A,
-    each paired per round (``paired.difference``). A part of B **moved** when its test calls it and
-    its whole interval lies beyond the control's interval for the same part (what two workers of build
-    A differ by in this run); the control's own rows show what no change looks like, part by part."""
-    rows = []
-    for name in params.executors:
-        a = timed.entries.get(entry_name(name, worker_label(A, 0)))
-        if a is None or "parts" not in a.probes:
-            continue
-        control = {}
-        for other in (TWIN, B):
-            b = timed.entries.get(entry_name(name, worker_label(other, 0)))
-            if b is None:
-                continue
-            pa, pb = a.probes["parts"], b.probes["parts"]
-            reason = next((x.get("reason") for x in pa + pb if "reason" in x), None)
-            if reason:
-                rows.append(PartRow(name, other, None, reason=reason))
-                continue
-            n = min(len(pa), len(pb))
-            for part in dict.fromkeys([*pa[0]["us"], *pb[0]["us"]] if n else []):
-                d = paired.difference(*([x["us"].get(part, 0.0) for x in side[:n]] for side in (pa, pb)))
-                if d is None:
-                    continue
-                if other == TWIN:
-                    control[part] = (d["diff_lo_us"], d["diff_hi_us"])
-                else:
-                    lo, hi = control.get(part, (0.0, 0.0))
-                    d["control_lo_us"], d["control_hi_us"] = lo, hi
-                    d["moved"] = d["moved"] and (d["diff_lo_us"] > hi or d["diff_hi_us"] < lo)
-                rows.append(PartRow(name, other, part, **d))
-    return rows
-
-
-def logits_rows(built: dict, params: Params) -> list[LogitsRow]:
-    """Per executor, A' and B's first-call logits against A's (``model.compare_to_eager``'s tolerance)."""
-    import torch
-
-    def logits(arm, name):
-        r = built[worker_label(arm, 0)][name]
-        return torch.frombuffer(bytearray(r["logits"]), dtype=torch.float32).reshape(r["shape"])
-
-    rows = []
-    for name in params.executors:
-        for who in (TWIN, B):
-            if not (usable(built, worker_label(A, 0), name) and usable(built, worker_label(who, 0), name)):
-                continue
-            check = model.compare_to_eager(logits(who, name), logits(A, name), "float32", params.layers)
-            check = {**check, "tolerance": model.tolerance(params.dtype, params.layers)}
-            check["passed"] = check["rel_err"] is not None and check["rel_err"] <= check["tolerance"]
-            rows.append(LogitsRow(name, f"{who} vs A", **check))
-    return rows
-
-
-def kernel_rows(workers: dict[str, Worker], built: dict, params: Params) -> list[KernelRow]:
-    """Kernels per step and kernel ms per step of each executor in A and B (the first worker of each,
-    the profiler), and B - A (``KernelRow``)."""
-    rows = []
-    arms = [arm for arm in (A, B) if worker_label(arm, 0) in workers]
-    for name in params.executors:
-        row = {}
-        for arm in arms:
-            label = worker_label(arm, 0)
-            if not usable(built, label, name):
-                continue
-            try:
-                k = workers[label].call("kernels", executor=name, steps=max(3, min(params.iters, 10)))
-            except WorkerError as e:
-                row[f"{arm}_reason"] = str(e)
-                continue
-            if "reason" in k:
-                row["reason"] = k["reason"]
-                continue
-            row[f"{arm.lower()}_kernels_per_step"] = k["kernels_per_step"]
-            row[f"{arm.lower()}_kernel_ms"] = k["kernel_ms"]
-        rows.append(KernelRow(name, **row))
-    return rows
 
 
 def by_arm(workers: list[Worker]) -> dict[str, list[Worker]]:
