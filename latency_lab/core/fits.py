@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from . import catalog
 from .input_errors import ParameterError
-from .model_config import memory_needed
+from .model_config import DTYPE_BYTES, memory_needed, weight_count
 
 if TYPE_CHECKING:
     from .parameters import Params
@@ -102,10 +102,24 @@ def check_fits(p: Params, given: dict, memory: tuple[int, str] | None = None, no
     )
 
 
-# What one worker process of 08 holds besides its model (``memory_needed``): the CUDA context, cuBLAS's and
-# nvFuser's workspaces, or on a CPU torch and Thunder imported. Measured: 3.16 GiB per worker on the H100
-# (seed, 1 layer, thunder; memory_needed 2.90), 0.8 GB of RSS per worker on the CPU machine (tiny)
-PROCESS_BYTES = {"cuda": 0.5 * 2**30, "cpu": 0.6 * 2**30}
+# What one worker process of 08 holds besides its weights once built (``worker_bytes``): the CUDA context, cuBLAS's
+# and nvFuser's workspaces and kernels, or on a CPU torch and Thunder imported; a worker empties the caching
+# allocator's cache after its build. The H100 figure is provisional until tools/worker_memory.py measures it
+# (FINDINGS); 0.8 GB of RSS per worker was measured on the CPU machine (tiny).
+PROCESS_BYTES = {"cuda": int(1.0 * 2**30), "cpu": int(0.6 * 2**30)}
+
+
+def worker_bytes(p: Params) -> int:
+    """Memory one built worker process of 08 holds: its weights in their dtype (the tied lm_head once) and
+    ``PROCESS_BYTES``."""
+    return weight_count(p.preset, p.layers) * DTYPE_BYTES[p.dtype] + PROCESS_BYTES["cuda" if p.is_cuda else "cpu"]
+
+
+def builds_at_once(p: Params, memory: tuple[int, str] | None = None) -> int:
+    """How many of 08's workers may build side by side: the memory free now over one build's peak
+    (``memory_needed``, the model's build, and ``PROCESS_BYTES``), at least 1."""
+    free, _ = memory or machine_memory(p.device)
+    return max(1, int(free // (memory_needed(p) + PROCESS_BYTES["cuda" if p.is_cuda else "cpu"])))
 
 
 def ab_processes(p: Params) -> int:
@@ -113,33 +127,28 @@ def ab_processes(p: Params) -> int:
     return p.workers * p.arms + 1
 
 
-def process_bytes(p: Params) -> int:
-    """Memory one worker process of 08 holds: its model (``memory_needed``) and ``PROCESS_BYTES``."""
-    return memory_needed(p) + int(PROCESS_BYTES["cuda" if p.is_cuda else "cpu"])
-
-
 def workers_that_fit(p: Params, memory: tuple[int, str] | None = None) -> int:
-    """The most workers per arm of 08 whose processes fit in the memory available (``check_workers_fit``)."""
+    """The most slots of 08 (a worker of every arm on each) whose processes fit in the memory available."""
     memory, _ = memory or machine_memory(p.device)
-    return int((memory - process_bytes(p)) // (process_bytes(p) * p.arms))
+    return int((memory - worker_bytes(p)) // (worker_bytes(p) * p.arms))
 
 
 def check_workers_fit(p: Params, given: dict, memory: tuple[int, str] | None = None) -> None:
-    """ParameterError naming ``workers`` (or the model's size) when 08's worker processes, each its model and
-    ``PROCESS_BYTES``, need more memory than is available, with the most workers per arm that fit."""
+    """ParameterError naming ``workers`` (or the model's size) when 08's worker processes, each ``worker_bytes``,
+    need more memory than is available, with the most slots that fit."""
     memory, kind = memory or machine_memory(p.device)
-    each = process_bytes(p)
+    each = worker_bytes(p)
     if ab_processes(p) * each <= memory:
         return
     arms = p.arms
     fit = workers_that_fit(p, (memory, kind))
-    if fit < 2:  # not even 2 workers per arm: the model is too large; name the size that fits 2 per arm
-        share = memory // (2 * arms) - (each - memory_needed(p))
+    if fit < 2:  # not even 2 slots: the model is too large; name the size that fits 2 slots
+        share = memory // (2 * arms + 1) - PROCESS_BYTES["cuda" if p.is_cuda else "cpu"]
         check_fits(p, given, (int(share), kind))
     raise ParameterError(
         "workers",
         given.get("workers", p.workers),
-        f"at most {fit} workers per arm on this machine: {arms} arms of {p.workers} workers would hold about "
+        f"at most {fit} slots on this machine: {arms} arms on {p.workers} slots would hold about "
         f"{ab_processes(p) * each / 2**30:.3g} GiB ({each / 2**30:.2g} GiB each, estimate), more than its "
         f"{memory / 2**30:.3g} GiB of {kind}; or fewer planted sizes",
     )

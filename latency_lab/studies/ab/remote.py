@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...core import builds, harness, registry, timing
+from ...core import builds, fits, harness, registry, timing
 from ...core.builds import Build
 from ...core.harness import describe
 from ...core.parameters import Params
@@ -264,8 +264,9 @@ def pin(workers: list[Worker]) -> dict[str, int | None]:
 
 
 def start_and_build(workers: list[Worker], params: Params) -> tuple[dict, dict]:
-    """Every worker started and built side by side, in ``start_order``; per worker its versions and its
-    executors' records (``worker.Worker.build``), or the error that stopped it."""
+    """Every worker started, then built side by side, in ``start_order``: on a GPU no more at once than its
+    free memory holds at a build's peak (``fits.builds_at_once``; a built worker holds far less); per worker its
+    versions and its executors' records (``worker.Worker.build``), or the error that stopped it."""
     hello, built = {}, {}
     workers = start_order(workers, params.seed)
     for w in workers:
@@ -277,14 +278,25 @@ def start_and_build(workers: list[Worker], params: Params) -> tuple[dict, dict]:
     for w in workers:
         try:
             hello[w.label] = w.receive()
-            w.send("build", params=params.to_dict(), executors=list(params.executors), variants=w.variants)
         except WorkerError as e:
-            hello.setdefault(w.label, {"error": str(e)})
+            hello[w.label] = {"error": str(e)}
+    at_once = fits.builds_at_once(params) if params.is_cuda else len(workers)
+    building: list[Worker] = []
+    for w in [*workers, *[None] * at_once]:
+        if w is not None and "error" not in hello[w.label]:
+            try:
+                w.send("build", params=params.to_dict(), executors=list(params.executors), variants=w.variants)
+                building.append(w)
+            except WorkerError as e:
+                built[w.label] = {"error": str(e)}
+        while building and (len(building) >= at_once or w is None):
+            done = building.pop(0)
+            try:
+                built[done.label] = done.receive(BUILD_TIMEOUT_S)
+            except WorkerError as e:
+                built[done.label] = {"error": str(e)}
     for w in workers:
-        try:
-            built[w.label] = w.receive(BUILD_TIMEOUT_S)
-        except WorkerError as e:
-            built[w.label] = {"error": str(e)}
+        built.setdefault(w.label, {"error": hello[w.label].get("error") or f"worker {w.label} was not built"})
     return hello, built
 
 
