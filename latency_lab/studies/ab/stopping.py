@@ -77,10 +77,10 @@ def stop_reason(c: paired.Change | None, spent: float, batch_s: float, p: Params
             None,
         )
     if c is not None and c.judged and not c.rounds_can_help():
-        needed = c.workers_for(p.resolve_pct / 100)
+        needed = None if c.half_width * 100 <= p.resolve_pct else c.workers_for(p.resolve_pct / 100)
+        more = f"; about {needed} slots would resolve ±{p.resolve_pct:g}%" if needed else ""
         return (
             f"more rounds cannot help: the slots' paired changes spread ±{100 * c.between_sd:.2g}% (SD), far more "
-            f"than their rounds' noise (±{100 * c.within_se:.2g}%); about {needed} slots would resolve "
-            f"±{p.resolve_pct:g}%"
+            f"than their rounds' noise (±{100 * c.within_se:.2g}%){more}"
         ), needed
     return None
