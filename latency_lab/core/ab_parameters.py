@@ -13,8 +13,8 @@ from .input_errors import ParameterError, integer, is_number
 # 08's per-device defaults: core slots (workers per arm; None: the cores less one, at most CUDA_SLOTS), the
 # half-width it stops at (%), the seconds it may take in all, builds included
 AB_DEFAULTS = {
-    "cuda": {"workers": None, "resolve_pct": 1.0, "budget_s": 170},
-    "cpu": {"workers": 4, "resolve_pct": 3.0, "budget_s": 180},
+    "cuda": {"workers": None, "resolve_pct": 1.0, "budget_s": 160},
+    "cpu": {"workers": 4, "resolve_pct": 3.0, "budget_s": 165},
 }
 CUDA_SLOTS = 12
 PLANTED_MIN = 0.1  # % of a step: below it a busy wait is under a µs of a fast step

@@ -167,8 +167,8 @@ SCHEMA: dict[str, tuple[object, str]] = {
     "resolve_pct": (None, "08 stops once B's interval is this narrow on each side, a % in (0, 50) (None: per device)"),
     "budget_s": (
         None,
-        "08's seconds in all, builds included, more than its builds take: it adds no rounds past it (None: 170 on "
-        "a GPU, 180 on a CPU)",
+        "08's seconds in all, builds included, more than its builds take: it adds no rounds past it (None: 160 on "
+        "a GPU, 165 on a CPU)",
     ),
 }
 
