@@ -107,7 +107,7 @@ def tiny_run_slots() -> int:
 
 
 def _make_tiny_run(out: Path) -> Path:
-    """Every notebook on the tiny preset; 08 with 2 workers per arm (its pages and files, not its
+    """Every notebook on the tiny preset; 08 on 2 core slots (its pages and files, not its
     resolution, are what these tests read: tests/test_ab_builds.py times real A/B runs); side by side
     on a machine of 8 cores or more (``tiny_run_slots``)."""
     args = ("--preset", "tiny", "--device", "cpu", "-p", "workers=2", "--cpu-slots", str(tiny_run_slots()))

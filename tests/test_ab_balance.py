@@ -20,8 +20,8 @@ def _workers(tmp_path):
 
 
 def _b_against_a(order: list, bias: float = 0.01, seed: int = 0) -> paired.Change:
-    """B against A (both build A) over 40 rounds on 12 slots whose cores are 8% apart, each process's blocks with 0.3% noise,
-    the process started first on its slot ``bias`` slower."""
+    """B against A (both build A) over 40 rounds on 12 slots whose cores are 8% apart, each process's blocks
+    with 0.3% noise, the process started first on its slot ``bias`` slower."""
     rng = random.Random(seed)
     first = {}
     for w in order:

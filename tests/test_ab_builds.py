@@ -26,16 +26,16 @@ from latency_lab.core.row_types import ComparisonRow
 from latency_lab.studies.ab import remote as ab_remote
 from latency_lab.studies.ab import study as ab_builds
 
-# The real runs here plant 100% (the step twice as long) and run 4 workers per arm (with 2, Welch's interval can
-# fall to 1 degree of freedom, Student's t 12.7: on CI a tree 4x slower read from -48%): on the 2-core machine,
-# beside the other tests (CI runs two at once, each real run here starts 16 processes), that is far beyond what
+# The real runs here plant 100% (the step twice as long) on 4 core slots (with 2, Student's t over slots has 1
+# degree of freedom, t 12.7: on CI a tree 4x slower read from -48%): on the 2-core machine, beside the other
+# tests (CI runs two at once, each real run here starts 17 processes), that is far beyond what
 # load moves. With two busy loops beside it too, a run's intervals can reach ±400% and only their truth is checked
 # (test_runner_ab_on_a_loaded_machine_says_nothing_false). How finely 08 resolves
 # at its defaults is tools/ab_validate.py's to measure (benchmarks/ab/); these tests check that it tells a large
 # change from none.
 PLANTED = 100
 B_VS_A, AA, PLANTED_ROW = "B vs A", "A' vs A (A/A control)", f"{ab_remote.planted_label(PLANTED)} vs A"
-# every real run here: tiny, CPU, 4 workers per arm, 8 rounds a batch, stop at ±40% or 300 s, the planted delay
+# every real run here: tiny, CPU, 4 slots, 8 rounds a batch, read against ±40%, at most 130 s, the planted delay
 SMALL = {"workers": 4, "repeats": 4, "resolve_pct": 40.0, "budget_s": 130, "planted_pct": [PLANTED]}
 AB_ARGS = ("--preset", "tiny", "--device", "cpu", *(x for k, v in SMALL.items() for x in ("-p", f"{k}={v}")))
 

@@ -232,10 +232,11 @@ def test_a_notebook_that_holds_several_models_is_checked_with_all_of_them(monkey
     scaling = P.validate({**given, **P.own_defaults(results.SCALING, "cpu")})
     ab = P.resolved(preset="seed", device="cuda", executors="thunder", planted_pct=[1, 2, 5], budget_s=600, workers=4)
     assert fits.ab_processes(ab) == 4 * 5 + 1  # A, A', three planted arms on 4 slots, and the calibration worker
-    with pytest.raises(P.ParameterError, match=r"invalid parameter workers=4: allowed at most 3 workers per arm on"):
-        fits.check_workers_fit(ab, {}, (int(20 * 3.4 * 2**30), "GPU memory"))  # 21 x 3.4 GiB do not fit in 68
-    fits.check_workers_fit(ab, {}, (int(80 * 2**30), "GPU memory"))
-    assert fits.workers_that_fit(ab, (int(20 * 3.4 * 2**30), "GPU memory")) == 3
+    each = fits.worker_bytes(ab)  # its weights and what a process holds besides
+    with pytest.raises(P.ParameterError, match=r"invalid parameter workers=4: allowed at most 3 slots on"):
+        fits.check_workers_fit(ab, {}, (20 * each, "GPU memory"))  # 21 workers do not fit where 20 do
+    fits.check_workers_fit(ab, {}, (21 * each, "GPU memory"))
+    assert fits.workers_that_fit(ab, (20 * each, "GPU memory")) == 3
     held = catalog.entry(results.SCALING).models_held(scaling)
     assert held == (1, 2, 2000, 2000) and catalog.entry(results.MODEL_SETUP).models_held(p) == ()
     one, five = model_config.memory_needed(p), model_config.memory_needed(scaling, held)
@@ -247,13 +248,13 @@ def test_a_notebook_that_holds_several_models_is_checked_with_all_of_them(monkey
 
 
 def test_08_by_default_runs_as_many_workers_as_fit_and_refuses_more_when_asked(monkeypatch):
-    """In a run of every notebook, 08's default workers per arm shrink to what the memory holds (at least 2); a
-    number given with -p is checked as given."""
+    """In a run of every notebook, 08's default slots shrink to what the memory holds (at least 2); a number
+    given with -p is checked as given."""
     tiny = {"preset": "tiny", "device": "cpu"}
-    each = model_config.memory_needed(P.resolved(**tiny)) + fits.PROCESS_BYTES["cpu"]
-    monkeypatch.setattr(fits, "machine_memory", lambda device: (int(each * 3 * 2.5), "RAM available"))  # 3 arms
-    assert P.for_notebook(results.AB_BUILDS, tiny).workers == 2
-    with pytest.raises(P.ParameterError, match=r"invalid parameter workers=4: allowed at most 2 workers per arm"):
+    each = fits.worker_bytes(P.resolved(**tiny))
+    monkeypatch.setattr(fits, "machine_memory", lambda device: (int(each * 3 * 2.5 + each), "RAM available"))
+    assert P.for_notebook(results.AB_BUILDS, tiny).workers == 2  # 3 arms on 2 slots, and the calibration worker
+    with pytest.raises(P.ParameterError, match=r"invalid parameter workers=4: allowed at most 2 slots"):
         P.for_notebook(results.AB_BUILDS, {**tiny, "workers": 4})
     monkeypatch.setattr(fits, "machine_memory", lambda device: (int(each * 3 * 10), "RAM available"))
     assert P.for_notebook(results.AB_BUILDS, tiny).workers == 4

@@ -1,4 +1,4 @@
-"""Notebook 08's parameters: the builds, workers per arm, the half-width it stops at, the planted arms, the
+"""Notebook 08's parameters: the builds, core slots (workers per arm), the half-width it stops at, the planted arms, the
 confidence level and the budget, with their per-device defaults; ``resolved`` checks them once, for
 ``parameters.resolved``, and the planted sizes leave it as numbers."""
 

@@ -1,6 +1,6 @@
 """Notebook 08's tables beside the verdicts: each worker's level (how the slots differ), the in-place parts of
-a Thunder step paired per round against the A/A control's, logits against A's, and kernels per step of A and
-B."""
+a Thunder step paired per round against the A/A control's, logits against A's, kernels per step of A and B,
+and the step's work counted in A, A', B and the planted ops (``count_rows``)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import statistics
 from ...core import model, paired
 from ...core.harness import Rounds
 from ...core.parameters import Params
-from .remote import TWIN, A, B, Worker, WorkerError, entry_name, usable, worker_label
-from .rows import KernelRow, LevelRow, LogitsRow, PartRow
+from ...instruments import counts
+from .remote import TWIN, A, B, Worker, WorkerError, entry_name, ops_label, usable, worker_label
+from .rows import CountRow, KernelRow, LevelRow, LogitsRow, PartRow
 from .tables import arm_series, unit_of, workers_of
 
 
@@ -112,3 +113,48 @@ def kernel_rows(workers: dict[str, Worker], built: dict, params: Params) -> list
             row[f"{arm.lower()}_kernel_ms"] = k["kernel_ms"]
         rows.append(KernelRow(name, **row))
     return rows
+
+
+def count_rows(workers: dict[str, Worker], built: dict, params: Params) -> list[CountRow]:
+    """Per executor, the step's work counted in the first worker of A and of A', B and the planted ops arm
+    (``worker.Worker.counts``, after the rounds), each against A's: per counter A's count, the arm's and the
+    change, and on the Python rows the functions whose starts changed. An identical build changes nothing; the
+    planted ops change exactly their own calls."""
+    rows = []
+    others = [TWIN, B, *([ops_label(params.planted_ops)] if params.planted_ops else [])]
+    for name in params.executors:
+        counted = {}
+        for arm in (A, *others):
+            label = worker_label(arm, 0)
+            if label not in workers or not usable(built, label, name):
+                continue
+            variant = workers[label].variants[-1]
+            try:
+                counted[arm] = workers[label].call("counts", executor=name, variant=variant)
+            except WorkerError as e:
+                rows.append(CountRow(name, arm, "all", reason=str(e)))
+        if A not in counted:
+            continue
+        base = counts_of(counted[A])
+        for arm in (x for x in others if x in counted):
+            diff = counts.difference(base, counts_of(counted[arm]))
+            for counter, v in diff["counters"].items():
+                steady = counter not in counted[A]["unsteady"] and counter not in counted[arm]["unsteady"]
+                functions = diff["functions"] if counter == "python_function_starts" else {}
+                rows.append(CountRow(name, arm, counter, v["a"], v["b"], v["change"], steady, functions))
+            for counter, why in counted[arm]["unavailable"].items():
+                rows.append(CountRow(name, arm, counter, reason=why))
+    return rows
+
+
+def counts_of(record: dict) -> counts.Counts:
+    """A worker's ``counts`` answer as ``instruments.counts.Counts``."""
+    return counts.Counts(
+        counters=record["counters"],
+        unsteady=record["unsteady"],
+        functions=record["functions"],
+        all_functions=record["all_functions"],
+        unavailable=record["unavailable"],
+        method=record["method"],
+        seconds=record["seconds"],
+    )

@@ -328,7 +328,7 @@ def calibrate(worker: Worker, executor: str, params: Params) -> float | None:
 PLANTED_PAIRS, PLANTED_MIN_PAIRS, PLANTED_SECONDS = 40, 10, 15.0
 
 
-def planted_cost(worker: Worker, executor: str, params: Params, delay_us: float = 0.0) -> dict | None:
+def planted_cost(w: Worker, executor: str, params: Params, delay_us: float = 0.0) -> dict | None:
     """What a plant adds to a step in one process: ``PLANTED_PAIRS`` pairs of blocks (fewer where they take
     longer than ``PLANTED_SECONDS``, at least ``PLANTED_MIN_PAIRS``), plain and planted (behind
     ``delay_us`` of busy wait, or, with none, the step with the planted ops), in alternating order; the median
@@ -344,7 +344,7 @@ def planted_cost(worker: Worker, executor: str, params: Params, delay_us: float 
                 break
             order = ({}, plant) if i % 2 == 0 else (plant, {})
             host = [
-                worker.call("block", executor=executor, warmup=params.warmup, iters=params.iters, **extra)["host_ms"]
+                w.call("block", executor=executor, warmup=params.warmup, iters=params.iters, **extra)["host_ms"]
                 for extra in order
             ]
             diffs.append(1e3 * (host[1] - host[0]) * (1 if i % 2 == 0 else -1))
@@ -353,7 +353,7 @@ def planted_cost(worker: Worker, executor: str, params: Params, delay_us: float 
         out = {"us": mid, "us_se": 1.2533 * spread / len(diffs) ** 0.5}
         if not delay_us:
             steps = max(3, min(params.iters, 10))
-            k0, k1 = (worker.call("kernels", executor=executor, steps=steps, variant=v) for v in worker.VARIANTS)
+            k0, k1 = (w.call("kernels", executor=executor, steps=steps, variant=v) for v in worker.VARIANTS)
             if "reason" not in k0 and "reason" not in k1:
                 out["kernels_per_step"] = k1["kernels_per_step"] - k0["kernels_per_step"]
                 out["kernel_us"] = 1e3 * (k1["kernel_ms"] - k0["kernel_ms"])

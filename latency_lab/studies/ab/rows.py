@@ -159,3 +159,21 @@ class CostRow(Record):
 
     def __post_init__(self) -> None:
         self.channel_ms = self.request_ms - self.in_worker_ms
+
+
+@dataclass
+class CountRow(Record):
+    """One executor's counted work per step (``instruments.counts``), an arm's first worker against A's: the
+    counter, A's and the arm's counts and the change (exact: one step each, counted apart from any timing),
+    whether both counted steps of each agreed, and the functions whose starts per step changed (B - A, largest
+    first) on the Python rows; or, without a count, why."""
+
+    executor: str
+    against: str
+    counter: str
+    a: float | None = None
+    b: float | None = None
+    change: float | None = None
+    steady: bool | None = None
+    functions: dict = field(default_factory=dict)
+    reason: str | None = optional()

@@ -33,9 +33,10 @@ from ...core.parameters import Params
 from ...core.phases import phase
 from ...core.progress import say
 from ...core.row_types import ComparisonRow
+from ...instruments import counts
 from ...pages.tables import number
 from ..base import Study, saved
-from .extras import kernel_rows, level_rows, logits_rows, parts_rows
+from .extras import count_rows, kernel_rows, level_rows, logits_rows, parts_rows
 from .remote import (
     CALIBRATION,
     TWIN,
@@ -54,7 +55,7 @@ from .remote import (
     worker_label,
     workers_for,
 )
-from .rows import ArmExecutorRow, BuildRow, ControlRow, CostRow, KernelRow, LevelRow, LogitsRow, PartRow
+from .rows import ArmExecutorRow, BuildRow, ControlRow, CostRow, CountRow, KernelRow, LevelRow, LogitsRow, PartRow
 from .stopping import Stopping, half_width_pct, stop_reason, widest
 from .tables import (
     build_rows,
@@ -90,6 +91,23 @@ KEY_COLUMNS = [
 PAGE_COLUMNS = ["executor", "comparison", "metric", "a_ms", "ratio_x", "p", "verdict", "status", "reason"]
 
 
+def count_findings(r: Result) -> list[str]:
+    """Per executor, B's and the planted ops' counted work against A's in one sentence each: exact, so a change
+    of one Python call per step reads as one (``instruments.counts.text``)."""
+    out = []
+    for name in r.params.executors:
+        for arm in dict.fromkeys(c.against for c in r.counts if c.executor == name and c.against != TWIN):
+            rows = [c for c in r.counts if c.executor == name and c.against == arm and c.change is not None]
+            if not rows:
+                continue
+            diff = {
+                "counters": {c.counter: {"a": c.a, "b": c.b, "change": c.change} for c in rows},
+                "functions": next((c.functions for c in rows if c.functions), {}),
+            }
+            out.append(f"**{name}, counted** ({arm} against A, one step each): {counts.text(diff)}.")
+    return out
+
+
 @dataclass(kw_only=True)
 class Result(Study):
     """Notebook 08's run: the builds, the verdicts (B against A and the controls), kernels, parts,
@@ -104,6 +122,7 @@ class Result(Study):
     differs: list[str] = saved()  # what differs between A and B (empty: the same stack, or no B)
     controls: list[ControlRow] = saved()  # the planted delays: known against found
     kernels: list[KernelRow] = saved()
+    counts: list[CountRow] = saved(default_factory=list)  # the step's work counted, A', B, the ops against A
     parts: list[PartRow] = saved()
     logits: list[LogitsRow] = saved()
     executors: list[ArmExecutorRow] = saved()  # per executor and arm: status, reason, first call
@@ -197,6 +216,7 @@ def findings(r: Result) -> list[str]:
         )
     elif any(p.against == B for p in r.parts):
         out.append("No in-place part of B moved beyond its paired interval and the A/A control's for that part.")
+    out += count_findings(r)
     bad = [x for x in r.logits if not x.passed]
     if bad:
         out.append(
@@ -307,7 +327,7 @@ class Session:
 
     def stopping(self, timed: Rounds | None, reason: str, needed: int | None, trace: list, start: float) -> Stopping:
         """Where the rounds stopped and why: the widest primary interval of ``timed`` against the target, the
-        workers per arm it would take (``needed`` where more rounds could not help), and the builds' seconds
+        slots it would take (``needed`` where more rounds could not help), and the builds' seconds
         plus the rounds' since ``start`` (``time.perf_counter`` when they began)."""
         p = self.params
         c = widest(timed, p) if timed else None
@@ -343,6 +363,7 @@ class Session:
             table=table,
             controls=control_rows(table, self.delays, self.planted_us, timed, p) if timed else [],
             kernels=kernel_rows(self.by_label, self.built, p) if extras else [],
+            counts=count_rows(self.by_label, self.built, p) if extras else [],
             parts=parts_rows(timed, p) if timed else [],
             logits=logits_rows(self.built, p),
             executors=executor_rows(self.workers, self.built, p),

@@ -104,7 +104,7 @@ class Worker:
 
         t0 = time.perf_counter()
         fn = self.prepared[variant, executor].fn
-        probes = {"parts": lambda: self.parts(executor, iters)} if parts else {}
+        probes = {"parts": lambda: self.parts(executor, iters, variant)} if parts else {}
         m = measure_block(
             planted.delayed(fn, delay_us) if delay_us else fn, self.setup.kwargs, self.device, warmup, iters, probes
         )
@@ -117,16 +117,16 @@ class Worker:
             "worker_ms": (time.perf_counter() - t0) * 1e3,
         }
 
-    def parts(self, executor: str, calls: int) -> dict:
+    def parts(self, executor: str, calls: int, variant: str = PLAIN) -> dict:
         """µs per call of each in-place part of a Thunder step: the phases around its computation and
         the computation's statements summed by kind (``thunder_breakdown``); or ``{"reason": ...}``."""
         from ...instruments import thunder_breakdown
 
-        if executor not in self.insitu:
-            self.insitu[executor] = thunder_breakdown.insitu_probe(
-                self.prepared[PLAIN, executor], self.setup.kwargs, calls
+        if (variant, executor) not in self.insitu:
+            self.insitu[variant, executor] = thunder_breakdown.insitu_probe(
+                self.prepared[variant, executor], self.setup.kwargs, calls
             )
-        ins, why = self.insitu[executor]
+        ins, why = self.insitu[variant, executor]
         if ins is None:
             return {"reason": why}
         b = ins.block(calls)
@@ -135,6 +135,14 @@ class Worker:
             label = thunder_breakdown.kind_label(s.kind)
             out[label] = out.get(label, 0.0) + b["statements_us"][s.index]
         return {"us": out}
+
+    def counts(self, executor: str, variant: str = PLAIN) -> dict:
+        """The step's work counted (``instruments.counts.count_step``): per counter its count per step, the
+        counters whose two counted steps differed, every function's starts per step, what was unavailable."""
+        from ...instruments import counts
+
+        c = counts.count_step(self.prepared[variant, executor].fn, self.setup.kwargs, self.device)
+        return {**c.to_dict(), "all_functions": c.all_functions}
 
     def kernels(self, executor: str, steps: int, variant: str = PLAIN) -> dict:
         from ...core import timing
