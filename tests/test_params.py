@@ -232,11 +232,12 @@ def test_a_notebook_that_holds_several_models_is_checked_with_all_of_them(monkey
     scaling = P.validate({**given, **P.own_defaults(results.SCALING, "cpu")})
     ab = P.resolved(preset="seed", device="cuda", executors="thunder", planted_pct=[1, 2, 5], budget_s=600, workers=4)
     assert fits.ab_processes(ab) == 4 * 5 + 1  # A, A', three planted arms on 4 slots, and the calibration worker
-    each = fits.worker_bytes(ab)  # its weights and what a process holds besides
+    need = fits.ab_bytes(ab)  # every worker built, and as many at a build's peak as build side by side
+    assert need == 21 * fits.worker_bytes(ab) + fits.builds_side_by_side(ab) * fits.build_extra_bytes(ab)
     with pytest.raises(P.ParameterError, match=r"invalid parameter workers=4: allowed at most 3 slots on"):
-        fits.check_workers_fit(ab, {}, (20 * each, "GPU memory"))  # 21 workers do not fit where 20 do
-    fits.check_workers_fit(ab, {}, (21 * each, "GPU memory"))
-    assert fits.workers_that_fit(ab, (20 * each, "GPU memory")) == 3
+        fits.check_workers_fit(ab, {}, (need - 1, "GPU memory"))
+    fits.check_workers_fit(ab, {}, (need, "GPU memory"))
+    assert fits.workers_that_fit(ab, (need - 1, "GPU memory")) == 3
     held = catalog.entry(results.SCALING).models_held(scaling)
     assert held == (1, 2, 2000, 2000) and catalog.entry(results.MODEL_SETUP).models_held(p) == ()
     one, five = model_config.memory_needed(p), model_config.memory_needed(scaling, held)
@@ -251,10 +252,10 @@ def test_08_by_default_runs_as_many_workers_as_fit_and_refuses_more_when_asked(m
     """In a run of every notebook, 08's default slots shrink to what the memory holds (at least 2); a number
     given with -p is checked as given."""
     tiny = {"preset": "tiny", "device": "cpu"}
-    each = fits.worker_bytes(P.resolved(**tiny))
-    monkeypatch.setattr(fits, "machine_memory", lambda device: (int(each * 3 * 2.5 + each), "RAM available"))
+    need = fits.ab_bytes(P.resolved(**tiny, workers=2))
+    monkeypatch.setattr(fits, "machine_memory", lambda device: (need, "RAM available"))
     assert P.for_notebook(results.AB_BUILDS, tiny).workers == 2  # 3 arms on 2 slots, and the calibration worker
     with pytest.raises(P.ParameterError, match=r"invalid parameter workers=4: allowed at most 2 slots"):
         P.for_notebook(results.AB_BUILDS, {**tiny, "workers": 4})
-    monkeypatch.setattr(fits, "machine_memory", lambda device: (int(each * 3 * 10), "RAM available"))
+    monkeypatch.setattr(fits, "machine_memory", lambda device: (10 * need, "RAM available"))
     assert P.for_notebook(results.AB_BUILDS, tiny).workers == 4

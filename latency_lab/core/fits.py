@@ -9,8 +9,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from . import catalog
+from .ab_parameters import usable_cores
 from .input_errors import ParameterError
-from .model_config import DTYPE_BYTES, memory_needed, weight_count
+from .model_config import DTYPE_BYTES, FLOAT32_BYTES, config_dict, memory_needed, weight_count
 
 if TYPE_CHECKING:
     from .parameters import Params
@@ -104,9 +105,10 @@ def check_fits(p: Params, given: dict, memory: tuple[int, str] | None = None, no
 
 # What one worker process of 08 holds besides its weights once built (``worker_bytes``): the CUDA context, cuBLAS's
 # and nvFuser's workspaces and kernels, or on a CPU torch and Thunder imported. Measured by tools/worker_memory.py
-# on an H100 (seed, thunder, 2026-12-07): 2,300 MiB per process as the driver counts it, 650 of them weights, with
-# the caching allocator emptied after the build; 0.8 GB of RSS per worker on the CPU machine (tiny).
-PROCESS_BYTES = {"cuda": int(1.7 * 2**30), "cpu": int(0.6 * 2**30)}
+# on an H100 (seed, thunder, 2026-12-07, expandable segments, the caching allocator emptied after the build):
+# 1,340 MiB per process as the driver counts it, 650 of them weights (2,300 without expandable segments); 0.8 GB
+# of RSS per worker on the CPU machine (tiny).
+PROCESS_BYTES = {"cuda": int(0.72 * 2**30), "cpu": int(0.6 * 2**30)}
 
 
 def worker_bytes(p: Params) -> int:
@@ -115,11 +117,27 @@ def worker_bytes(p: Params) -> int:
     return weight_count(p.preset, p.layers) * DTYPE_BYTES[p.dtype] + PROCESS_BYTES["cuda" if p.is_cuda else "cpu"]
 
 
+def build_extra_bytes(p: Params) -> int:
+    """What a worker holds beyond ``worker_bytes`` while it builds: the untied lm_head and the largest weight
+    drawn in float32 (``model_config.memory_needed``'s build; 1,470 MiB measured for the seed on an H100)."""
+    c = config_dict(p.preset, p.layers)
+    embedding = c["vocab_size"] * c["hidden_size"]
+    largest = max(embedding, c["hidden_size"] * c["intermediate_size"])
+    return embedding * DTYPE_BYTES[p.dtype] + (0 if p.dtype == "float32" else FLOAT32_BYTES * largest)
+
+
+def builds_side_by_side(p: Params) -> int:
+    """How many of 08's workers build at once: one per core but the coordinator's (a build is CPU-bound), at most
+    all of them."""
+    return max(1, min(ab_processes(p), usable_cores() - 1))
+
+
 def builds_at_once(p: Params, memory: tuple[int, str] | None = None) -> int:
-    """How many of 08's workers may build side by side: the memory free now over one build's peak
-    (``memory_needed``, the model's build, and ``PROCESS_BYTES``), at least 1."""
+    """How many of 08's workers may build at once: ``builds_side_by_side``, fewer where the memory free now less
+    what every built worker will hold cannot take that many builds' peaks (``build_extra_bytes``)."""
     free, _ = memory or machine_memory(p.device)
-    return max(1, int(free // (memory_needed(p) + PROCESS_BYTES["cuda" if p.is_cuda else "cpu"])))
+    room = (free - ab_processes(p) * worker_bytes(p)) // build_extra_bytes(p)
+    return max(1, min(builds_side_by_side(p), int(room)))
 
 
 def ab_processes(p: Params) -> int:
@@ -127,10 +145,21 @@ def ab_processes(p: Params) -> int:
     return p.workers * p.arms + 1
 
 
+def ab_bytes(p: Params) -> int:
+    """What 08's processes need at most: every worker built, and ``builds_side_by_side`` of them at a build's
+    peak."""
+    return ab_processes(p) * worker_bytes(p) + builds_side_by_side(p) * build_extra_bytes(p)
+
+
 def workers_that_fit(p: Params, memory: tuple[int, str] | None = None) -> int:
     """The most slots of 08 (a worker of every arm on each) whose processes fit in the memory available."""
     memory, _ = memory or machine_memory(p.device)
-    return int((memory - worker_bytes(p)) // (worker_bytes(p) * p.arms))
+    slots = p.workers
+    while slots > 1 and ab_bytes(replace(p, workers=slots)) > memory:
+        slots -= 1
+    while ab_bytes(replace(p, workers=slots + 1)) <= memory and slots < 1000:
+        slots += 1
+    return slots
 
 
 def check_workers_fit(p: Params, given: dict, memory: tuple[int, str] | None = None) -> None:
@@ -138,7 +167,7 @@ def check_workers_fit(p: Params, given: dict, memory: tuple[int, str] | None = N
     need more memory than is available, with the most slots that fit."""
     memory, kind = memory or machine_memory(p.device)
     each = worker_bytes(p)
-    if ab_processes(p) * each <= memory:
+    if ab_bytes(p) <= memory:
         return
     arms = p.arms
     fit = workers_that_fit(p, (memory, kind))
@@ -149,6 +178,7 @@ def check_workers_fit(p: Params, given: dict, memory: tuple[int, str] | None = N
         "workers",
         given.get("workers", p.workers),
         f"at most {fit} slots on this machine: {arms} arms on {p.workers} slots would hold about "
-        f"{ab_processes(p) * each / 2**30:.3g} GiB ({each / 2**30:.2g} GiB each, estimate), more than its "
-        f"{memory / 2**30:.3g} GiB of {kind}; or fewer planted sizes",
+        f"{ab_bytes(p) / 2**30:.3g} GiB ({each / 2**30:.2g} GiB each built, estimate, and "
+        f"{builds_side_by_side(p)} builds' peaks), more than its {memory / 2**30:.3g} GiB of {kind}; or fewer "
+        "planted sizes",
     )
