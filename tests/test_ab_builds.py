@@ -801,3 +801,26 @@ def test_the_planted_sizes_travel_as_numbers_to_the_workers_their_entries_and_th
     built["A + 2.5% planted #2"] = {"eager": {"status": "failed", "reason": "broke"}}
     (row,) = ab_tables.failed_entries(p, built, workers)
     assert (row["comparison"], row["planted_pct_asked"]) == ("A + 2.5% planted build", 2.5)
+
+
+def test_the_a_a_control_runs_a_second_instance_of_as_code(tmp_path):
+    """A' runs from copies: of A's own folders, and of a package A imports from elsewhere that B's folder shadows
+    (B a worktree of it): the same code from another folder, which a subprocess imports from the copy."""
+    import six
+
+    own = tmp_path / "a-src" / "mypkg"
+    own.mkdir(parents=True)
+    (own / "__init__.py").write_text("VALUE = 1\n")
+    shadow = tmp_path / "b-src"
+    shadow.mkdir()
+    (shadow / "six.py").write_text("# B's six\n")
+    a = builds.Build(path=(str(own.parent),))
+    twin = builds.second_instance(a, [builds.Build(path=(str(shadow),))], tmp_path / "twin")
+    assert len(twin.path) == 2 and all(str(tmp_path / "twin") in p for p in twin.path), twin
+    assert (Path(twin.path[0]) / "six.py").read_text() == Path(six.__file__).read_text()
+    assert (Path(twin.path[1]) / "mypkg" / "__init__.py").read_text() == "VALUE = 1\n"
+    code = "import six, mypkg; print(six.__file__); print(mypkg.__file__)"
+    out = subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": ":".join(twin.path)}, capture_output=True)
+    files = out.stdout.decode().split()
+    assert files[0].startswith(twin.path[0]) and files[1].startswith(twin.path[1]), out
+    assert builds.second_instance(builds.Build(), [], tmp_path / "none") == builds.Build()  # nothing to copy

@@ -30,6 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SAME_BUILD = ["--b-env", "LATENCY_LAB_SAME_BUILD=1"]
+NO_CHANGE = ("B vs A", "A' vs A (A/A control)")  # B is A in these runs: a call of either is a false one
 
 
 def run(args: argparse.Namespace) -> int:
@@ -99,8 +100,39 @@ def quantile(xs: list[float], q: float) -> float | None:
     return s[lo] + (s[min(lo + 1, len(s) - 1)] - s[lo]) * (pos - lo)
 
 
+def machine_of(data: dict) -> str:
+    """The machine a run ran on: its host's name as the run recorded it (a fresh device machine has its own)."""
+    return (data.get("environment") or {}).get("machine") or "?"
+
+
+def per_machine(mine: list[dict]) -> dict:
+    """Per machine: its runs, B's host-time half-widths (median and widest), the false calls of A' and B, and each
+    planted size detected and covered."""
+    out = {}
+    for machine in sorted({machine_of(r) for r in mine}):
+        rows = [x for r in mine if machine_of(r) == machine for x in key_rows(r) if x["metric"] == "host_ms"]
+        b = [x["resolution_pct"] for x in rows if x["comparison"] == "B vs A" and x.get("resolution_pct") is not None]
+        controls = [c for r in mine if machine_of(r) == machine for c in r["controls"]]
+        out[machine] = {
+            "runs": sum(machine_of(r) == machine for r in mine),
+            "b_half_width_pct_median": statistics.median(b) if b else None,
+            "b_half_width_pct_widest": max(b) if b else None,
+            "false_calls": sum(
+                x["verdict"].startswith("changed")
+                for x in rows
+                if x["comparison"] in ("B vs A", "A' vs A (A/A control)")
+            ),
+            "planted": {
+                f"{pct:g}": [sum(c["detected"] for c in cs), sum(c["covered"] for c in cs), len(cs)]
+                for pct in sorted({c["planted_pct_asked"] for c in controls})
+                if (cs := [c for c in controls if c["planted_pct_asked"] == pct])
+            },
+        }
+    return out
+
+
 def summary(runs: list[dict]) -> dict:
-    """Every reported number, per device, from the runs' own records."""
+    """Every reported number, per device and per machine, from the runs' own records."""
     out = {}
     for device in sorted({device_of(r) for r in runs}):
         mine = [r for r in runs if device_of(r) == device]
@@ -124,8 +156,11 @@ def summary(runs: list[dict]) -> dict:
             (c["found_pct"] - c["found_lo_pct"]) - c["error_pp"] for c in controls if c.get("found_lo_pct") is not None
         ]
         halves = [x["resolution_pct"] for x in rows if x.get("resolution_pct") is not None]
+        b_halves = [x["resolution_pct"] for x in bb if x.get("resolution_pct") is not None]
         out[device] = {
             "runs": len(mine),
+            "b_half_width_pct": {"median": statistics.median(b_halves), "widest": max(b_halves)} if b_halves else None,
+            "machines": per_machine(mine),
             "seconds_per_run": {
                 "median": statistics.median(r["validation"]["wall_s"] for r in mine),
                 "max": max(r["validation"]["wall_s"] for r in mine),
@@ -158,7 +193,7 @@ def report(args: argparse.Namespace) -> int:
     s = summary(load(args.folders))
     for device, d in s.items():
         print(
-            f"{device}: {d['runs']} runs, {d['workers_per_arm']} workers per arm, "
+            f"{device}: {d['runs']} runs, {d['workers_per_arm']} core slots, "
             f"{d['seconds_per_run']['median']:.0f} s per run (max {d['seconds_per_run']['max']:.0f}), "
             f"median {d['rounds_median']:.0f} rounds, resolved in {d['resolved']}; "
             "stopped: " + ", ".join(f"{k} {n}" for k, n in d["stopped_because"].items())
@@ -177,8 +212,19 @@ def report(args: argparse.Namespace) -> int:
         print(
             f"  size detected 50% of the time {d['size_detected_50pct']:.2g}%, 90% {d['size_detected_90pct']:.2g}%; "
             f"median half-width ±{d['half_width_pct_median']:.2g}%, "
-            f"spread between processes {d['between_sd_pct_median']:.2g}% (SD)"
+            f"spread between slots (A' vs A) {d['between_sd_pct_median']:.2g}% (SD)"
         )
+        if d["b_half_width_pct"]:
+            b = d["b_half_width_pct"]
+            print(f"  B vs A (host): half-width median ±{b['median']:.2g}%, widest ±{b['widest']:.2g}%")
+        for machine, m in d["machines"].items():
+            planted = ", ".join(f"{pct}%: detected {x[0]}, covered {x[1]} of {x[2]}" for pct, x in m["planted"].items())
+            widths = (
+                f"B ±{m['b_half_width_pct_median']:.2g}% median, ±{m['b_half_width_pct_widest']:.2g}% widest"
+                if m["b_half_width_pct_median"] is not None
+                else "no B"
+            )
+            print(f"  machine {machine}: {m['runs']} runs, {widths}, false calls {m['false_calls']}; {planted}")
     if args.json:
         Path(args.json).write_text(json.dumps(s, indent=1) + "\n")
     return 0
