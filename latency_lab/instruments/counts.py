@@ -24,6 +24,7 @@ from typing import Callable
 
 TOOL_ID = 4  # sys.monitoring's tool slot for this instrument (0-5; 0-2 and 5 are named for debuggers/profilers)
 PYTHON = ("python_function_starts", "python_c_calls")
+COLUMNS = (*PYTHON, "kernel_launches", "cuda_runtime_calls", "device_allocations")  # ``table``'s, per step
 # the counters a count verdict reads: exact and the same from step to step (the net blocks are neither)
 JUDGED = (*PYTHON, "python_instructions", "kernel_launches", "cuda_runtime_calls", "device_allocations")
 TOP = 15  # functions kept per count (most starts first)
@@ -80,6 +81,8 @@ class _Monitor:
         return "sys.monitoring" if hasattr(sys, "monitoring") else "sys.setprofile"
 
     def __enter__(self) -> _Monitor:
+        if hasattr(sys, "monitoring") and sys.monitoring.get_tool(TOOL_ID) is not None:
+            raise RuntimeError(f"sys.monitoring's tool {TOOL_ID} is taken by {sys.monitoring.get_tool(TOOL_ID)}")
         if hasattr(sys, "monitoring"):
             m = sys.monitoring
             m.use_tool_id(TOOL_ID, "latency-lab counts")
@@ -173,7 +176,15 @@ def _profiled_step(call: Callable[[], object], device: str) -> tuple[dict, dict]
 
 def count_step(fn: Callable, kwargs: dict, device: str, instructions: bool = False) -> Counts:
     """Exact counts of one steady-state step of ``fn(**kwargs)`` (module docstring): one step uncounted, then
-    steps n and n + 1 counted apart; a counter whose two steps differ is named in ``unsteady``."""
+    steps n and n + 1 counted apart; a counter whose two steps differ is named in ``unsteady``. A count that
+    fails is ``unavailable`` with its error: it never fails the step's row."""
+    try:
+        return _count_step(fn, kwargs, device, instructions)
+    except Exception as e:  # the instrument's own failure (a monitoring slot taken, the profiler): a finding
+        return Counts(unavailable={"counts": f"{type(e).__name__}: {e}"[:300]})
+
+
+def _count_step(fn: Callable, kwargs: dict, device: str, instructions: bool) -> Counts:
     import time
 
     t0 = time.perf_counter()
@@ -223,3 +234,29 @@ def text(diff: dict) -> str:
         return "counts: same (Python function starts and C calls, kernels, runtime calls, device allocations)"
     functions = "; ".join(f"{k}: {v:+d}" for k, v in list(diff["functions"].items())[:5])
     return "counts changed: " + "; ".join(moved) + (f". Functions: {functions}" if functions else "")
+
+
+def table(per_executor: dict[str, dict]) -> list[dict]:
+    """One row per executor from its ``Counts.to_dict()``: each counter per step (those that agreed in both
+    counted steps), the counters that did not, and what was unavailable."""
+    rows = []
+    for name, c in per_executor.items():
+        counted = {k: v for k, v in c.get("counters", {}).items() if k not in c.get("unsteady", {})}
+        rows.append(
+            {
+                "executor": name,
+                **{f"{k}_per_step": counted.get(k) for k in COLUMNS},
+                "differ_between_steps": ", ".join(c.get("unsteady", {})) or None,
+                "unavailable": "; ".join(sorted(set(c.get("unavailable", {}).values()))) or None,
+            }
+        )
+    return rows
+
+
+def top_functions(per_executor: dict[str, dict], n: int = 5) -> list[dict]:
+    """Each executor's ``n`` functions with the most starts per step (``file:qualname``)."""
+    return [
+        {"executor": name, "function": f, "starts_per_step": k}
+        for name, c in per_executor.items()
+        for f, k in list(c.get("functions", {}).items())[:n]
+    ]

@@ -21,6 +21,7 @@ from ..core.parameters import Params
 from ..core.rounds import state_text
 from ..core.row_types import ExecutorRow
 from ..core.rows import plain_row
+from ..instruments import counts
 from ..instruments.trace_row import TraceRow, trace_row
 from ..pages.tables import number
 from .base import Study, begin_with_model, build_selected, rounds_text, saved, written
@@ -303,6 +304,8 @@ class Result(Study):
     seed_tables: list[dict]  # the seed's numbers beside these (GPU runs of the seed preset only)
     bars: list[dict]  # kernel time and CPU overhead per executor (``bar_rows``)
     kernel_rows: list[dict]  # kernels per step, here and in the seed
+    count_rows: list[dict]  # the step's work counted per executor (``instruments.counts``; in ``measured`` too)
+    count_functions: list[dict]  # the functions with the most starts per step, per executor
 
     @property
     def rows(self) -> list[dict]:
@@ -365,6 +368,7 @@ def run(params: Params, timeit: Callable | None = None) -> Result:
         timeit=seed_timeit(timeit, args, params) if timeit else None,
         trace=trace_row,
     )
+    plan["counts"] = lambda p: counts.count_step(p.fn, args, params.device).to_dict()  # a pass of its own
     measured = build_selected(params, setup, plan)
     builds = [plain_row(p, first_call_s=p.first_call_s) for p in measured.values()]
     measured, timed = harness.time_in_rounds(measured, args, params)
@@ -389,6 +393,8 @@ def run(params: Params, timeit: Callable | None = None) -> Result:
         bars=bar_rows(table),
         seed_rows=seed,
         kernel_rows=kernel_rows(table, seed),
+        count_rows=counts.table(counted := {n: p.record("counts") for n, p in measured.items() if p.record("counts")}),
+        count_functions=counts.top_functions(counted),
     )
 
 
