@@ -1,0 +1,50 @@
+#!/usr/bin/env python
+"""Each executor's step counted (``instruments.counts``) in this process, as data, so that counts from several
+processes and machines can be held against each other:
+
+    python tools/count_steps.py --preset seed --executors eager,thunder --json OUT.json
+
+builds the model and each executor as the suite does (``harness.prepare``, then a warm-up), counts one step
+with instructions where ``sys.monitoring`` has them, and writes per executor its counters, the counters whose
+two counted steps differed, its top functions, what was unavailable, and the counting pass's seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from latency_lab.core import harness, model, parameters, registry, timing  # noqa: E402
+from latency_lab.instruments import counts  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--preset", default="seed")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--executors", default="eager,thunder")
+    ap.add_argument("--json", required=True)
+    args = ap.parse_args()
+    p = parameters.resolved(preset=args.preset, device=parameters.resolve_device(args.device), executors=args.executors)
+    harness.set_up(p)
+    setup = model.build(p)
+    out = {}
+    for ex in registry.selected(p.executors):
+        m = harness.prepare(ex, setup.model, setup.kwargs, p.device)
+        if not m.ok:
+            out[ex.name] = {"status": m.status, "reason": m.reason}
+            continue
+        timing.warm_up(m.fn, setup.kwargs, p.warmup)
+        out[ex.name] = counts.count_step(m.fn, setup.kwargs, p.device, instructions=True).to_dict()
+        print(ex.name, out[ex.name]["counters"], f"{out[ex.name]['seconds']:.2f} s", flush=True)
+        harness.release(m, p.device)
+    Path(args.json).write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
