@@ -23,7 +23,7 @@ from ...core.measurement import Measurement
 from ...core.metrics import Stat
 from ...core.parameters import Params
 from ...core.row_types import GradeRow, GraphRow, HostStepRow
-from ...instruments import thunder_breakdown
+from ...instruments import counts, thunder_breakdown
 from ...instruments.probes import STEP_PROFILES, breakdowns, insitu_probes, step_timeline, trace_file
 from ...instruments.thunder_breakdown import CallRow, PartRow
 from ..base import Study, begin_with_model, build_selected, rounds_text, saved, written
@@ -78,6 +78,7 @@ def plan(kwargs: dict, params, eager_logits, notebook: str) -> harness.Plan:
         "memory": memory_after,
         "timeline": lambda p: step_timeline(p.fn, kwargs, device, trace_file(params.output_dir, notebook, p.name)),
         "alone": lambda p: thunder_alone(p) if p.executor.needs_thunder else None,
+        "counts": lambda p: counts.count_step(p.fn, kwargs, device).to_dict(),  # exact, apart from any timing
         "memory baseline of the next executor": lambda p: before.update(reading=harness.memory(device, empty=True)),
     }
 
@@ -265,6 +266,8 @@ class Result(Study):
     first_call_s: dict[str, float | None] = saved()
     timed: Rounds = saved()
     phases: list[PhaseRow]  # ``phase_rows``
+    count_rows: list[dict]  # the step's work counted per executor (``instruments.counts``)
+    count_functions: list[dict]  # the functions with the most starts per step, per executor
     profiled: dict[str, dict]  # the profiled step per executor: its Chrome trace's file and its rows
 
     @property
@@ -309,4 +312,6 @@ def run(params: Params) -> Result:
         memory={n: p.steps.get("memory") for n, p in measured.items() if p.built},
         first_call_s={n: p.first_call_s for n, p in measured.items()},
         timed=timed,
+        count_rows=counts.table(counted := {n: p.record("counts") for n, p in measured.items() if p.record("counts")}),
+        count_functions=counts.top_functions(counted),
     )
