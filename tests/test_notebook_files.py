@@ -62,6 +62,19 @@ def test_parameters_cell_mirrors_the_package_defaults(name):
 
 
 @pytest.mark.parametrize("name", list(NOTEBOOKS))
+def test_papermill_reads_every_parameter(name):
+    """papermill's reader (``--help-notebook``, JupyterLab's parameter lists) skips a line it cannot parse, e.g. a
+    comment with parentheses: every assignment of the cell must come back."""
+    from papermill.translators import PythonTranslator
+
+    source = parameters_cell(nbformat.read(NOTEBOOKS[name], as_version=4))
+    read = PythonTranslator.inspect({"source": source})
+    assert [x.name for x in read] == list(cell_values(source)), name
+    skipped = PythonTranslator.inspect({"source": "workers = None  # slots (<= 12, fits)\n"})
+    assert skipped == []  # what the check catches
+
+
+@pytest.mark.parametrize("name", list(NOTEBOOKS))
 def test_committed_notebooks_have_no_outputs_and_name_the_suite_kernel(name):
     text = committed_text(NOTEBOOKS[name])
     nb = nbformat.reads(text, as_version=4)
