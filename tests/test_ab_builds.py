@@ -824,3 +824,11 @@ def test_the_a_a_control_runs_a_second_instance_of_as_code(tmp_path):
     files = out.stdout.decode().split()
     assert files[0].startswith(twin.path[0]) and files[1].startswith(twin.path[1]), out
     assert builds.second_instance(builds.Build(), [], tmp_path / "none") == builds.Build()  # nothing to copy
+
+
+def test_a_target_finer_than_a_plant_can_be_keeps_the_smallest_plant():
+    """``--resolve 0.01%``: the default plant, twice the target, would be 0.02%, under the 0.1% a busy wait can
+    make; it is 0.1%, and no error names a planted_pct the user never set."""
+    p = parameters.resolved(preset="tiny", device="cpu", resolve_pct=0.01, build_b={"env": {"X": "1"}})
+    assert p.planted_pct == (0.1,) and p.resolve_pct == 0.01
+    assert parameters.resolved(preset="tiny", device="cpu", resolve_pct=2.0).planted_pct == (4.0,)

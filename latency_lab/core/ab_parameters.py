@@ -33,7 +33,8 @@ def resolved(v: dict, device: str) -> dict:
         "workers": _workers(default_slots(ab["workers"]) if v["workers"] is None else v["workers"], usable_cores()),
         "resolve_pct": _resolve(ab["resolve_pct"] if v["resolve_pct"] is None else v["resolve_pct"]),
     }
-    chosen["planted_pct"] = _planted(2 * chosen["resolve_pct"] if v["planted_pct"] is None else v["planted_pct"])
+    default_plant = max(PLANTED_MIN, 2 * chosen["resolve_pct"])  # twice the target, at least what a plant can be
+    chosen["planted_pct"] = _planted(default_plant if v["planted_pct"] is None else v["planted_pct"])
     chosen["planted_ops"] = integer("planted_ops", v["planted_ops"], 0, 100)
     if not is_number(v["confidence"]) or not 0.8 <= v["confidence"] <= 0.9999:
         raise ParameterError("confidence", v["confidence"], "a number in [0.8, 0.9999], e.g. 0.95")
