@@ -475,8 +475,8 @@ def test_runner_ab_reads_b_and_the_controls_against_a(wrapper_run):
     for row in (aa, _row(rows, B_VS_A)):  # under load an interval may be wide: then it must hold no change
         assert abs(row["change_pct"]) < control["found_pct"] / 3 or row["verdict"].startswith("same"), row
     by_arm = {b["arm"]: b for b in data["builds"]}
-    assert set(by_arm) == {"A", "A'", ab_remote.planted_label(PLANTED), "B"}
-    assert all(b["workers"] == 4 for b in data["builds"])
+    assert set(by_arm) == {"A", "A'", ab_remote.planted_label(PLANTED), "B", ab_remote.CALIBRATION}
+    assert all(b["workers"] == (1 if arm == ab_remote.CALIBRATION else 4) for arm, b in by_arm.items())
     assert by_arm["B"]["build"] == f"python {wrapper}" and by_arm["A"]["build"] == "this Python"
     assert len(data["levels"]) == 16 and data["stopping"]["rounds"] >= 8
     # the wrapper ran for the checks' probes (python -c PROBE) and for B's worker (execnet's python -u -c ...)
