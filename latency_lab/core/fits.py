@@ -108,7 +108,7 @@ def check_fits(p: Params, given: dict, memory: tuple[int, str] | None = None, no
 # on an H100 (seed, thunder, 2026-12-07, expandable segments, the caching allocator emptied after the build):
 # 1,340 MiB per process as the driver counts it, 650 of them weights (2,300 without expandable segments); 0.8 GB
 # of RSS per worker on the CPU machine (tiny).
-PROCESS_BYTES = {"cuda": int(0.72 * 2**30), "cpu": int(0.6 * 2**30)}
+PROCESS_BYTES = {"cuda": int(0.72 * 2**30), "cpu": int(0.8 * 2**30)}
 
 
 def worker_bytes(p: Params) -> int:
@@ -127,9 +127,8 @@ def build_extra_bytes(p: Params) -> int:
 
 
 def builds_side_by_side(p: Params) -> int:
-    """How many of 08's workers build at once: one per core but the coordinator's (a build is CPU-bound), at most
-    all of them."""
-    return max(1, min(ab_processes(p), usable_cores() - 1))
+    """How many of 08's workers build at once: one per core (a build is CPU-bound), at most all of them."""
+    return max(1, min(ab_processes(p), usable_cores()))
 
 
 def builds_at_once(p: Params, memory: tuple[int, str] | None = None) -> int:

@@ -267,8 +267,8 @@ def pin(workers: list[Worker]) -> dict[str, int | None]:
 
 
 def start_and_build(workers: list[Worker], params: Params) -> tuple[dict, dict]:
-    """Every worker started, then built side by side, in ``start_order``: on a GPU no more at once than its
-    free memory holds at a build's peak (``fits.builds_at_once``; a built worker holds far less); per worker its
+    """Every worker started, then built side by side, in ``start_order``: no more at once than the cores, nor than
+    the free memory holds at a build's peak (``fits.builds_at_once``; a built worker holds far less); per worker its
     versions and its executors' records (``worker.Worker.build``), or the error that stopped it."""
     hello, built = {}, {}
     workers = start_order(workers, params.seed)
@@ -283,7 +283,7 @@ def start_and_build(workers: list[Worker], params: Params) -> tuple[dict, dict]:
             hello[w.label] = w.receive()
         except WorkerError as e:
             hello[w.label] = {"error": str(e)}
-    at_once = fits.builds_at_once(params) if params.is_cuda else len(workers)
+    at_once = fits.builds_at_once(params)  # on a CPU too: 17 seed workers built at once ran out of RAM
     building: list[Worker] = []
     for w in [*workers, *[None] * at_once]:
         if w is not None and "error" not in hello[w.label]:
