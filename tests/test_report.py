@@ -98,6 +98,18 @@ def test_frame_formats_for_display_and_keeps_raw_numbers():
     assert list(only.columns) == ["executor"]
 
 
+def test_parameters_and_call_arguments_read_as_a_table_not_a_repr():
+    from latency_lab.core import parameters
+
+    params = parameters.validate({"preset": "tiny", "device": "cpu"})
+    page = display.pairs(params.to_dict(), "Parameters", skip=parameters.AB_ONLY)._repr_html_()
+    assert "Params(" not in page and ">preset<" in page and ">tiny<" in page
+    assert ">planted_pct<" not in page and ">executors<" in page  # 08's own parameters left out
+    call = display.pairs({"input_ids": "shape (1, 6), torch.int64", "use_cache": False, "cache": None}, "Call")
+    html = call._repr_html_()
+    assert "{'" not in html and "{&#39;" not in html and ">False<" in html and ">none<" in html
+
+
 def test_a_headlines_fast_only_flag_stays_in_the_results_not_on_the_page():
     """``wall_fast_only`` is for compare (a headline over fast blocks in one run and all in the other is not
     comparable); a table shows it only when its columns name it."""

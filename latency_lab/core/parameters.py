@@ -64,6 +64,9 @@ TINY_SWEEPS = {"depths": (1, 2), "prompt_lengths": (1, 6), "decode_tokens": 4}
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
+# Parameters only 08 reads (its builds, slots, target, plants, budget and confidence)
+AB_ONLY = ("build_a", "build_b", "planted_pct", "workers", "resolve_pct", "budget_s", "confidence", "planted_ops")
+
 # Parameters every notebook applies in its setup (``from_namespace``), whether its cell declares them or not.
 EVERY_NOTEBOOK = ("threads",)
 

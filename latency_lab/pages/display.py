@@ -62,6 +62,21 @@ def frame(rows: list[dict], columns: list[str] | None = None, caption: str | Non
     return table
 
 
+def pairs(mapping: dict, caption: str, skip: tuple[str, ...] = ()) -> Table:
+    """``mapping`` as a two-column table, one row per name (``skip``: names left out), each value as text: a
+    notebook's parameters or a call's arguments read as a table, not as a repr."""
+    rows = [{"name": k, "value": _text(v)} for k, v in mapping.items() if k not in skip]
+    return frame(rows, ["name", "value"], caption=caption, only=True)
+
+
+def _text(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return ", ".join(map(_text, value)) or "none"
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {_text(v)}" for k, v in value.items()) or "none"
+    return "none" if value is None else str(value)
+
+
 def show(obj) -> None:
     """Display ``obj`` in the notebook's output now (inside a loop, where a bare expression shows nothing)."""
     from IPython.display import display
