@@ -242,8 +242,8 @@ def test_an_empty_build_is_this_environment():
 @pytest.mark.parametrize(
     "value, fragment",
     [
-        ({"python": "/nonexistent/python"}, "is not an executable file"),
-        ({"path": ["/nonexistent/folder"]}, "is not a folder"),
+        ({"python": "/nonexistent/python"}, "allowed python: the path of an executable interpreter"),
+        ({"path": ["/nonexistent/folder"]}, "allowed path: existing folders"),
         ({"env": {"1BAD": "x"}}, "is not a variable name"),
         ({"env": {"A-B": "x"}}, "is not a variable name"),
         ({"pythn": sys.executable}, "a dict with any of python"),
@@ -256,11 +256,13 @@ def test_a_bad_build_is_a_parameter_error_naming_the_parameter(value, fragment):
     with pytest.raises(ParameterError) as e:
         builds.parse("build_b", value)
     assert e.value.name == "build_b"
-    assert "invalid parameter build_b=" in str(e.value) and fragment in str(e.value)
+    assert "invalid parameter build_b" in str(e.value) and fragment in str(e.value)
     missing = next(iter(value.values())) if isinstance(value, dict) and "/nonexistent" in str(value) else None
     if missing:  # the cause first, in the user's words; the parameter's own line after it
         missing = missing[0] if isinstance(missing, list) else missing
-        assert str(e.value).startswith(f"build B: {missing} does not exist (invalid parameter build_b="), str(e.value)
+        assert str(e.value).startswith(f"build B: {missing} does not exist (invalid parameter build_b: allowed"), str(
+            e.value
+        )
 
 
 def test_a_relative_folder_is_resolved(tmp_path, monkeypatch):
@@ -338,9 +340,9 @@ def test_differences_name_what_differs_between_two_probes():
         ([], "give build B: --b PYTHON, --b-path FOLDER or --b-env NAME=VALUE"),
         (
             ["--b", "/nonexistent/python"],
-            "error: build B: /nonexistent/python does not exist (invalid parameter build_b=",
+            "error: build B: /nonexistent/python does not exist (--b takes a Python interpreter, --b-path",
         ),
-        (["--b-path", "/nonexistent"], "path '/nonexistent' is not a folder"),
+        (["--b-path", "/nonexistent"], "error: build B: /nonexistent does not exist (--b takes"),
         (["--b-env", "NOVALUE"], "invalid parameter --b-env='NOVALUE': allowed NAME=VALUE"),
         (["--b-env", "=1"], "invalid parameter --b-env='=1'"),
         (["--b-env", "X=1", "--notebooks", "01"], "runs notebook 08 only: leave out --notebooks"),
@@ -384,8 +386,7 @@ def test_runner_ab_rejects_bad_input_in_one_line_before_any_run(tmp_path, args, 
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and fragment in lines[0], proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
-    if "/nonexistent/python" in args:
-        assert "'/nonexistent/python' is not an executable file" in lines[0]
+    assert "{'" not in lines[0], lines[0]  # no dict repr: the flag the user gave, what is wrong with it
     assert _no_run_folders(out), sorted(p.name for p in out.iterdir())
 
 

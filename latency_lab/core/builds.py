@@ -79,14 +79,12 @@ def parse(name: str, value) -> Build:
     python = value.get("python") or ""
     if not isinstance(python, str):
         raise ParameterError(name, value, ALLOWED)
-    who = f"build {name.removeprefix('build_').upper()}"
+    who = called(name)
     if python:
         exe = Path(python).expanduser()
         if not exe.is_file() or not os.access(exe, os.X_OK):
             why = "does not exist" if not exe.exists() else "is not an executable file"
-            raise ParameterError(
-                name, value, f"{ALLOWED}; python {short(python)} is not an executable file", f"{who}: {python} {why}"
-            )
+            raise ParameterError(name, value, "python: the path of an executable interpreter", f"{who}: {python} {why}")
         python = str(exe.absolute())
     path = value.get("path") or []
     if isinstance(path, str):
@@ -98,7 +96,7 @@ def parse(name: str, value) -> Build:
         folder = Path(p).expanduser()
         if not folder.is_dir():
             why = "does not exist" if not folder.exists() else "is not a folder"
-            raise ParameterError(name, value, f"{ALLOWED}; path {short(p)} is not a folder", f"{who}: {p} {why}")
+            raise ParameterError(name, value, "path: existing folders", f"{who}: {p} {why}")
         folders.append(str(folder.resolve()))
     env = value.get("env") or {}
     if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
@@ -180,6 +178,11 @@ def probe(build: Build) -> dict:
     return json.loads(line.removeprefix("LATENCY-LAB-PROBE "))
 
 
+def called(name: str) -> str:
+    """A build parameter's name as the user reads it: ``build_b`` -> ``build B``."""
+    return f"build {name.removeprefix('build_').upper()}"
+
+
 def check(name: str, build: Build) -> dict:
     """``probe`` as a parameter check: the versions, or ``ParameterError`` naming ``name`` when the
     interpreter does not start or cannot import torch (nothing could be timed in it). A build
@@ -190,9 +193,8 @@ def check(name: str, build: Build) -> dict:
         raise ParameterError(name, build.to_dict(), f"{ALLOWED}; {e}") from None
     torch = found["packages"].get("torch") or {}
     if torch.get("version") is None:
-        raise ParameterError(
-            name, build.to_dict(), f"a build whose interpreter imports torch; {build.text()}: {torch.get('error')}"
-        )
+        why = f"{called(name)}: {build.text()} cannot import torch: {torch.get('error')}"
+        raise ParameterError(name, build.to_dict(), "a build whose interpreter imports torch", why)
     return found
 
 

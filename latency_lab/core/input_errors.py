@@ -12,10 +12,12 @@ class ParameterError(ValueError):
     """A parameter value the suite cannot use; the message names it and the allowed values."""
 
     def __init__(self, name: str, value, allowed: str, cause: str | None = None):
-        """``cause``: what is wrong in the user's words, said first, the parameter's own line after it."""
-        self.name, self.value, self.allowed = name, value, allowed
-        found = f"invalid parameter {clip(str(name), 60)}={short(value)}: allowed {allowed}"
-        super().__init__(f"{cause} ({found})" if cause else found)
+        """``cause``: what is wrong in the user's words, said first, the parameter and what it allows after it."""
+        self.name, self.value, self.allowed, self.cause = name, value, allowed, cause
+        if cause:  # the cause names what is wrong: the value's repr would only repeat it, at length
+            super().__init__(f"{cause} (invalid parameter {clip(str(name), 60)}: allowed {allowed})")
+        else:
+            super().__init__(f"invalid parameter {clip(str(name), 60)}={short(value)}: allowed {allowed}")
 
 
 def clip(text: str, limit: int = 80, length: int | None = None) -> str:

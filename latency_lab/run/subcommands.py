@@ -46,7 +46,13 @@ def ab_build(args: argparse.Namespace, side: str) -> dict:
             raise ParameterError(f"--{side}-env", pair, "NAME=VALUE")
         env[name] = value
     spec = {"python": getattr(args, side) or "", "path": getattr(args, f"{side}_path"), "env": env}
-    return builds.parse(f"build_{side}", spec).to_dict()
+    try:
+        return builds.parse(f"build_{side}", spec).to_dict()
+    except ParameterError as e:
+        if e.cause is None:
+            raise
+        flags = f"--{side} takes a Python interpreter, --{side}-path existing folders"
+        raise SetupError(f"{e.cause} ({flags})") from None
 
 
 def bisect_command(argv: list[str]) -> int:
