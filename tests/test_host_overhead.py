@@ -22,7 +22,8 @@ from latency_lab.studies.host_overhead.rows import RegionRow
 # The top-level keys of 05's results file: the notebook's run and ``run(params).save()`` write the same.
 RESULTS_KEYS = {
     *("schema", "notebook", "created", "params", "environment", "key_table", "findings", "step", "parts"),
-    *("breakdown", "regions", "graphs", "grades", "timeline", "memory", "first_call_s", "rounds", "host_reference"),
+    *("breakdown", "regions", "graphs", "grades", "timeline", "memory", "first_call_s", "counts", "rounds"),
+    "host_reference",
 }
 
 # --- timestamps -> phases ----------------------------------------------------------------------------
