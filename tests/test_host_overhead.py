@@ -406,6 +406,8 @@ def test_05_runs_as_a_function_without_papermill(tmp_path):
     saved = json.loads(path.read_text())
     assert path.parent == tmp_path and set(saved) == RESULTS_KEYS
     assert saved["step"] == json.loads(json.dumps(result.step)) and saved["findings"] == result.findings
+    counted = saved["counts"]  # each step counted, every function's starts kept: what compare judges
+    assert set(counted) == {"eager", "thunder:torch"} and all(c["all_functions"] for c in counted.values())
 
 
 def _measured(steps: dict[str, dict]) -> dict[str, harness.Measurement]:
