@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 import re
@@ -15,6 +16,7 @@ from conftest import ROOT, run_runner
 
 from latency_lab.core import metrics, results, run_to_run
 from latency_lab.core.parameters import resolved
+from latency_lab.instruments import counts
 from latency_lab.run.compare import command as C
 from latency_lab.run.compare import many as compare_many
 from latency_lab.run.compare import pair as compare_pair
@@ -28,9 +30,11 @@ ROW_KEYS = [
 ]
 
 
-def timing_notebook(run: Path, walls: dict[str, tuple], kernels: dict[str, float], cache_mode="seed", torch="2.9.1"):
+def timing_notebook(
+    run: Path, walls: dict[str, tuple], kernels: dict[str, float], cache_mode="seed", torch="2.9.1", counted=None
+):
     """A results file shaped like 02's: key table and rows in the vocabulary's names (``metrics``),
-    each statistic with its q1/q3 columns."""
+    each statistic with its q1/q3 columns; ``counted``: its counts section (executor -> ``Counts.to_dict()``)."""
     env = {"collected": "now", "cpu": "x", "packages": {"torch": torch}}
     rows = [
         {
@@ -56,6 +60,7 @@ def timing_notebook(run: Path, walls: dict[str, tuple], kernels: dict[str, float
         env,
         table,
         rows=rows,
+        **({"counts": counted} if counted else {}),
     )
     (run / "environment.json").write_text(json.dumps(env))
 
@@ -407,7 +412,15 @@ def test_real_tiny_run_against_itself(tiny_run, tmp_path, capsys):
     judged = C.compare(C.load_run(tiny_run), C.load_run(copy), effects=EFFECTS)  # every kind measured
     verdicts = {e["verdict"] for e in judged["rows"]}
     assert verdicts <= {"same", "not judged"} and "same" in verdicts, verdicts
-    assert all(e["verdict"] == "same" for e in judged["rows"] if e["kind"] == run_to_run.COUNT)
+    counted = [e for e in judged["rows"] if e["kind"] == run_to_run.COUNT]
+    assert all(  # the step's counts: same, or not judged where a CPU cannot count them (or a step's two differed)
+        e["verdict"] == "same" or e["decided"].startswith(("not judged: unavailable", "not judged: steps n and n + 1"))
+        for e in counted
+    )
+    assert {(e["notebook"], e["verdict"]) for e in counted if e["metric"] == "python_c_calls_per_step"} >= {
+        ("02_executor_timing", "same"),
+        ("05_host_overhead", "same"),
+    }
     walls = [e for e in judged["rows"] if e["notebook"] == "02_executor_timing" and e["metric"] == "wall_ms"]
     assert all(  # 02's walls carry their interval: same, or too noisy where it spans over half the value
         e["verdict"] == "same" or e["decided"].startswith("too noisy to judge") for e in walls if e["a_interval"]
@@ -430,6 +443,7 @@ def test_published_reference_against_a_fresh_tiny_run(tiny_run, tmp_path, capsys
     ratios = {e["row"]: e["ratio"] for e in walls}
     assert ratios["eager"] > 0 and ratios["torch.compile"] > 0  # measured in both runs
     assert ratios["thunder"] is None  # no nvFuser on a CPU: a row without a number, not a ratio
+    assert "02_executor_timing: the step's counts only in B" in report["skipped"]  # saved before counts existed
     assert "preset" in capsys.readouterr().out
 
 
@@ -489,7 +503,7 @@ def test_a_time_without_an_interval_is_not_judged_and_a_kernel_time_is_judged_by
         "wall_ms": "not judged",
         "kernel_ms": "not judged",
     }
-    assert "No same-tree run pairs were measured on this device: only kernel counts are judged." in C.tally(unmeasured)
+    assert "measured on this device: only kernel counts and the step's counts are judged." in C.tally(unmeasured)
 
 
 # --- N runs: A against each other run, one page ---------------------------------------------------------
@@ -758,3 +772,93 @@ def test_a_notebook_the_catalog_lacks_is_read_from_its_key_table_as_it_stands():
     assert compare_rows.metric_names([row]) == ["wall_ms"] and compare_rows.stat(row, "wall_ms").median == 1.0
     [keyless] = compare_rows.read_rows("99_draft", {"key_table": results.key_table("t", [{"size": "s", "n": 2}])})
     assert compare_rows.key(keyless) == "s"  # no key column: its first value
+
+
+# --- the step's counts (02's and 05's counts sections): exact, on another machine too --------------------------
+
+
+def helper():
+    """The function a counted step calls more often in B."""
+
+
+def count_record(extra: int = 0, every_other: bool = False) -> dict:
+    """One executor's step counted for real (``counts.count_step``), as 02 and 05 save it (``Counts.to_dict``): a
+    step calling ``helper`` ``extra`` times, and once more on every other call where ``every_other`` (its
+    counted steps n and n + 1 then differ)."""
+    import torch
+
+    calls = itertools.count()
+
+    def step(x):
+        for _ in range(extra + (every_other and next(calls) % 2)):
+            helper()
+        return x + 1
+
+    return counts.count_step(step, {"x": torch.ones(2)}, "cpu").to_dict()
+
+
+def counted_runs(tmp_path: Path, a: dict, b: dict, torch_b: str = "2.9.1") -> tuple[dict, dict]:
+    """Runs A and B of 02 with these counts sections, loaded; on two machines."""
+    for name, counted, torch in (("a", a, "2.9.1"), ("b", b, torch_b)):
+        timing_notebook(tmp_path / name, {e: (10, 9, 11) for e in counted}, {}, torch=torch, counted=counted)
+    run_a, run_b = C.load_run(tmp_path / "a"), C.load_run(tmp_path / "b")
+    run_a["environment"]["machine"], run_b["environment"]["machine"] = "m1", "m2"
+    return run_a, run_b
+
+
+def test_counts_are_judged_exactly_on_another_machine_and_a_changed_count_names_its_function(tmp_path):
+    """B's step calls ``helper`` twice more: its Python function starts read changed by exactly +2 per step,
+    naming that function on the page, in the text and in the data; its C calls read same; what a CPU cannot
+    count is not judged, saying why; times of another machine stay not judged."""
+    a, b = counted_runs(tmp_path, {"eager": count_record()}, {"eager": count_record(extra=2)})
+    report = C.compare(a, b)
+    got = entries(report)
+    starts = got[("02_executor_timing", "eager", "python_function_starts_per_step")]
+    assert (starts["kind"], starts["verdict"], starts["b"] - starts["a"]) == (run_to_run.COUNT, "changed", 2)
+    assert starts["decided"] == f"changed: +2 per step ({200 / starts['a']:+.3g}% of A)"
+    [(function, change)] = starts["functions"].items()
+    assert function.endswith("test_compare.py:helper") and change == 2 and starts["functions_changed"] == 1
+    c_calls = got[("02_executor_timing", "eager", "python_c_calls_per_step")]
+    assert (c_calls["verdict"], c_calls["decided"]) == ("same", "same: equal counts")
+    kernels = got[("02_executor_timing", "eager", "kernel_launches_per_step")]
+    assert (
+        kernels["decided"] == "not judged: unavailable in A and B: no CUDA device: no kernels or runtime calls on a CPU"
+    )
+    assert got[("02_executor_timing", "eager", "wall_ms")]["decided"].startswith(
+        "not judged: another machine (m1 -> m2)"
+    )
+    assert "only kernel counts and the step's counts are judged" in C.tally(report)
+    assert f"    {function}: +2 per step" in C.text(report, width=500).splitlines()
+    page, data = C.write(report, tmp_path / "report")
+    assert "Functions whose starts changed" in page.read_text() and f"<code>{function}: +2 per step</code>" in (
+        page.read_text()
+    )
+    saved = entries(json.loads(data.read_text()))[("02_executor_timing", "eager", "python_function_starts_per_step")]
+    assert saved["functions"] == {function: 2}
+
+
+def test_equal_counts_read_same_an_unsteady_counter_not_judged_and_another_stacks_not_comparable(tmp_path):
+    """Equal counts: same. A step whose counted steps n and n + 1 differ in A: not judged, with both steps.
+    B on another torch: every count not comparable. A run saved before counts existed: no count numbers."""
+    a, b = counted_runs(
+        tmp_path,
+        {"eager": count_record(extra=1), "thunder": count_record(every_other=True)},
+        {"eager": count_record(extra=1), "thunder": count_record()},
+    )
+    got = entries(C.compare(a, b))
+    eager = got[("02_executor_timing", "eager", "python_function_starts_per_step")]
+    assert (eager["verdict"], eager["decided"], eager["ratio"]) == ("same", "same: equal counts", 1)
+    assert "functions" not in eager
+    wobbly = got[("02_executor_timing", "thunder", "python_function_starts_per_step")]
+    n = wobbly["b"]
+    assert wobbly["a"] == n + 1 and wobbly["decided"] == (
+        f"not judged: steps n and n + 1 differed in A (A {n + 1} -> {n}, B {n})"
+    )
+    assert wobbly["verdict"] == "not judged" and "functions" not in wobbly
+    a, b = counted_runs(tmp_path / "stacks", {"eager": count_record()}, {"eager": count_record()}, torch_b="2.11.0")
+    apart = [e for e in C.compare(a, b)["rows"] if e["kind"] == run_to_run.COUNT]
+    assert apart and {e["decided"] for e in apart} == {"not comparable: another stack"}
+    timing_notebook(tmp_path / "old", {"eager": (10, 9, 11)}, {})  # saved before counts existed
+    report = C.compare(C.load_run(tmp_path / "old"), C.load_run(tmp_path / "b"), effects=EFFECTS)
+    assert not [e for e in report["rows"] if e["metric"].endswith("_per_step")]
+    assert "02_executor_timing: the step's counts only in B" in report["skipped"]

@@ -2,6 +2,7 @@
 Python call more per step reads as exactly one more start, named by its function; an identical step reads the
 same; what cannot be counted here says why."""
 
+import json
 import sys
 
 import torch
@@ -37,7 +38,16 @@ def test_a_step_counts_the_same_twice_and_one_more_call_reads_as_one_named_by_it
     assert diff["counters"]["python_c_calls"]["change"] == 0, diff
     (name,) = diff["functions"]
     assert name.endswith("test_counts.py:_step.<locals>.helper") and diff["functions"][name] == 1, diff
-    assert counts.text(diff).startswith("counts changed: python function starts +1 per step")
+    assert counts.text(diff).startswith("counts changed: python function starts +1 per step (+")
+    assert counts.text(diff).endswith(f"Functions: {name}: +1 per step")
+
+
+def test_a_saved_record_reads_back_whole_and_an_older_one_without_its_functions():
+    c = counts.count_step(*_step(extra=1), "cpu")
+    record = json.loads(json.dumps(c.to_dict()))  # as a results file holds it
+    assert counts.Counts.from_dict(record) == c and record["all_functions"] == c.all_functions
+    del record["all_functions"]  # saved before every function was kept
+    assert counts.Counts.from_dict(record).all_functions == {}
 
 
 def test_what_cannot_be_counted_here_says_why():

@@ -22,7 +22,8 @@ from latency_lab.studies.host_overhead.rows import RegionRow
 # The top-level keys of 05's results file: the notebook's run and ``run(params).save()`` write the same.
 RESULTS_KEYS = {
     *("schema", "notebook", "created", "params", "environment", "key_table", "findings", "step", "parts"),
-    *("breakdown", "regions", "graphs", "grades", "timeline", "memory", "first_call_s", "rounds", "host_reference"),
+    *("breakdown", "regions", "graphs", "grades", "timeline", "memory", "first_call_s", "counts", "rounds"),
+    "host_reference",
 }
 
 # --- timestamps -> phases ----------------------------------------------------------------------------
@@ -405,6 +406,8 @@ def test_05_runs_as_a_function_without_papermill(tmp_path):
     saved = json.loads(path.read_text())
     assert path.parent == tmp_path and set(saved) == RESULTS_KEYS
     assert saved["step"] == json.loads(json.dumps(result.step)) and saved["findings"] == result.findings
+    counted = saved["counts"]  # each step counted, every function's starts kept: what compare judges
+    assert set(counted) == {"eager", "thunder:torch"} and all(c["all_functions"] for c in counted.values())
 
 
 def _measured(steps: dict[str, dict]) -> dict[str, harness.Measurement]:

@@ -1,8 +1,9 @@
 """The study catalog: every notebook of the suite declared once, as an ``Entry``: its name (the notebook's
 file stem), the question it answers, its parameter defaults (and those that differ on a CPU), the models
-it holds at once, its rows' identity columns, the kinds of number it holds and the sections ``compare``
-reads back, each with its row type (``rows``, ``row_types``). The runner, the start page, the memory
-check, ``compare`` and ``run_to_run`` read it; it imports no torch and no study.
+it holds at once, its rows' identity columns, the kinds of number it holds, the sections ``compare``
+reads back, each with its row type (``rows``, ``row_types``), and whether it saves the step's counts. The
+runner, the start page, the memory check, ``compare`` and ``run_to_run`` read it; it imports no torch and no
+study.
 
 Each notebook's parameters cell mirrors ``parameters.SCHEMA`` and its entry's ``defaults`` (a test checks it),
 and the runner injects every parameter a notebook declares with the package's value, so an edited parameters
@@ -64,6 +65,8 @@ class Entry:
     reads_from: tuple[str, ...] = ()  # notebooks whose results of the same run it reads: it runs after them
     # the sections compare reads, in order, each with the row type it reads back (``Record.from_dict``)
     compared: Mapping[str, type[R.Record]] = field(default_factory=lambda: {"key_table": R.Columns})
+    # its results hold the step's work counted per executor (``COUNTED``: ``instruments.counts``), compared exactly
+    counted: bool = False
 
 
 def sweep_points(p: Params) -> tuple[int, ...]:
@@ -76,6 +79,8 @@ def combination_depths(p: Params) -> tuple[int, ...]:
     """07 holds one model per depth of its combination besides its own."""
     return tuple(p.depths)
 
+
+COUNTED = "counts"  # the results section of a notebook whose entry is ``counted``: executor -> ``Counts.to_dict()``
 
 EXPLORER, MODEL_SETUP, EXECUTOR_TIMING, TRACE_COUNTERS = (
     "00_explorer",
@@ -118,6 +123,7 @@ CATALOG = (
             "thunder:torchcompile,thunder:cudagraphs"
         },
         compared={"rows": T.ExecutorRow},
+        counted=True,
     ),
     Entry(
         TRACE_COUNTERS,
@@ -153,6 +159,7 @@ CATALOG = (
             "repeats": 10,
         },
         compared={"key_table": T.HostStepRow, "graphs": T.GraphRow, "grades": T.GradeRow},
+        counted=True,
     ),
     Entry(
         SCALING,

@@ -8,9 +8,10 @@ intervals explain, and ``min_effect``, the 95th percentile of the moves' size. `
 **changed** when B's move against A is beyond chance (a two-sided z test on the move, with both
 intervals and ``sigma``: p < ``P``) **and** beyond ``min_effect``; **same** otherwise, unless an
 interval is wider than ``NOISY`` of its value: then it is **too noisy to judge** (not judged). A count
-(kernels per step) is exact: any difference is changed. Where a notebook's host reference moved
-further between the runs than host time's minimum effect (``hosts_apart``), its host-bound numbers
-are not judged: the effects were not measured on such a move.
+(kernels per step, the step's counted work: ``instruments.counts``) is exact: any difference is changed, by
+how much per step (``count_move``). Where a notebook's host reference moved further between the runs than
+host time's minimum effect (``hosts_apart``), its host-bound numbers are not judged: the effects were not
+measured on such a move.
 """
 
 from __future__ import annotations
@@ -60,9 +61,7 @@ def judge(kind_: str | None, a, b, interval_a, interval_b, effect: dict | None) 
     ``min_effect`` on this device (None: not measured, so not judged)."""
     if kind_ == COUNT:
         return (
-            Judged(CHANGED, phrase(CHANGED, "the count differs"))
-            if a != b
-            else Judged(SAME, phrase(SAME, "equal counts"))
+            Judged(CHANGED, phrase(CHANGED, count_move(a, b))) if a != b else Judged(SAME, phrase(SAME, "equal counts"))
         )
     if kind_ is None:
         return Judged(NOT_JUDGED, phrase(NOT_JUDGED, "not a kind compare judges"))
@@ -89,6 +88,16 @@ def judge(kind_: str | None, a, b, interval_a, interval_b, effect: dict | None) 
         return Judged(NOT_JUDGED, f"{TOO_NOISY}: {way}, p {p:.2g}, but {noisy}", p, floor)
     why = f"p {p:.2g}" if p >= P else f"within the {100 * floor:.2g}% minimum effect"
     return Judged(SAME, phrase(SAME, f"{way}, {why}"), p, floor)
+
+
+def per_step(change) -> str:
+    """A count's change as ``+1 per step``, exact (a whole number printed whole)."""
+    return (f"{int(change):+d}" if float(change).is_integer() else f"{change:+g}") + " per step"
+
+
+def count_move(a, b) -> str:
+    """A count's change, B - A, with its share of A: ``+1 per step (+0.23% of A)``."""
+    return per_step(b - a) + (f" ({100 * (b - a) / a:+.3g}% of A)" if a else "")
 
 
 def too_noisy(a, b, interval_a, interval_b) -> str | None:

@@ -19,8 +19,10 @@ from __future__ import annotations
 import os
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Callable
+
+from ..core.run_to_run import count_move, per_step
 
 TOOL_ID = 4  # sys.monitoring's tool slot for this instrument (0-5; 0-2 and 5 are named for debuggers/profilers)
 PYTHON = ("python_function_starts", "python_c_calls")
@@ -46,14 +48,14 @@ class Counts:
     seconds: float = 0.0
 
     def to_dict(self) -> dict:
-        return {
-            "counters": self.counters,
-            "unsteady": self.unsteady,
-            "functions": self.functions,
-            "unavailable": self.unavailable,
-            "method": self.method,
-            "seconds": self.seconds,
-        }
+        """Every field, as a results file or a worker's answer holds it."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, record: dict) -> Counts:
+        """A record ``to_dict`` wrote, read back; one written before every function was kept has no
+        ``all_functions`` (so no function's change can be told)."""
+        return cls(**{f.name: record[f.name] for f in fields(cls) if f.name in record})
 
 
 def where(code) -> str:
@@ -221,18 +223,23 @@ def difference(a: Counts, b: Counts, top: int = TOP) -> dict:
     return {"counters": counters, "functions": dict(moved[:top]), "functions_changed": len(moved)}
 
 
+def function_lines(functions: dict[str, int]) -> list[str]:
+    """Functions whose starts per step changed (``difference``'s), in their order, as
+    ``thunder/executors/nvfuserex_impl.py:FusionDefinitionWrapper.__call__: +1 per step``."""
+    return [f"{k}: {per_step(v)}" for k, v in functions.items()]
+
+
 def text(diff: dict) -> str:
-    """One line for a count difference: ``counts changed: +412 Python calls per step (+3.1%); ...`` or
-    ``counts: same``, naming the functions whose starts changed, largest first."""
+    """One line for a count difference: ``counts changed: python function starts +412 per step (+3.1% of A);
+    ...`` or ``counts: same``, naming the functions whose starts changed, largest first."""
     moved = [
-        f"{k.replace('_', ' ')} {v['change']:+g} per step"
-        + (f" ({100 * v['change'] / v['a']:+.2g}%)" if v["a"] else "")
+        f"{k.replace('_', ' ')} {count_move(v['a'], v['b'])}"
         for k, v in diff["counters"].items()
         if v["change"] and k in JUDGED
     ]
     if not moved:
         return "counts: same (Python function starts and C calls, kernels, runtime calls, device allocations)"
-    functions = "; ".join(f"{k}: {v:+d}" for k, v in list(diff["functions"].items())[:5])
+    functions = "; ".join(function_lines(diff["functions"])[:5])
     return "counts changed: " + "; ".join(moved) + (f". Functions: {functions}" if functions else "")
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..core import harness, model, registry, results, seed_numbers
+from ..core.catalog import COUNTED
 from ..core.harness import Rounds
 from ..core.measurement import Measurement, step_records
 from ..core.metrics import Stat
@@ -295,7 +296,8 @@ class Result(Study):
     floor: dict = saved()  # model.bandwidth_floor
     findings: list[str] = saved()
     thunder_rows: dict[str, TraceRow] = saved()  # notebook 03's rows, from these builds
-    measured: dict = saved()  # per executor, what standard_plan measured but its Thunder trace (in thunder_rows)
+    measured: dict = saved()  # per executor, what standard_plan measured but its Thunder trace and counts
+    counted: dict[str, dict] = saved(COUNTED)  # per executor its step counted (``instruments.counts.Counts``)
     timed: Rounds = saved()
     builds: list[dict]  # build and first call per executor
     top_kernels: list[dict]  # largest kernels per executor
@@ -304,7 +306,7 @@ class Result(Study):
     seed_tables: list[dict]  # the seed's numbers beside these (GPU runs of the seed preset only)
     bars: list[dict]  # kernel time and CPU overhead per executor (``bar_rows``)
     kernel_rows: list[dict]  # kernels per step, here and in the seed
-    count_rows: list[dict]  # the step's work counted per executor (``instruments.counts``; in ``measured`` too)
+    count_rows: list[dict]  # the step's work counted per executor (``instruments.counts.table`` of ``counted``)
     count_functions: list[dict]  # the functions with the most starts per step, per executor
 
     @property
@@ -380,7 +382,7 @@ def run(params: Params, timeit: Callable | None = None) -> Result:
         floor=floor,
         builds=builds,
         top_kernels=top_kernels(measured),
-        measured=step_records(measured, leave_out=("trace",)),  # each trace saved once, in thunder_rows
+        measured=step_records(measured, leave_out=("trace", "counts")),  # each saved once: thunder_rows, counted
         thunder_rows=thunder_rows(measured),
         timed=timed,
         wall_rows=wall_rows(timed),
@@ -393,7 +395,8 @@ def run(params: Params, timeit: Callable | None = None) -> Result:
         bars=bar_rows(table),
         seed_rows=seed,
         kernel_rows=kernel_rows(table, seed),
-        count_rows=counts.table(counted := {n: p.record("counts") for n, p in measured.items() if p.record("counts")}),
+        counted=(counted := {n: p.record("counts") for n, p in measured.items() if p.record("counts")}),
+        count_rows=counts.table(counted),
         count_functions=counts.top_functions(counted),
     )
 

@@ -7,10 +7,13 @@ notebooks finished compares on those).
 Per notebook both runs hold, per row (executor; op, size and executor in the op benchmarks) and
 metric (the vocabulary's names: ``metrics.is_metric``), B against A by one rule (``run_to_run.judge``):
 **changed** when B's move is beyond chance given both runs' intervals and the run-to-run spread measured
-for that kind of number, and beyond that kind's measured minimum effect; **same** otherwise; a kernel
-count is exact. **Not comparable** when the runs did not measure the same thing: another stack (device,
-GPU, Python, torch, Thunder, nvFuser, transformers), other parameters of that notebook, or a headline
-over the host's fast blocks in one run and over all blocks in the other. The parameters and
+for that kind of number, and beyond that kind's measured minimum effect; **same** otherwise. A count is
+exact, on another machine too: kernels per step, and the step's counted work in 02 and 05 (Python function
+starts and C calls, kernels launched, CUDA runtime calls, device allocations: ``changed: +2 per step (+0.4%
+of A)``, naming the functions whose starts changed; **not judged** where a run could not count it, or its
+steps n and n + 1 differed). **Not comparable** when the runs did not measure the same thing: another
+stack (device, GPU, Python, torch, Thunder, nvFuser, transformers), other parameters of that notebook,
+or a headline over the host's fast blocks in one run and over all blocks in the other. The parameters and
 environments that differ come first. Rows, metrics and notebooks found in one run only, and files that
 cannot be read, are listed as skipped.
 The report is printed and written as ``compare-<A>-vs-<B>.html`` and ``.json`` into RUN_B's folder

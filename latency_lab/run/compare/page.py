@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 from ...core import results, run_to_run, verdicts
+from ...instruments import counts
 from ...pages import tables
 
 AB_HINT = (
@@ -60,9 +61,12 @@ def cell(entry: dict, key: str) -> str:
     return fmt_range(entry[key]) if key in RANGES else tables.number(entry[key])
 
 
+COUNTS_JUDGED = "kernel counts and the step's counts"  # what compare judges without run-to-run effects: exactly
+
+
 def judged_with(report: dict) -> str:
     """How the numbers were judged: the false-discovery control over all of them, and the minimum
-    effects per kind (or why only kernel counts were judged)."""
+    effects per kind (or why only counts were judged)."""
     effects, where = report.get("effects") or {}, report.get("effects_source") or {}
     multiple, out = report.get("multiple"), ""
     if multiple and multiple["judged"]:
@@ -75,13 +79,13 @@ def judged_with(report: dict) -> str:
         own = sorted({k.split(" · ")[1] for k in effects if " · " in k})
         pairs, folder = where.get("pairs", "?"), where.get("source", "?")
         out += (
-            f" Minimum effects (measured from {pairs} same-tree run pairs, {folder}): {kinds}; kernel counts exact"
+            f" Minimum effects (measured from {pairs} same-tree run pairs, {folder}): {kinds}; {COUNTS_JUDGED} exact"
             + (f"; {', '.join(own)} with effects of their own where measured." if own else ".")
         )
     elif (report.get("machines") or {}).get("apart"):
-        out += " No effects were measured across machines of this device: only kernel counts are judged."
+        out += f" No effects were measured across machines of this device: only {COUNTS_JUDGED} are judged."
     else:
-        out += " No same-tree run pairs were measured on this device: only kernel counts are judged."
+        out += f" No same-tree run pairs were measured on this device: only {COUNTS_JUDGED} are judged."
     return out
 
 
@@ -131,6 +135,7 @@ def tally(report: dict) -> str:
 
 
 SHOWN_CHANGED = 15  # changed numbers the short report prints, largest move first (``--all``: every row)
+SHOWN_FUNCTIONS = 5  # functions the short report names per changed count of function starts (``--all``: all kept)
 
 
 def terminal_width() -> int:
@@ -153,6 +158,19 @@ def changed(report: dict) -> list[dict]:
     """The changed numbers (and changed statuses), largest move first."""
     found = [e for e in report["rows"] if e["verdict"] == verdicts.CHANGED]
     return sorted(found, key=lambda e: -move(e) if isinstance(e["a"], (int, float)) else float("inf"))
+
+
+def function_changes(entry: dict, most: int | None = None) -> list[str]:
+    """The functions whose starts changed in a changed count of function starts, largest first
+    (``counts.function_lines``; at most ``most``), then how many more changed; none for another number."""
+    found = counts.function_lines(entry.get("functions") or {})[:most]
+    more = (entry.get("functions_changed") or 0) - len(found)
+    return found + ([f"… {more} more functions changed"] if found and more > 0 else [])
+
+
+def moved_functions(report: dict) -> list[tuple[str, list[str]]]:
+    """Per changed count of function starts (notebook · executor), its functions' changes (``function_changes``)."""
+    return [(f"{e['notebook']} · {e['row']}", function_changes(e)) for e in changed(report) if e.get("functions")]
 
 
 def groups(report: dict) -> list[tuple[str, int]]:
@@ -216,10 +234,11 @@ def text(report: dict, every_row: bool = False, width: int | None = None) -> str
     found = changed(report)
     shown_changed = found if every_row else found[:SHOWN_CHANGED]
     lines += ["", f"changed ({len(found)}, largest first):" if found else "changed: none"]
-    lines += [
-        f"  {e['notebook']} · {e['row']} · {e['metric']}: {cell(e, 'a')} -> {cell(e, 'b')} ({e['decided']})"
-        for e in shown_changed
-    ]
+    for e in shown_changed:
+        lines.append(
+            f"  {e['notebook']} · {e['row']} · {e['metric']}: {cell(e, 'a')} -> {cell(e, 'b')} ({e['decided']})"
+        )
+        lines += [f"    {f}" for f in function_changes(e, None if every_row else SHOWN_FUNCTIONS)]
     if len(found) > len(shown_changed):
         lines.append(f"  … {len(found) - len(shown_changed)} more: --all prints every row")
     for reason, n in groups(report):
@@ -288,6 +307,7 @@ def to_html(report: dict) -> str:
             warnings=warnings(report),
             header=header(report),
             changed=entries_table(changed(report), with_notebook="notebook") if changed(report) else None,
+            functions=moved_functions(report),
             groups=groups(report),
             differences=[
                 ("Ran on", _differences_table(report["ran_on"])),

@@ -1,8 +1,9 @@
 """Two loaded runs compared, B against A (``compare``): per notebook both hold, per row and metric
-(``rows``), each number judged by one rule (``run_to_run.judge``) with the run-to-run effects
-of its kind, or not comparable where the runs did not measure the same thing (another stack, other
-parameters, a headline over the host's fast blocks in one run and over all blocks in the other);
-with what differs between the runs and what was skipped.
+(``rows``) and per counter of each executor's counted step (``counted``), each number judged by one rule
+(``run_to_run.judge``) with the run-to-run effects of its kind (a count exactly), or not comparable where
+the runs did not measure the same thing (another stack, other parameters, a headline over the host's fast
+blocks in one run and over all blocks in the other); with what differs between the runs and what was
+skipped.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from ...core import metrics, results, run_to_run
 from ...core.verdicts import CHANGED, NOT_COMPARABLE, NOT_JUDGED, SAME, phrase
 from .. import notebook_run
+from . import counted
 from .page import shown
 from .rows import by_key, metric_names, read_rows, stat
 
@@ -144,7 +146,8 @@ def compare_notebook(a: dict, b: dict, judging: Judging) -> tuple[list[dict], li
             pair = NumberPair(stat(ra, m), stat(rb, m))
             if pair.a.median is not None or pair.b.median is not None:
                 out.append(_entry(judging, key, m, pair))
-    return out, skipped
+    found, missed = counted.pairs(name, a, b)
+    return out + [_count_entry(judging, c) for c in found], skipped + missed
 
 
 def _fast_only_differs(fa: bool | None, fb: bool | None) -> str | None:
@@ -224,6 +227,24 @@ def _entry(judging: Judging, key: str, metric: str, pair: NumberPair) -> dict:
         a_interval=pair.a.interval,
         b_interval=pair.b.interval,
     )
+
+
+def _count_entry(judging: Judging, c: counted.CountPair) -> dict:
+    """One counter of an executor's step in both runs (``counted``): not comparable where the notebook's
+    runs are not (another stack, other parameters), not judged where a run could not count it steadily, else
+    judged exactly (``run_to_run.judge``: any difference is changed, on another machine too); a changed
+    count of function starts with the functions whose starts changed (``functions``, ``functions_changed``)."""
+    if judging.not_comparable:
+        judged = run_to_run.Judged(NOT_COMPARABLE, judging.not_comparable)
+    elif c.unjudged:
+        judged = run_to_run.Judged(NOT_JUDGED, phrase(NOT_JUDGED, c.unjudged))
+    else:
+        judged = run_to_run.judge(run_to_run.COUNT, c.a, c.b, None, None, None)
+    ratio = c.b / c.a if c.a and c.b is not None else None
+    row = _row(judging.notebook, c.executor, c.metric, judged, kind=run_to_run.COUNT, a=c.a, b=c.b, ratio=ratio)
+    if judged.verdict == CHANGED and c.functions:
+        row.update(functions=c.functions, functions_changed=c.functions_changed)
+    return row
 
 
 def resolution(a, interval_a, interval_b, effect: dict | None, kind: str | None) -> float | None:

@@ -135,9 +135,9 @@ def count_rows(workers: dict[str, Worker], built: dict, params: Params) -> list[
                 rows.append(CountRow(name, arm, "all", reason=str(e)))
         if A not in counted:
             continue
-        base = counts_of(counted[A])
+        base = counts.Counts.from_dict(counted[A])
         for arm in (x for x in others if x in counted):
-            diff = counts.difference(base, counts_of(counted[arm]))
+            diff = counts.difference(base, counts.Counts.from_dict(counted[arm]))
             for counter, v in diff["counters"].items():
                 steady = counter not in counted[A]["unsteady"] and counter not in counted[arm]["unsteady"]
                 functions = diff["functions"] if counter == "python_function_starts" else {}
@@ -145,16 +145,3 @@ def count_rows(workers: dict[str, Worker], built: dict, params: Params) -> list[
             for counter, why in counted[arm]["unavailable"].items():
                 rows.append(CountRow(name, arm, counter, reason=why))
     return rows
-
-
-def counts_of(record: dict) -> counts.Counts:
-    """A worker's ``counts`` answer as ``instruments.counts.Counts``."""
-    return counts.Counts(
-        counters=record["counters"],
-        unsteady=record["unsteady"],
-        functions=record["functions"],
-        all_functions=record["all_functions"],
-        unavailable=record["unavailable"],
-        method=record["method"],
-        seconds=record["seconds"],
-    )

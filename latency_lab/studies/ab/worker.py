@@ -142,7 +142,7 @@ class Worker:
         from ...instruments import counts
 
         c = counts.count_step(self.prepared[variant, executor].fn, self.setup.kwargs, self.device)
-        return {**c.to_dict(), "all_functions": c.all_functions}
+        return c.to_dict()
 
     def kernels(self, executor: str, steps: int, variant: str = PLAIN) -> dict:
         from ...core import timing

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...core import harness, metrics, registry, results, timing
+from ...core.catalog import COUNTED
 from ...core.harness import Rounds, describe
 from ...core.measurement import Measurement
 from ...core.metrics import Stat
@@ -264,9 +265,10 @@ class Result(Study):
     timelines: dict[str, dict] = saved("timeline")  # the profiled step's metrics per executor (``timeline_row``)
     memory: dict[str, dict | None] = saved()
     first_call_s: dict[str, float | None] = saved()
+    counted: dict[str, dict] = saved(COUNTED)  # per executor its step counted (``instruments.counts.Counts``)
     timed: Rounds = saved()
     phases: list[PhaseRow]  # ``phase_rows``
-    count_rows: list[dict]  # the step's work counted per executor (``instruments.counts``)
+    count_rows: list[dict]  # the step's work counted per executor (``instruments.counts.table`` of ``counted``)
     count_functions: list[dict]  # the functions with the most starts per step, per executor
     profiled: dict[str, dict]  # the profiled step per executor: its Chrome trace's file and its rows
 
@@ -312,6 +314,7 @@ def run(params: Params) -> Result:
         memory={n: p.steps.get("memory") for n, p in measured.items() if p.built},
         first_call_s={n: p.first_call_s for n, p in measured.items()},
         timed=timed,
-        count_rows=counts.table(counted := {n: p.record("counts") for n, p in measured.items() if p.record("counts")}),
+        counted=(counted := {n: p.record("counts") for n, p in measured.items() if p.record("counts")}),
+        count_rows=counts.table(counted),
         count_functions=counts.top_functions(counted),
     )
