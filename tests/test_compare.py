@@ -19,6 +19,7 @@ from latency_lab.core.parameters import resolved
 from latency_lab.instruments import counts
 from latency_lab.run.compare import command as C
 from latency_lab.run.compare import many as compare_many
+from latency_lab.run.compare import page as compare_page
 from latency_lab.run.compare import pair as compare_pair
 from latency_lab.run.compare import rows as compare_rows
 
@@ -343,6 +344,13 @@ def test_nothing_is_written_into_a_published_copy(runs, tmp_path, capsys):
     assert sorted(p.name for p in reference.iterdir()) == before
 
 
+def test_runs_on_other_devices_are_not_sent_to_runner_py_ab():
+    """ab times two builds on one machine: it cannot hold a GPU run against a CPU run."""
+    assert "runner.py ab" in compare_page.next_step(["packages.torch 2.9.1 -> 2.11.0"])
+    assert "runner.py ab" not in compare_page.next_step(["device cuda -> cpu", "packages.torch 2.9.1 -> 2.11.0"])
+    assert "different devices" in compare_page.next_step(["gpu.name NVIDIA H100 80GB HBM3 -> NVIDIA H200"])
+
+
 def test_cli_prints_and_writes_the_report_into_run_b(runs):
     written_last(runs / "b")
     short = run_runner("compare", "a", "latest", "--output-dir", str(runs), timeout=300, env={"COLUMNS": "72"})
@@ -360,7 +368,7 @@ def test_cli_prints_and_writes_the_report_into_run_b(runs):
     assert re.search(r"19-21 +2\.00 +not comparable: another stack$", line), line
     said = " ".join(proc.stdout.split())
     assert "7 numbers: 0 changed (0 higher in B, 0 lower), 0 same, 7 not comparable, 0 not judged." in said
-    assert "Not comparable: another stack (packages.torch 2.9.1 -> 2.11.0); time both in one run: runner.py ab." in said
+    assert "(packages.torch 2.9.1 -> 2.11.0); time both builds in one run on one machine: runner.py ab." in said
     page, data = runs / "b" / "compare-a-vs-b.html", runs / "b" / "compare-a-vs-b.json"
     written = json.loads(data.read_text())
     assert written["notebooks"] == ["02_executor_timing", "04_op_microbenchmarks"]

@@ -89,6 +89,14 @@ def judged_with(report: dict) -> str:
     return out
 
 
+def next_step(stack: list[str]) -> str:
+    """What a user can do about runs on other stacks: on one device, time both builds in one run
+    (``runner.py ab``); on two devices, nothing holds their times against each other."""
+    if any(d.split(" ", 1)[0] in ("device", "gpu.name") for d in stack):
+        return "the runs ran on different devices, whose times no run can hold against each other"
+    return "time both builds in one run on one machine: runner.py ab"
+
+
 def tally(report: dict) -> str:
     """What the comparison found, in a few sentences: how many numbers changed (higher or lower in B),
     stayed the same, could not be compared or judged, the minimum effects judged with, and the
@@ -112,7 +120,7 @@ def tally(report: dict) -> str:
     if (report.get("machines") or {}).get("apart"):
         out += f" The runs' machines: {report['machines']['apart']}."
     if report.get("stack"):
-        out += f" Not comparable: another stack ({'; '.join(report['stack'])}); time both in one run: runner.py ab."
+        out += f" Not comparable: another stack ({'; '.join(report['stack'])}); {next_step(report['stack'])}."
     elif report.get("parameters"):
         differ = ", ".join(f"{d['name']} in {', '.join(d['notebooks'])}" for d in report["parameters"])
         out += f" Not comparable where parameters differ: {differ}."
