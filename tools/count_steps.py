@@ -37,12 +37,13 @@ def main() -> int:
         m = harness.prepare(ex, setup.model, setup.kwargs, p.device)
         if not m.ok:
             out[ex.name] = {"status": m.status, "reason": m.reason}
+            Path(args.json).write_text(json.dumps(out, indent=1))
             continue
         timing.warm_up(m.fn, setup.kwargs, p.warmup)
         out[ex.name] = counts.count_step(m.fn, setup.kwargs, p.device, instructions=True).to_dict()
         print(ex.name, out[ex.name]["counters"], f"{out[ex.name]['seconds']:.2f} s", flush=True)
         harness.release(m, p.device)
-    Path(args.json).write_text(json.dumps(out, indent=1))
+        Path(args.json).write_text(json.dumps(out, indent=1))  # after each executor: a run cut short keeps its counts
     return 0
 
 
