@@ -200,6 +200,29 @@ def test_the_page_says_the_outcome_first_with_both_intervals_and_how_sure():
     assert "<h2>Outcome: not confirmed</h2>" in bisect_page.to_html(data)
 
 
+def test_a_steps_a_a_control_is_a_second_instance_of_good_a_copy_of_its_worktree(repo, tmp_path, monkeypatch):
+    """A step's A' (``Session``'s workers, ``remote.workers_for``) runs good's code from a copy of its worktree in
+    the step's own folder (``builds.second_instance``): the same files in another folder, without git's."""
+    from latency_lab.core import parameters
+    from latency_lab.studies.ab import remote
+
+    monkeypatch.setenv("LATENCY_LAB_CACHE", str(tmp_path / "cache"))
+    root, commits = repo
+    cands = bisect_builds.Commits(str(root), commits[0], commits[2])
+    try:
+        good, bad = (cands.build(c) for c in (cands.items[0], cands.items[-1]))
+        p = parameters.resolved(preset="tiny", device="cpu", executors="eager", workers=2, build_a=good, build_b=bad)
+        workers = remote.workers_for(p, tmp_path / "session")
+        assert {w.build.path for w in workers if w.arm == remote.A} == {tuple(good["path"])}
+        ((copy,),) = {w.build.path for w in workers if w.arm == remote.TWIN}
+        assert Path(copy).is_relative_to(tmp_path / "session") and Path(copy).name == Path(good["path"][0]).name
+        marker = Path("latency_lab", "core", "planted.py")
+        assert (Path(copy) / marker).read_text() == (Path(good["path"][0]) / marker).read_text()
+        assert (Path(good["path"][0]) / ".git").exists() and not (Path(copy) / ".git").exists()
+    finally:
+        cands.close()
+
+
 def test_bad_input_is_one_line_and_exit_2_before_any_timing(repo, tmp_path):
     root, commits = repo
     good, bad = commits[0], commits[-1]
