@@ -1,11 +1,14 @@
-"""``runner.py bisect``: bad input refused before any timing; the reading of a step (``bisect.call``) and
-the choice of the next build; real bisections of a synthetic checkout (tests/bisect_repo.py) whose one
-commit makes the step 20% longer, and of one where no commit moves it; resuming from the kept steps; the
-release form's folders from the real package index."""
+"""``runner.py bisect``: bad input refused before any timing; the reading of a step (``bisect.call``), of
+step 0 (``bisect.ends``), of the culprit against its parent (``bisect.culprit``) and of how a bisection ended
+(``bisect.conclusion``), and the choice of the next build; bisections over stand-in timings (the order of the
+steps, the culprit timed afresh); real bisections of a synthetic checkout (tests/bisect_repo.py) whose one
+commit makes the step 20% longer (culprit confirmed), and of one where no commit moves it (not confirmed at
+step 0); resuming from the kept steps; the release form's folders from the real package index."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -94,23 +97,130 @@ def test_the_next_build_is_the_untried_one_nearest_the_middle():
     assert bisect.pick(0, 3, {1: "x", 2: "y"}) is None
 
 
-def test_the_outcome_names_the_first_bad_build_with_its_change_and_how_sure():
+def timed(n: int, role: str, call: str, good: int, bad: int, mid: int | None = None, **record) -> dict:
+    """A step as ``bisect.attempts`` appends it: its number, role, bracket and call, then its timing."""
+    where = record.pop("where", NEAR_GOOD if call == "good" else NEAR_BAD if mid is not None else None)
+    kept = step(where, record.pop("bg", None)) | {"seconds": 10.0} | record
+    return {"step": n, "role": role, "good": good, "bad": bad, "mid": mid, "call": call, "why": call} | kept
+
+
+NAMES = ["c0", "c1", "c2", "c3"]
+ENDS = timed(0, bisect.ENDS, "confirmed", 0, 3)  # +20% (+15 to +25%)
+CLOSED = [ENDS, timed(1, bisect.MIDPOINT, "good", 0, 3, 1), timed(2, bisect.MIDPOINT, "bad", 1, 3, 2)]
+
+
+@pytest.mark.parametrize(
+    ("bg", "expected", "words"),
+    [
+        (SLOWER, "confirmed", "bad +20% (+14 to +26%) against good, ±6% within a third (6.7%)"),
+        (side(20, 5, 35, True), "stop", "change confirmed but not resolved to a third of its size: bad +20% (+5 to"),
+        (side(20, 5, 35, True), "stop", "±15% where a third of the change is 6.7%"),
+        (SAME, "stop", "change not confirmed between the ends (bad +0.5% (-4 to +5%) against good): bad reads the"),
+        (side(-17, -22, -12, True), "confirmed", "bad -17% (-22 to -12%) against good"),
+    ],
+)
+def test_step_0_bisects_only_a_change_it_tells_apart_within_a_third_of_its_size(bg, expected, words):
+    verdict, why = bisect.ends(step(None, bg))
+    assert verdict == expected and words in why, why
+
+
+@pytest.mark.parametrize(
+    ("verified", "expected", "words"),
+    [
+        (side(18, 12, 24, True), "confirmed", "the culprit +18% (+12 to +24%) against its parent; the ends +20%"),
+        (side(8, 5, 11, True), "confirmed", "+8%"),  # its interval reaches half the ends' change
+        (side(5, 3, 7, True), "stop", "short of half the ends' change (+20%, half 10%): more than one change"),
+        (side(-15, -20, -10, True), "stop", "short of half the ends' change"),  # the other way
+        (SAME, "stop", "the culprit (bad) against its parent (good) in fresh workers: bad reads the same as good"),
+    ],
+)
+def test_the_culprit_is_confirmed_where_its_change_can_carry_half_the_ends(verified, expected, words):
+    verdict, why = bisect.culprit(step(None, verified), SLOWER)
+    assert verdict == expected and words in why, why
+
+
+def test_step_0_confirmed_but_too_wide_is_timed_again_a_same_resolved_one_is_not():
+    wide = step(None, side(20, 5, 35, True)) | {"resolved": True}
+    assert bisect.again(wide, bisect.ENDS) == "its interval did not reach a third of the change"
+    assert bisect.again(wide, bisect.MIDPOINT) is None  # a midpoint step is read against the target only
+    assert bisect.again(step(None, SAME) | {"resolved": True}, bisect.ENDS) is None
+    assert bisect.again(step(None, SAME) | {"resolved": False}, bisect.ENDS) == "its interval did not reach the target"
+
+
+@pytest.mark.parametrize(
+    ("steps", "call", "words"),
+    [
+        ([*CLOSED, timed(3, bisect.CULPRIT, "confirmed", 1, 2, bg=side(19, 14, 24, True))], bisect.CONFIRMED, ""),
+        (
+            [*CLOSED, timed(3, bisect.CULPRIT, "stop", 1, 2, bg=side(5, 3, 7, True)) | {"why": "more than one"}],
+            bisect.NO_CULPRIT,
+            "more than one",
+        ),
+        ([timed(0, bisect.ENDS, "stop", 0, 3, bg=SAME) | {"why": "change not confirmed"}], bisect.NOT_CONFIRMED, ""),
+        (
+            [ENDS, timed(1, bisect.MIDPOINT, "stop", 0, 3, 1, where=BETWEEN) | {"why": "M is not told"}],
+            bisect.NO_CULPRIT,
+            "step 1 (c1 between c0 and c3): M is not told",
+        ),
+        ([ENDS], bisect.NO_CULPRIT, "the first bad build is one of c1, c2, c3: the builds between c0 (good)"),
+    ],
+)
+def test_the_outcome_is_a_confirmed_culprit_a_confirmed_regression_without_one_or_not_confirmed(steps, call, words):
+    """Read from hand-made steps: a culprit confirmed against its parent; one whose change is a quarter of the
+    ends' (no culprit, why); the ends not told apart (nothing bisected); a midpoint that stopped; every build
+    between skipped."""
+    out = bisect.conclusion(steps, NAMES, "complete")
+    assert out["call"] == call and words in out["why"], out
+    assert out["found"] == ("c2" if call == bisect.CONFIRMED else None), out
+    assert out["ends"] == steps[0]["bad_vs_good"]
+    assert (out["verified"] is not None) == (steps[-1]["role"] == bisect.CULPRIT), out
+    assert bisect.conclusion(steps, NAMES, "interrupted")["call"] == bisect.INTERRUPTED
+
+
+def test_the_page_says_the_outcome_first_with_both_intervals_and_how_sure():
     builds = [{"index": i, "name": f"c{i}", "title": f"commit {i}", "ref": f"c{i}"} for i in range(4)]
-    s1 = {"step": 1, "good": 0, "bad": 3, "mid": 1, "call": "good", "why": "", "seconds": 10.0, **step(NEAR_GOOD)}
-    s2 = {"step": 2, "good": 1, "bad": 3, "mid": 2, "call": "bad", "why": "", "seconds": 10.0, **step(NEAR_BAD)}
-    data = {"builds": builds, "steps": [s1, s2], "good": 1, "bad": 2, "stop": None, "status": "complete"}
-    data |= {"confidence": 0.95, "skipped": {}, "kind": "commit", "seconds": 25.0}
+    steps = [*CLOSED, timed(3, bisect.CULPRIT, "confirmed", 1, 2, bg=side(19, 14, 24, True))]
+    data = {"builds": builds, "steps": steps, "good": 1, "bad": 2, "stop": None, "status": "complete"}
+    data |= {"confidence": 0.95, "skipped": {}, "kind": "commit", "seconds": 45.0, "executor": "eager", "state": "-"}
+    data |= {"params": {"preset": "tiny", "device": "cpu", "executors": ["eager"], "resolve_pct": 12, "workers": 3}}
+    data |= {"outcome": bisect.conclusion(steps, NAMES, "complete")}
     out = bisect_page.outcome(data)
-    assert out["found"] == "c2" and out["change"]["change_pct"] == 20 and out["sure_pct"] == pytest.approx(90)
-    assert "First bad build: c2 (commit 2): +20 (+14 to +26)% against c1" in out["text"]
+    assert out["found"] == "c2" and out["verified"]["change_pct"] == 19 and out["sure_pct"] == pytest.approx(80)
+    assert out["text"].startswith("Culprit confirmed: c2 (commit 2), +19 (+14 to +24)% against its parent c1 in fresh")
+    assert "the ends +20 (+15 to +25)% (c3 against c0, step 0)" in out["text"]
     rows = {r["build"]: r for r in bisect_page.build_rows(data)}
     assert [r["status"] for r in rows.values()] == ["good", "good", "first bad", "bad"]
-    stopped = {**data, "steps": [{**s1, "call": "stop"}], "good": 0, "bad": 3, "stop": "M reads the same as both"}
-    assert bisect_page.outcome(stopped)["found"] is None
-    assert (
-        "No first bad build: between c0 (good) and c3 (bad), M reads the same as both"
-        in (bisect_page.outcome(stopped)["text"])
-    )
+    assert rows["c2"]["step"] == 3 and rows["c2"]["against good (%)"].value == "+19 (+14 to +24) vs c1"
+    assert rows["c3"]["against good (%)"].value == "+20 (+15 to +25) vs c0"  # step 0
+    assert "<h2>Outcome: culprit confirmed</h2>" in bisect_page.to_html(data)
+    flat = [timed(0, bisect.ENDS, "stop", 0, 3, bg=SAME) | {"why": "change not confirmed between the ends"}]
+    data |= {"steps": flat, "good": 0, "bad": 3, "outcome": bisect.conclusion(flat, NAMES, "complete")}
+    assert bisect_page.outcome(data)["found"] is None
+    assert bisect_page.outcome(data)["text"] == f"Not confirmed, nothing bisected: {flat[0]['why']}."
+    assert "<h2>Outcome: not confirmed</h2>" in bisect_page.to_html(data)
+
+
+def test_a_steps_a_a_control_is_a_second_instance_of_good_a_copy_of_its_worktree(repo, tmp_path, monkeypatch):
+    """A step's A' (``Session``'s workers, ``remote.workers_for``) runs good's code from a copy of its worktree in
+    the step's own folder (``builds.second_instance``): the same files in another folder, without git's."""
+    from latency_lab.core import parameters
+    from latency_lab.studies.ab import remote
+
+    monkeypatch.setenv("LATENCY_LAB_CACHE", str(tmp_path / "cache"))
+    root, commits = repo
+    cands = bisect_builds.Commits(str(root), commits[0], commits[2])
+    try:
+        good, bad = (cands.build(c) for c in (cands.items[0], cands.items[-1]))
+        p = parameters.resolved(preset="tiny", device="cpu", executors="eager", workers=2, build_a=good, build_b=bad)
+        workers = remote.workers_for(p, tmp_path / "session")
+        assert {w.build.path for w in workers if w.arm == remote.A} == {tuple(good["path"])}
+        ((copy,),) = {w.build.path for w in workers if w.arm == remote.TWIN}
+        assert Path(copy).is_relative_to(tmp_path / "session") and Path(copy).name == Path(good["path"][0]).name
+        marker = Path("latency_lab", "core", "planted.py")
+        assert (Path(copy) / marker).read_text() == (Path(good["path"][0]) / marker).read_text()
+        assert (Path(good["path"][0]) / ".git").exists() and not (Path(copy) / ".git").exists()
+    finally:
+        cands.close()
 
 
 def test_bad_input_is_one_line_and_exit_2_before_any_timing(repo, tmp_path):
@@ -178,29 +288,36 @@ def test_the_releases_between_two_versions_are_listed_and_one_becomes_a_folder_o
 
 
 @pytest.mark.ab_runs
-def test_the_bisection_names_the_commit_that_makes_the_step_20pct_longer_and_resumes(repo, tmp_path):
+def test_the_bisection_confirms_the_commit_that_makes_the_step_20pct_longer_and_resumes(repo, tmp_path):
+    """Step 0 confirms the ends, commit 3 (broken) is skipped, the midpoints close on commits 4 and 5, and 5 is
+    timed against 4 once more in fresh workers: culprit confirmed, the last line of the output says so."""
     root, commits = repo
     args = ("--repo", str(root), "--good", commits[0], "--bad", "main", *STEP, "--output-dir", str(tmp_path))
     proc = bisect_cli(*args, "--run-id", "first", cache=tmp_path / "cache")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     print(proc.stdout[-3000:])
     data = json.loads((tmp_path / "first" / "bisect.json").read_text())
-    assert data["outcome"]["found"] == commits[5][:12], data["outcome"]
+    out = data["outcome"]
+    assert out["call"] == "culprit confirmed" and out["found"] == commits[5][:12], out
+    roles = [s["role"] for s in data["steps"] if s["call"] != "again"]
+    assert roles[0] == "ends" and roles[-1] == "culprit" and set(roles[1:-1]) == {"midpoint"}, data["steps"]
+    assert (data["steps"][-1]["good"], data["steps"][-1]["bad"], data["steps"][-1]["mid"]) == (4, 5, None)
     assert data["skipped"] == {"3": data["skipped"]["3"]} and "SyntaxError" in data["skipped"]["3"]
     assert "skip " + commits[3][:12] in proc.stdout and "step 1: " in proc.stdout
-    change = data["outcome"]["change"]
-    assert change["lo_pct"] > 0, change  # the commit's step is longer than its parent's, the interval says so
+    assert out["verified"]["lo_pct"] > 0 and out["ends"]["lo_pct"] > 0, out  # longer, as both intervals say
+    assert proc.stdout.strip().splitlines()[-1].startswith(f"bisect: Culprit confirmed: {commits[5][:12]}")
     assert not list((tmp_path / "cache" / "worktrees").rglob("latency_lab"))  # the worktrees are removed
     dom = chromium_dom((tmp_path / "first" / "bisect.html").as_uri(), tmp_path / "profile")
-    assert "First bad build: " + commits[5][:12] in dom and "Builds in order" in dom
+    assert "Outcome: culprit confirmed" in dom and "Culprit confirmed: " + commits[5][:12] in dom
+    assert "Builds in order" in dom
     again = bisect_cli(*args, "--run-id", "again", cache=tmp_path / "cache", timeout=600)
     assert again.returncode == 0 and "taken from an earlier run" in again.stdout, again.stdout[-3000:]
     resumed = json.loads((tmp_path / "again" / "bisect.json").read_text())
-    assert resumed["outcome"]["found"] == data["outcome"]["found"] and resumed["seconds"] < 120
+    assert resumed["outcome"]["found"] == out["found"] and resumed["seconds"] < 120
 
 
 @pytest.mark.ab_runs
-def test_a_range_where_no_commit_moves_the_step_says_so(tmp_path):
+def test_a_range_where_no_commit_moves_the_step_is_not_confirmed_at_step_0(tmp_path):
     root = tmp_path / "repo"
     commits = bisect_repo.make(root, 4, slow_at=None)
     proc = bisect_cli(
@@ -209,9 +326,13 @@ def test_a_range_where_no_commit_moves_the_step_says_so(tmp_path):
         cache=tmp_path / "cache",
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    out = json.loads((tmp_path / "flat" / "bisect.json").read_text())["outcome"]
+    data = json.loads((tmp_path / "flat" / "bisect.json").read_text())
+    out = data["outcome"]
     print(out["text"])
-    assert out["found"] is None and "smaller than this run resolves" in out["text"], out
+    assert out["call"] == "not confirmed" and out["found"] is None, out
+    assert {s["role"] for s in data["steps"]} == {"ends"} and {s["mid"] for s in data["steps"]} == {None}
+    assert "change not confirmed between the ends" in out["text"], out
+    assert proc.stdout.strip().splitlines()[-1].startswith("bisect: Not confirmed, nothing bisected: change not")
 
 
 def test_the_side_of_the_middle_is_read_from_the_slots():
@@ -235,50 +356,95 @@ def test_the_side_of_the_middle_is_read_from_the_slots():
     assert not where["called"] and 0.3 < where["share"] < 0.7, where
 
 
-class Adjacent:
-    """Two builds and nothing between them: a bisection's one step times bad against good directly."""
+class Range:
+    """Builds c0, c1, ... whose steps take ``levels[i]``, and a stand-in for ``bisect.time_step`` that reads a
+    timing from the levels (bad against good ±4%, M against the middle ±3%) and notes what it timed: (good,
+    bad, M or None)."""
 
     kind = "commit"
-    items = [bisect_builds.Candidate("c0", "commit 0", "c0"), bisect_builds.Candidate("c1", "commit 1", "c1")]
+
+    def __init__(self, levels: list[float]):
+        self.levels, self.timed = levels, []
+        self.items = [bisect_builds.Candidate(f"c{i}", f"commit {i}", f"c{i}") for i in range(len(levels))]
 
     def identity(self) -> dict:
-        return {"commits": ["c0", "c1"]}
+        return {"commits": [c.ref for c in self.items]}
 
     def build(self, c) -> dict:
-        return {}
+        return {"ref": c.ref}
+
+    def time_step(self, p, mid: dict | None, seed: int) -> dict:
+        a, b, m = (None if x is None else int(x["ref"][1:]) for x in (p.build_a, p.build_b, mid))
+        self.timed.append((a, b, m))
+        la, lb = self.levels[a], self.levels[b]
+        change = 100 * (lb / la - 1)
+        where = None
+        if m is not None:
+            x = 100 * (self.levels[m] / math.sqrt(la * lb) - 1)
+            where = middle(x, x - 3, x + 3, (self.levels[m] - la) / (lb - la))
+        record = step(where, side(change, change - 4, change + 4, abs(change) > 4))
+        return record | {"aa": "same", "stopping": "", "resolved": True, "seconds": 1.0}
 
 
-def test_adjacent_builds_are_one_direct_step_named_first_bad_or_not(monkeypatch, tmp_path):
-    """bisect.run with the timing replaced by a step's record: bad against good changed names bad, same
-    stops; the page reads both."""
+def bisected(monkeypatch, tmp_path: Path, builds: Range, timings=None) -> dict:
+    """``bisect.run`` over ``builds`` with their stand-in timing (or the records of ``timings`` in turn), in a
+    cache of its own."""
     from latency_lab.core import parameters
 
-    p = parameters.resolved(preset="tiny", device="cpu", executors="eager", build_b={})
-    for bg, found in ((SLOWER, "c1"), (SAME, None)):
-        monkeypatch.setenv("LATENCY_LAB_CACHE", str(tmp_path / str(found)))  # no step read back from the other
-        record = step(None, bg) | {"aa": "same", "stopping": "", "resolved": True, "seconds": 1.0}
-        monkeypatch.setattr(bisect, "time_step", lambda *_, record=record: record)
-        monkeypatch.setattr(bisect, "imported", lambda build: ("torch",))
-        data = bisect.run(Adjacent(), p)
-        assert [s["mid"] for s in data["steps"]] == [None] and data["bad"] == 1, data
-        assert bisect_page.outcome(data)["found"] == found, bisect_page.outcome(data)
-        assert "Builds in order" in bisect_page.to_html(data)
+    monkeypatch.setenv("LATENCY_LAB_CACHE", str(tmp_path / "-".join(map(str, builds.levels))))
+    monkeypatch.setattr(bisect, "time_step", builds.time_step if timings is None else lambda *_: next(timings))
+    monkeypatch.setattr(bisect, "imported", lambda build: ("torch",))
+    monkeypatch.setattr(bisect, "why_not", lambda *_: None)
+    return bisect.run(builds, parameters.resolved(preset="tiny", device="cpu", executors="eager", build_b={}))
 
 
-def test_a_step_whose_a_a_is_called_is_timed_once_more_and_only_the_second_timing_is_read(monkeypatch, tmp_path):
-    """The A/A control called at 95% in about 1 step of 20: the step is timed again with fresh workers; a
-    second timing whose controls pass is read (bad found), one whose controls fail again stops."""
-    from latency_lab.core import parameters
+def test_a_confirmed_change_is_bisected_and_its_culprit_timed_again_against_its_parent(monkeypatch, tmp_path):
+    """c2 makes the step 20% longer: step 0 confirms the ends, two midpoints close the bracket on c1 and c2
+    (step 2 timed c2 against c1 in its rounds), and the culprit is timed against its parent once more."""
+    builds = Range([1.0, 1.0, 1.2, 1.2])
+    data = bisected(monkeypatch, tmp_path, builds)
+    assert builds.timed == [(0, 3, None), (0, 3, 1), (1, 3, 2), (1, 2, None)], builds.timed
+    assert [s["role"] for s in data["steps"]] == ["ends", "midpoint", "midpoint", "culprit"]
+    assert [s["call"] for s in data["steps"]] == ["confirmed", "good", "bad", "confirmed"]
+    assert data["outcome"]["call"] == bisect.CONFIRMED and data["outcome"]["found"] == "c2", data["outcome"]
+    assert data["outcome"]["verified"]["change_pct"] == pytest.approx(20), data["outcome"]
 
-    p = parameters.resolved(preset="tiny", device="cpu", executors="eager", build_b={})
-    called = step(None, SLOWER, controls="A/A called -3.5%") | {"aa": "changed", "stopping": "", "resolved": True}
-    passed = step(None, SLOWER) | {"aa": "same", "stopping": "", "resolved": True}
-    for second, found in ((passed, "c1"), (called, None)):
-        monkeypatch.setenv("LATENCY_LAB_CACHE", str(tmp_path / str(found)))
-        timings = iter([called | {"seconds": 1.0}, second | {"seconds": 1.0}])
-        monkeypatch.setattr(bisect, "time_step", lambda *_: next(timings))
-        monkeypatch.setattr(bisect, "imported", lambda build: ("torch",))
-        data = bisect.run(Adjacent(), p)
+
+def test_a_range_without_a_change_is_not_bisected(monkeypatch, tmp_path):
+    builds = Range([1.0, 1.0, 1.0, 1.0])
+    data = bisected(monkeypatch, tmp_path, builds)
+    assert builds.timed == [(0, 3, None)] and data["outcome"]["call"] == bisect.NOT_CONFIRMED, data["outcome"]
+    assert "change not confirmed between the ends (bad +0% (-4 to +4%) against good)" in data["outcome"]["why"]
+    assert "Builds in order" in bisect_page.to_html(data)
+
+
+@pytest.mark.parametrize(("levels", "call"), [([1.0, 1.2], bisect.CONFIRMED), ([1.0, 1.0], bisect.NOT_CONFIRMED)])
+def test_adjacent_ends_are_step_0_alone_which_is_the_culprits_check(monkeypatch, tmp_path, levels, call):
+    """Good and bad adjacent: step 0 timed the culprit against its parent in fresh workers already."""
+    builds = Range(levels)
+    data = bisected(monkeypatch, tmp_path, builds)
+    assert builds.timed == [(0, 1, None)] and data["outcome"]["call"] == call, data["outcome"]
+    assert bisect_page.outcome(data)["found"] == ("c1" if call == bisect.CONFIRMED else None)
+    assert "Builds in order" in bisect_page.to_html(data)
+
+
+@pytest.mark.parametrize(
+    ("first", "short"),
+    [
+        (step(None, SLOWER, controls="A/A called -3.5%") | {"aa": "changed"}, "its controls failed"),
+        (step(None, side(20, 5, 35, True)) | {"aa": "same"}, "its interval did not reach a third of the change"),
+    ],
+)
+def test_step_0_that_would_stop_short_is_timed_once_more_and_only_the_second_timing_is_read(
+    monkeypatch, tmp_path, first, short
+):
+    """The A/A control called at 95% in about 1 step of 20, or a change told apart but wider than a third of it:
+    step 0 is timed again with fresh workers; a second timing that passes is read (the culprit confirmed), one
+    that stops short again stops."""
+    first = first | {"stopping": "", "resolved": True, "seconds": 1.0}
+    passed = step(None, SLOWER) | {"aa": "same", "stopping": "", "resolved": True, "seconds": 1.0}
+    for n, (second, call) in enumerate(((passed, bisect.CONFIRMED), (first, bisect.NOT_CONFIRMED))):
+        data = bisected(monkeypatch, tmp_path / str(n), Range([1.0, 1.2]), iter([first, second]))
         assert [s["call"] for s in data["steps"]][0] == "again", data["steps"]
-        assert "its controls failed: again with fresh workers" in data["steps"][0]["why"]
-        assert bisect_page.outcome(data)["found"] == found, bisect_page.outcome(data)
+        assert f"{short}: again with fresh workers" in data["steps"][0]["why"]
+        assert data["outcome"]["call"] == call, data["outcome"]

@@ -1,12 +1,17 @@
 """``runner.py bisect``: the first build between a good and a bad one whose step's host time moved.
 
-Each step times the midpoint (arm M) against the current good (A) and bad (B) builds in the same rounds,
-with 08's workers, A/A control and stopping rule (``studies.ab.study.Session``); the change itself, bad against
-good in the same rounds, is the step's positive control. M is good or bad by the side of the middle of
-good and bad its interval lies on (``paired.side_of``); a step where bad is not told from good, M is not
-told from the middle, or the A/A is called ends the bisection with what it found: it never guesses. A
-midpoint that cannot run is skipped with its reason (``git bisect skip``). Steps are kept in the cache
-as they end, so the same command run again resumes (``State``).
+Step 0 times bad against good alone (no midpoint), with 08's workers, A/A control (a second instance of good:
+a copy of its worktree or release folder) and stopping rule (``studies.ab.study.Session``): the range is
+bisected only when bad is told from good there and the interval's half-width is at most a third of the
+change (``ends``). Each next step times the midpoint (arm M) against the current good (A) and bad (B) builds
+in the same rounds; the change itself, bad against good in the same rounds, is the step's positive control.
+M is good or bad by the side of the middle of good and bad its interval lies on (``paired.side_of``); a step
+where bad is not told from good, M is not told from the middle, or the A/A is called ends the bisection with
+what it found: it never guesses. A midpoint that cannot run is skipped with its reason (``git bisect
+skip``). When the bracket closes on two adjacent builds, the culprit is timed against its parent once more
+in fresh workers (``culprit``). The outcome (``conclusion``): culprit confirmed, regression confirmed with no
+culprit found (and why), or not confirmed. Steps are kept in the cache as they end, so the same command run
+again resumes (``State``).
 """
 
 from __future__ import annotations
@@ -34,6 +39,16 @@ METRIC = "host_ms"
 # rounds (benchmarks/bisect/), and an A/A is called in about 1 step of 20 at 95% (two of three CI runs on
 # 2026-12-07 lost a 4-step bisection to one)
 ATTEMPTS = 2
+# step 0 bisects the range only where it tells bad from good with a half-width at most this share of the change
+# (Chromium's Pinpoint verifies the regression between the ends before it bisects)
+ENDS_SHARE = 1 / 3
+# the culprit is confirmed where its change against its parent, timed again in fresh workers, can be at least
+# this share of the ends' change (its interval reaches it); below, more than one change lies between the ends
+CULPRIT_SHARE = 1 / 2
+ENDS, MIDPOINT, CULPRIT = "ends", "midpoint", "culprit"  # a step's role
+# how a bisection ended (``conclusion``)
+CONFIRMED, NO_CULPRIT = "culprit confirmed", "regression confirmed, no culprit found"
+NOT_CONFIRMED, INTERRUPTED = "not confirmed", "interrupted"
 
 
 def step_params(values: dict, good: dict, bad: dict) -> Params:
@@ -154,6 +169,73 @@ def call(step: dict) -> tuple[str, str]:
     return ("bad" if bad else "good"), f"{share}, {at}{also}"
 
 
+def spanned(c: dict) -> str:
+    """A change with its interval: ``+20% (+15 to +25%)``."""
+    return f"{c['change_pct']:+.2g}% ({c['lo_pct']:+.2g} to {c['hi_pct']:+.2g}%)"
+
+
+def too_wide(c: dict) -> bool:
+    """Whether a change's interval reaches further than ``ENDS_SHARE`` of the change on either side."""
+    return c["half_width_pct"] > ENDS_SHARE * abs(c["change_pct"])
+
+
+def ends(step: dict) -> tuple[str, str]:
+    """Step 0, bad against good alone: ``confirmed`` where bad is told from good with a half-width at most
+    ``ENDS_SHARE`` of the change, else ``stop``, saying which of the two failed, with the numbers."""
+    bg = step["bad_vs_good"]
+    if (cannot := checked(step)) is not None:
+        at = f" (bad {spanned(bg)} against good)" if bg and bg["lo_pct"] is not None else ""
+        return "stop", f"change not confirmed between the ends{at}: {cannot[1]}"
+    third = ENDS_SHARE * abs(bg["change_pct"])
+    if too_wide(bg):
+        return "stop", (
+            f"change confirmed but not resolved to a third of its size: bad {spanned(bg)} against good, "
+            f"±{bg['half_width_pct']:.2g}% where a third of the change is {third:.2g}%"
+        )
+    return "confirmed", f"bad {spanned(bg)} against good, ±{bg['half_width_pct']:.2g}% within a third ({third:.2g}%)"
+
+
+def culprit(step: dict, change: dict) -> tuple[str, str]:
+    """The culprit (bad) against its parent (good) in fresh workers: ``confirmed`` where told apart and its
+    interval reaches ``CULPRIT_SHARE`` of step 0's ``change`` in its direction, else ``stop`` and why."""
+    if (cannot := checked(step)) is not None:
+        return "stop", f"the culprit (bad) against its parent (good) in fresh workers: {cannot[1]}"
+    c, way = step["bad_vs_good"], 1 if change["change_pct"] > 0 else -1
+    least = CULPRIT_SHARE * abs(change["change_pct"])
+    if max(way * c["lo_pct"], way * c["hi_pct"]) < least:
+        return "stop", (
+            f"the culprit moves the step {spanned(c)} against its parent, short of half the ends' change "
+            f"({change['change_pct']:+.2g}%, half {least:.2g}%): more than one change between the ends"
+        )
+    return "confirmed", f"the culprit {spanned(c)} against its parent; the ends {spanned(change)}"
+
+
+def again(step: dict, role: str) -> str | None:
+    """Why a step that would stop the bisection is timed once more with fresh workers: its controls failed,
+    its interval did not reach the target, or (step 0) the change it told apart is not resolved to a third;
+    None where its timing stands (a build could not run it, or it was read as far as the target asks)."""
+    bg = step["bad_vs_good"]
+    if step["failed"]:
+        return None
+    if step["controls"] != "passed":
+        return "its controls failed"
+    if not step["resolved"]:
+        return "its interval did not reach the target"
+    if role == ENDS and bg["called"] and too_wide(bg):
+        return "its interval did not reach a third of the change"
+    return None
+
+
+def read(role: str, step: dict, steps: list) -> tuple[str, str]:
+    """A timing's call by its step's role: the ends (``ends``), a midpoint (``call``) or the culprit
+    (``culprit``, against the last timing of the ends in ``steps``)."""
+    if role == ENDS:
+        return ends(step)
+    if role == CULPRIT:
+        return culprit(step, [s for s in steps if s["role"] == ENDS][-1]["bad_vs_good"])
+    return call(step)
+
+
 class State:
     """The steps of one bisection (its range, parameters, interpreter and good build's versions), kept in the
     cache as each ends."""
@@ -178,7 +260,8 @@ class State:
 
     @staticmethod
     def key(good: Candidate, bad: Candidate, mid: Candidate | None, attempt: int) -> str:
-        """A step's key: its bracket, its midpoint (``-``: none) and its attempt."""
+        """A step's key: its bracket, its midpoint (``-``: none: the ends, or the culprit and its parent) and its
+        attempt."""
         return f"{good.ref}..{bad.ref}@{mid.ref if mid else '-'}#{attempt}"
 
 
@@ -188,62 +271,70 @@ def pick(lo: int, hi: int, skipped: dict) -> int | None:
     return min(left, key=lambda i: (abs(2 * i - lo - hi), i)) if left else None
 
 
+def bracket(steps: list, last: int) -> tuple[int, int]:
+    """The last good and the first bad build the midpoint steps found (before any, the ends: 0 and ``last``)."""
+    good = [s["mid"] for s in steps if s["call"] == "good"]
+    bad = [s["mid"] for s in steps if s["call"] == "bad"]
+    return max(good, default=0), min(bad, default=last)
+
+
 def run(cands, p: Params) -> dict:
     """The bisection of ``cands`` (``bisect_builds.Commits`` or ``Releases``, their ends checked) with 08's
-    parameters ``p`` (``step_params``): its steps and skipped builds, where it ended and why, as data
-    (``bisect_page``)."""
-    items = cands.items
+    parameters ``p`` (``step_params``): step 0 (the ends), the midpoints while the change is confirmed, and the
+    culprit against its parent once the bracket closes; its steps and skipped builds, where it ended, why, and
+    its ``outcome`` (``conclusion``), as data (``bisect_page``)."""
+    items, last = cands.items, len(cands.items) - 1
     need = imported(p.build_a)  # what the good build imports, every midpoint must import too
     state = State(cands.identity(), p)
-    lo, hi, skipped, steps, stop, t0 = 0, len(items) - 1, {}, [], None, time.perf_counter()
+    skipped, steps, t0 = {}, [], time.perf_counter()
     say(
-        f"bisect: {len(items) - 2} {cands.kind}s between good {items[0].name} and bad {items[-1].name}, about "
-        f"{max(1, math.ceil(math.log2(len(items) - 1)))} steps · {p.executors[0]} · {p.device} · state {state.path}"
+        f"bisect: {last - 1} {cands.kind}s between good {items[0].name} and bad {items[-1].name}, about "
+        f"{math.ceil(math.log2(last)) + 1 + (last > 1)} steps (the ends, the midpoints, the culprit) · "
+        f"{p.executors[0]} · {p.device} · state {state.path}"
     )
     try:
-        while True:
-            i = pick(lo, hi, skipped)
-            if i is None and steps:
-                break
-            mid = None if i is None else items[i]
-            mid_build, reason = midpoint(cands, mid, p.cache_mode, need)
-            if reason is not None:
-                skipped[i] = reason
-                say(f"skip {mid.name}: {reason}")
-                continue
-            step_p = replace(p, build_a=cands.build(items[lo]), build_b=cands.build(items[hi]))
-            verdict, why = attempts(state, step_p, items, (lo, hi, i), mid_build, steps)
-            if verdict == "skip":
-                skipped[i] = why
-            elif verdict == "good":
-                lo = i
-            elif verdict == "bad":
-                hi = hi if i is None else i  # a direct step's bad is the bracket's bad already
-            else:
-                stop = why
-                break
-            if mid is None:
-                break
+        if attempts(state, cands, p, (0, last, None), steps, ENDS)[0] == "confirmed":
+            narrow(state, cands, p, need, steps, skipped)
+            lo, hi = bracket(steps, last)
+            if hi - lo == 1 < last:  # adjacent ends: step 0 timed the culprit against its parent already
+                attempts(state, cands, p, (lo, hi, None), steps, CULPRIT)
         status = "complete"
     except KeyboardInterrupt:
         status = "interrupted"
+    lo, hi = bracket(steps, last)
     ended = {
         "skipped": {str(k): v for k, v in sorted(skipped.items())},
         "steps": steps,
         "good": lo,
         "bad": hi,
-        "stop": stop,
+        "stop": next((s["why"] for s in steps if s["call"] == "stop"), None),
         "status": status,
         "state": str(state.path),
+        "outcome": conclusion(steps, [c.name for c in items], status),
     }
-    return outcome(cands, p, ended, t0)
+    return as_data(cands, p, ended, t0)
 
 
-def midpoint(cands, mid: Candidate | None, cache_mode: str, need: tuple[str, ...]) -> tuple[dict | None, str | None]:
-    """The midpoint's build (None: no midpoint) and None, or None and why it is skipped: it could not be
-    built, or it cannot run the step (``why_not``)."""
-    if mid is None:
-        return None, None
+def narrow(state: State, cands, p: Params, need: tuple[str, ...], steps: list, skipped: dict) -> None:
+    """Midpoint steps, appended to ``steps``, until the bracket closes, every build inside it is in ``skipped``
+    (with why it cannot run), or a step stops."""
+    last = len(cands.items) - 1
+    while (i := pick(*bracket(steps, last), skipped)) is not None:
+        mid_build, reason = midpoint(cands, cands.items[i], p.cache_mode, need)
+        if reason is not None:
+            skipped[i] = reason
+            say(f"skip {cands.items[i].name}: {reason}")
+            continue
+        verdict, why = attempts(state, cands, p, (*bracket(steps, last), i), steps, MIDPOINT, mid_build)
+        if verdict == "skip":
+            skipped[i] = why
+        elif verdict == "stop":
+            return
+
+
+def midpoint(cands, mid: Candidate, cache_mode: str, need: tuple[str, ...]) -> tuple[dict | None, str | None]:
+    """The midpoint's build and None, or None and why it is skipped: it could not be built, or it cannot run
+    the step (``why_not``)."""
     try:
         build = cands.build(mid)
     except RuntimeError as e:
@@ -251,39 +342,83 @@ def midpoint(cands, mid: Candidate | None, cache_mode: str, need: tuple[str, ...
     return build, why_not(build, cache_mode, need) or None
 
 
-def attempts(state: State, p: Params, items: list, at: tuple, mid_build: dict | None, steps: list) -> tuple[str, str]:
-    """One step: the midpoint ``items[i]`` (or, with ``i`` None, bad) against good ``items[lo]`` and bad
-    ``items[hi]`` (``at``: lo, hi, i), timed again with fresh workers (up to ``ATTEMPTS``) where it would stop
-    unresolved or with its controls failed; each timing taken from ``state`` or kept there, and appended to
-    ``steps`` with its call. Returns the last call and why."""
+def doing(role: str, good: Candidate, bad: Candidate, mid: Candidate | None) -> str:
+    """What a step times, in words."""
+    if role == ENDS:
+        return f"bad {bad.name} against good {good.name}, no midpoint (the ends)"
+    if role == CULPRIT:
+        return f"the culprit {bad.name} against its parent {good.name}, in fresh workers"
+    return f"{mid.name} (M) against good {good.name} and bad {bad.name} in the same rounds"
+
+
+def attempts(
+    state: State, cands, p: Params, at: tuple, steps: list, role: str, mid_build: dict | None = None
+) -> tuple[str, str]:
+    """One step of ``role``: the midpoint ``items[i]`` (``mid_build``; with ``i`` None, none) against good
+    ``items[lo]`` and bad ``items[hi]`` (``at``: lo, hi, i), timed again with fresh workers (up to
+    ``ATTEMPTS``) where it would stop for a reason more rounds may cure (``again``); each timing taken from
+    ``state`` or kept there, and appended to ``steps`` with its call (``read``). Returns the last call and why."""
     lo, hi, i = at
-    good, bad, mid = items[lo], items[hi], None if i is None else items[i]
-    what = f"{mid.name} (M) against" if mid else "bad against"
+    good, bad, mid = cands.items[lo], cands.items[hi], None if i is None else cands.items[i]
+    step_p = replace(p, build_a=cands.build(good), build_b=cands.build(bad))
     for attempt in range(1, ATTEMPTS + 1):
-        n = len(steps) + 1
-        say(f"step {n}: {what} good {good.name} and bad {bad.name} in the same rounds")
+        n = len(steps)
+        say(f"step {n}: {doing(role, good, bad, mid)}")
         key = State.key(good, bad, mid, attempt)
         step = state.get(key)
         if step is None:
-            step = time_step(p, mid_build, p.seed + n)
+            step = time_step(step_p, mid_build, p.seed + n)
             state.put(key, step)
         else:
             say(f"step {n}: taken from an earlier run of the same bisection ({state.path})")
-        verdict, why = call(step) if mid else direct(step)
-        retry = not step["resolved"] or step["controls"] != "passed"
-        if verdict == "stop" and retry and not step["failed"] and attempt < ATTEMPTS:
-            short = "its controls failed" if step["controls"] != "passed" else "its interval did not reach the target"
+        verdict, why = read(role, step, steps)
+        if verdict == "stop" and attempt < ATTEMPTS and (short := again(step, role)):
             verdict, why = "again", f"{why}; {short}: again with fresh workers"
-        steps.append({"step": n, "good": lo, "bad": hi, "mid": i, "call": verdict, "why": why, **step})
+        steps.append({"step": n, "role": role, "good": lo, "bad": hi, "mid": i, "call": verdict, "why": why, **step})
         say(f"step {n}: {verdict}: {why} ({step['seconds']:.0f} s)")
         if verdict != "again":
             break
     return verdict, why
 
 
-def outcome(cands, p: Params, ended: dict, t0: float) -> dict:
+def conclusion(steps: list, names: list[str], status: str) -> dict:
+    """How the bisection of the builds ``names`` ended, read from its ``steps``: ``call`` (``CONFIRMED``,
+    ``NO_CULPRIT``, ``NOT_CONFIRMED``, or ``INTERRUPTED``) and ``why``, the culprit ``found`` (only where
+    confirmed), ``ends`` (step 0's bad against good) and ``verified`` (the culprit against its parent in fresh
+    workers: step 0 itself where the ends are adjacent)."""
+    lo, hi = bracket(steps, len(names) - 1)
+    timed = [s for s in steps if s["role"] == ENDS]
+    first = timed[-1]["bad_vs_good"] if timed else None
+    out = {"call": INTERRUPTED, "why": "", "found": None, "ends": first, "verified": None}
+    if status != "complete":
+        return out | {"why": f"after {len(steps)} steps; the first bad build is between {names[lo]} and {names[hi]}"}
+    if timed[-1]["call"] != "confirmed":
+        return out | {"call": NOT_CONFIRMED, "why": timed[-1]["why"]}
+    check = timed[-1] if len(names) == 2 else next((s for s in steps[::-1] if s["role"] == CULPRIT), None)
+    if check is None:
+        return out | {"call": NO_CULPRIT, "why": unchecked(steps, names, lo, hi)}
+    out["verified"] = check["bad_vs_good"]
+    if check["call"] != "confirmed":
+        return out | {"call": NO_CULPRIT, "why": check["why"]}
+    return out | {"call": CONFIRMED, "why": check["why"], "found": names[hi]}
+
+
+def unchecked(steps: list, names: list[str], lo: int, hi: int) -> str:
+    """Why a confirmed change found no culprit to check: the midpoint step that stopped, or the builds between
+    the bracket's ends that could not run."""
+    stopped = next((s for s in steps if s["call"] == "stop"), None)
+    if stopped is not None:
+        return f"step {stopped['step']} ({names[stopped['mid']]} between {names[lo]} and {names[hi]}): {stopped['why']}"
+    return (
+        f"the first bad build is one of {', '.join(names[lo + 1 : hi + 1])}: the builds between {names[lo]} (good) "
+        f"and {names[hi]} (bad) could not run (skipped)"
+    )
+
+
+def as_data(cands, p: Params, ended: dict, t0: float) -> dict:
     """A bisection as data: its range, executor, metric, parameters and builds, then how it ``ended``
-    (skipped builds, steps, good and bad, why it stopped, its status and state file), its time since ``t0``."""
+    (skipped builds, steps, good and bad, why it stopped, its status, state file and outcome), its time since
+    ``t0``."""
     return {
         "kind": cands.kind,
         "range": cands.identity(),
@@ -295,11 +430,3 @@ def outcome(cands, p: Params, ended: dict, t0: float) -> dict:
         "seconds": round(time.perf_counter() - t0, 1),
         "confidence": p.confidence,
     }
-
-
-def direct(step: dict) -> tuple[str, str]:
-    """A step without a midpoint (good and bad adjacent, or every build between them skipped): ``bad``
-    when bad differs from good, else ``stop``."""
-    if (cannot := checked(step)) is not None:
-        return cannot
-    return "bad", f"bad differs from good ({step['bad_vs_good']['verdict']})"

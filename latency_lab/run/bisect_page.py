@@ -1,6 +1,7 @@
-"""A bisection's outcome (``outcome``), its builds in order and its steps as tables, its sentences, the
-page (``templates/bisect.html.j2``) and the JSON, written side by side (``write``). The data is
-``bisect.run``'s.
+"""A bisection's outcome in words (``outcome``: culprit confirmed, regression confirmed with no culprit found,
+or not confirmed, as ``bisect.conclusion`` read it), its builds in order and its steps as tables, its
+sentences, the page (``templates/bisect.html.j2``, the outcome at its top) and the JSON, written side by side
+(``write``). The data is ``bisect.run``'s.
 """
 
 from __future__ import annotations
@@ -10,33 +11,13 @@ from pathlib import Path
 
 from ..core import results
 from ..pages import tables
+from .bisect import CONFIRMED, NO_CULPRIT, NOT_CONFIRMED
 
 TITLE_CHARS = 48  # a commit's subject line, clipped in the builds table
 
 
 def name(data: dict, i: int) -> str:
     return data["builds"][i]["name"]
-
-
-def pair_change(data: dict, lo: int, hi: int) -> dict | None:
-    """Build ``hi`` against build ``lo`` as a step timed them in the same rounds (the last such step), or None."""
-    for s in reversed(data["steps"]):
-        if s["mid"] == hi and s["good"] == lo:
-            return s["mid_vs_good"]
-        if s["mid"] is None and (s["good"], s["bad"]) == (lo, hi):
-            return s["bad_vs_good"]
-        if s["mid"] == lo and s["bad"] == hi and s["mid_vs_bad"]:
-            return inverted(s["mid_vs_bad"])
-    return None
-
-
-def inverted(c: dict) -> dict:
-    """A change of M against B read as B against M (ratios inverted)."""
-
-    def inv(pct):
-        return None if pct is None else 100 * (1 / (1 + pct / 100) - 1)
-
-    return {**c, "change_pct": inv(c["change_pct"]), "lo_pct": inv(c["hi_pct"]), "hi_pct": inv(c["lo_pct"])}
 
 
 def plural(n: int, word: str) -> str:
@@ -62,37 +43,28 @@ def against(c: dict | None, data: dict, i: int) -> str:
 
 
 def outcome(data: dict) -> dict:
-    """The first bad build, or why there is none: ``found`` (one build), ``among`` (the builds it may be,
-    skipped ones between), the sentence, the change it brings against the last good build, and how sure:
+    """The bisection's outcome (``data["outcome"]``, ``bisect.conclusion``) with its sentence, the builds the
+    first bad one may be (``among``: the bracket's, skipped ones between) and how sure a confirmed culprit is:
     a wrong turn needs a false call, at most 1 - confidence per step (Bonferroni over the steps)."""
-    lo, hi, timed = data["good"], data["bad"], [s for s in data["steps"] if s["call"] in ("good", "bad")]
-    sure = max(0.0, 1 - len(data["steps"]) * (1 - data["confidence"]))  # every timing a chance of a false call
-    among = [i for i in range(lo + 1, hi + 1)]
-    done = data["status"] == "complete" and data["stop"] is None and timed
-    out = {"found": None, "among": [name(data, i) for i in among], "sure_pct": 100 * sure, "change": None}
-    if data["status"] != "complete":
+    o, lo, hi, n = data["outcome"], data["good"], data["bad"], len(data["steps"])
+    sure = max(0.0, 1 - n * (1 - data["confidence"]))  # every timing a chance of a false call
+    out = {**o, "among": [name(data, i) for i in range(lo + 1, hi + 1)], "sure_pct": 100 * sure}
+    ends = f"the ends {interval(o['ends'])}% ({name(data, -1)} against {name(data, 0)}, step 0)"
+    if o["call"] == CONFIRMED:
         out["text"] = (
-            f"Interrupted after {len(data['steps'])} steps: the first bad build is between {name(data, lo)} "
-            f"(good) and {name(data, hi)} (bad). The same command resumes."
+            f"Culprit confirmed: {o['found']} ({data['builds'][hi]['title']}), {interval(o['verified'])}% against "
+            f"its parent {name(data, lo)} in fresh workers; {ends}. Sure at {out['sure_pct']:.3g}% or more: "
+            f"{plural(n, 'step')}, each a wrong turn only through a false call (at most "
+            f"{100 * (1 - data['confidence']):.3g}% each)."
         )
-    elif not done:
-        out["text"] = (
-            f"No first bad build: between {name(data, lo)} (good) and {name(data, hi)} (bad), "
-            f"{data['stop'] or 'no step could be timed'}."
-        )
-    elif len(among) == 1:
-        out["found"] = name(data, hi)
-        out["change"] = pair_change(data, lo, hi)
-        moved = f": {interval(out['change'])}% against {name(data, lo)}" if out["change"] else ""
-        out["text"] = (
-            f"First bad build: {name(data, hi)} ({data['builds'][hi]['title']}){moved}. "
-            f"Sure at {out['sure_pct']:.3g}% or more: {plural(len(data['steps']), 'step')}, each a wrong turn only "
-            f"through a false call (at most {100 * (1 - data['confidence']):.3g}% each)."
-        )
+    elif o["call"] == NO_CULPRIT:
+        out["text"] = f"Regression confirmed, no culprit found: {ends}; {o['why']}."
+    elif o["call"] == NOT_CONFIRMED:
+        out["text"] = f"Not confirmed, nothing bisected: {o['why']}."
     else:
         out["text"] = (
-            f"The first bad build is one of {', '.join(out['among'])}: the builds between {name(data, lo)} (good) "
-            f"and {name(data, hi)} (bad) could not run (skipped)."
+            f"Interrupted after {plural(n, 'step')}: the first bad build is between {name(data, lo)} (good) and "
+            f"{name(data, hi)} (bad). The same command resumes."
         )
     return out
 
@@ -109,10 +81,10 @@ def findings(data: dict) -> list[str]:
 
 
 def build_rows(data: dict) -> list[dict]:
-    """Every build in order: its status, the step that timed it, and its changes against that step's good
-    and bad builds."""
-    found = outcome(data)
-    timed = {s["mid"]: s for s in data["steps"] if s["mid"] is not None}
+    """Every build in order: its status, the last step that timed it (as the midpoint, or as bad against good
+    alone: the ends, the culprit), and its changes against that step's good and bad builds."""
+    found, last = outcome(data)["found"], len(data["builds"]) - 1
+    timed = {s["bad"] if s["mid"] is None else s["mid"]: s for s in data["steps"]}
     rows = []
     for b in data["builds"]:
         i = b["index"]
@@ -121,19 +93,18 @@ def build_rows(data: dict) -> list[dict]:
             status = "skipped"
         elif i <= data["good"]:
             status = "good" if i in timed or i == 0 else "good (by order)"
-        elif i == data["bad"] and found["found"]:
+        elif i == data["bad"] and found:
             status = "first bad"
         elif i >= data["bad"]:
-            status = "bad" if i in timed or i == len(data["builds"]) - 1 else "bad (by order)"
+            status = "bad" if i in timed or i == last else "bad (by order)"
         else:
             status = "undecided" if i in timed else "not timed"
-        last = len(data["builds"]) - 1
-        ends = [x for x in data["steps"] if (x["good"], x["bad"]) == (0, last)]  # the range's own ends timed
-        if i == last and ends:
-            vs_good, vs_bad = against(ends[-1]["bad_vs_good"], data, 0), ""
+        if s is None:
+            vs_good = vs_bad = ""
+        elif s["mid"] is None:
+            vs_good, vs_bad = against(s["bad_vs_good"], data, s["good"]), ""
         else:
-            vs_good = against(s["mid_vs_good"], data, s["good"]) if s else ""
-            vs_bad = against(s["mid_vs_bad"], data, s["bad"]) if s else ""
+            vs_good, vs_bad = against(s["mid_vs_good"], data, s["good"]), against(s["mid_vs_bad"], data, s["bad"])
         rows.append(
             {
                 "build": b["name"],
@@ -151,6 +122,7 @@ def step_rows(data: dict) -> list[dict]:
     return [
         {
             "step": s["step"],
+            "times": s["role"],
             "good": name(data, s["good"]),
             "M": name(data, s["mid"]) if s["mid"] is not None else "(none)",
             "bad": name(data, s["bad"]),
@@ -181,6 +153,7 @@ def to_html(data: dict) -> str:
         tables.render(
             "bisect.html.j2",
             title=title(data),
+            call=data["outcome"]["call"],
             findings=findings(data),
             workers=data["params"]["workers"],
             metric="host time",

@@ -57,7 +57,8 @@ def ab_build(args: argparse.Namespace, side: str) -> dict:
 
 def bisect_command(argv: list[str]) -> int:
     """``runner.py bisect``: the range, the parameters and the good and bad builds checked (exit 2 before
-    any timing), then the bisection (``latency_lab.run.bisect``) into a run folder of its own."""
+    any timing), then the bisection (``latency_lab.run.bisect``) into a run folder of its own; its outcome is
+    the last line."""
     from . import bisect, bisect_builds, bisect_page
 
     args, rest = cli.bisect_parser().parse_known_args(argv)
@@ -99,6 +100,7 @@ def bisect_command(argv: list[str]) -> int:
     page, out = bisect_page.write(data, run_dir)
     print(bisect_page.text(data))
     print(f"wrote {page} and {out}")
+    print(f"bisect: {bisect_page.outcome(data)['text']}")  # the outcome, the last line
     return 130 if data["status"] == "interrupted" else 0
 
 
