@@ -18,6 +18,7 @@ import bisect_repo
 import pytest
 from conftest import chromium_dom, run_runner
 
+from latency_lab.instruments import counts
 from latency_lab.run import bisect, bisect_builds, bisect_page
 
 # every real bisection here: tiny, CPU, eager, 3 core slots, a step of at most 110 s read against ±12%
@@ -289,8 +290,9 @@ def test_the_releases_between_two_versions_are_listed_and_one_becomes_a_folder_o
 
 @pytest.mark.ab_runs
 def test_the_bisection_confirms_the_commit_that_makes_the_step_20pct_longer_and_resumes(repo, tmp_path):
-    """Step 0 confirms the ends, commit 3 (broken) is skipped, the midpoints close on commits 4 and 5, and 5 is
-    timed against 4 once more in fresh workers: culprit confirmed, the last line of the output says so."""
+    """Step 0 confirms the ends, whose counts differ by the one call commit 5 wraps every step in; commit 3
+    (broken) is skipped, the midpoints take their sides by their counts, closing on commits 4 and 5, and 5 is
+    timed against 4 in fresh workers: culprit confirmed, the last line of the output says so."""
     root, commits = repo
     args = ("--repo", str(root), "--good", commits[0], "--bad", "main", *STEP, "--output-dir", str(tmp_path))
     proc = bisect_cli(*args, "--run-id", "first", cache=tmp_path / "cache")
@@ -300,7 +302,8 @@ def test_the_bisection_confirms_the_commit_that_makes_the_step_20pct_longer_and_
     out = data["outcome"]
     assert out["call"] == "culprit confirmed" and out["found"] == commits[5][:12], out
     roles = [s["role"] for s in data["steps"] if s["call"] != "again"]
-    assert roles[0] == "ends" and roles[-1] == "culprit" and set(roles[1:-1]) == {"midpoint"}, data["steps"]
+    assert roles[0] == "ends" and roles[-1] == "culprit" and set(roles[1:-1]) == {"counted"}, data["steps"]
+    assert "python function starts +1 per step" in data["counts"]["text"] and "_longer" in data["counts"]["text"]
     assert (data["steps"][-1]["good"], data["steps"][-1]["bad"], data["steps"][-1]["mid"]) == (4, 5, None)
     assert data["skipped"] == {"3": data["skipped"]["3"]} and "SyntaxError" in data["skipped"]["3"]
     assert "skip " + commits[3][:12] in proc.stdout and "step 1: " in proc.stdout
@@ -363,8 +366,9 @@ class Range:
 
     kind = "commit"
 
-    def __init__(self, levels: list[float]):
-        self.levels, self.timed = levels, []
+    def __init__(self, levels: list[float], calls: list[int] | None = None):
+        self.levels, self.timed, self.counted = levels, [], []
+        self.calls = calls or [100] * len(levels)  # Python calls per step (``count``)
         self.items = [bisect_builds.Candidate(f"c{i}", f"commit {i}", f"c{i}") for i in range(len(levels))]
 
     def identity(self) -> dict:
@@ -385,6 +389,19 @@ class Range:
         record = step(where, side(change, change - 4, change + 4, abs(change) > 4))
         return record | {"aa": "same", "stopping": "", "resolved": True, "seconds": 1.0}
 
+    def count(self, p, build_dicts: list[dict]) -> list[dict]:
+        """A stand-in for ``bisect_counts.count``: each build's step makes ``calls[i]`` Python calls of one
+        function; notes what it counted."""
+        out = []
+        for b in build_dicts:
+            i = int(b["ref"][1:])
+            self.counted.append(i)
+            c = counts.Counts(
+                {"python_function_starts": self.calls[i], "python_c_calls": 7}, {}, {}, {"m.py:f": self.calls[i]}
+            )
+            out.append(c.to_dict() | {"seconds": 0.5})
+        return out
+
 
 def bisected(monkeypatch, tmp_path: Path, builds: Range, timings=None) -> dict:
     """``bisect.run`` over ``builds`` with their stand-in timing (or the records of ``timings`` in turn), in a
@@ -395,7 +412,40 @@ def bisected(monkeypatch, tmp_path: Path, builds: Range, timings=None) -> dict:
     monkeypatch.setattr(bisect, "time_step", builds.time_step if timings is None else lambda *_: next(timings))
     monkeypatch.setattr(bisect, "imported", lambda build: ("torch",))
     monkeypatch.setattr(bisect, "why_not", lambda *_: None)
+    monkeypatch.setattr(bisect.bisect_counts, "count", builds.count)
     return bisect.run(builds, parameters.resolved(preset="tiny", device="cpu", executors="eager", build_b={}))
+
+
+def test_where_the_ends_count_apart_the_midpoints_are_counted_and_only_the_ends_and_the_culprit_timed(
+    monkeypatch, tmp_path
+):
+    """c3 adds one Python call per step and makes it 20% longer: step 0 times the ends, their counts differ by
+    one call of m.py:f, every midpoint takes its side by its counts (no rounds), the culprit is timed."""
+    builds = Range([1.0] * 3 + [1.2] * 5, calls=[100] * 3 + [101] * 5)
+    data = bisected(monkeypatch, tmp_path, builds)
+    assert builds.timed == [(0, 7, None), (2, 3, None)], builds.timed
+    assert [s["role"] for s in data["steps"]] == ["ends", "counted", "counted", "counted", "culprit"]
+    assert data["outcome"]["call"] == bisect.CONFIRMED and data["outcome"]["found"] == "c3", data["outcome"]
+    assert "python function starts +1 per step" in data["counts"]["text"] and "m.py:f: +1" in data["counts"]["text"]
+    said = bisect_page.text(data)
+    assert "Counts of the ends: counts changed" in said and "3 timed steps" not in said and "2 timed steps" in said
+
+
+def test_a_count_that_moves_elsewhere_than_the_time_leaves_no_culprit(monkeypatch, tmp_path):
+    """The counts move at c5, the time at c3: the counts lead to c5, whose timing against c4 shows no change,
+    so the regression stands confirmed with no culprit, never a wrong one."""
+    builds = Range([1.0] * 3 + [1.2] * 5, calls=[100] * 5 + [101] * 3)
+    data = bisected(monkeypatch, tmp_path, builds)
+    assert builds.timed[-1] == (4, 5, None), builds.timed
+    assert data["outcome"]["call"] == bisect.NO_CULPRIT and data["outcome"]["found"] is None, data["outcome"]
+
+
+def test_a_midpoint_counted_like_neither_end_is_timed(monkeypatch, tmp_path):
+    builds = Range([1.0, 1.0, 1.2, 1.2], calls=[100, 100, 102, 101])
+    data = bisected(monkeypatch, tmp_path, builds)
+    assert builds.timed == [(0, 3, None), (1, 3, 2), (1, 2, None)], builds.timed  # c1 counted like good, c2 timed
+    assert [s["role"] for s in data["steps"]] == ["ends", "counted", "midpoint", "culprit"], data["steps"]
+    assert data["outcome"]["found"] == "c2", data["outcome"]
 
 
 def test_a_confirmed_change_is_bisected_and_its_culprit_timed_again_against_its_parent(monkeypatch, tmp_path):

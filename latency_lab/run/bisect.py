@@ -28,6 +28,7 @@ from ..core.progress import say
 from ..studies.ab import study as ab_builds
 from ..studies.ab import tables as ab_tables
 from ..studies.ab.remote import A, B
+from . import bisect_counts
 from .bisect_builds import Candidate, cache_dir, imported, why_not
 from .run_folder import SetupError
 
@@ -45,7 +46,7 @@ ENDS_SHARE = 1 / 3
 # the culprit is confirmed where its change against its parent, timed again in fresh workers, can be at least
 # this share of the ends' change (its interval reaches it); below, more than one change lies between the ends
 CULPRIT_SHARE = 1 / 2
-ENDS, MIDPOINT, CULPRIT = "ends", "midpoint", "culprit"  # a step's role
+ENDS, MIDPOINT, CULPRIT, COUNTED = "ends", "midpoint", "culprit", "counted"  # a step's role
 # how a bisection ended (``conclusion``)
 CONFIRMED, NO_CULPRIT = "culprit confirmed", "regression confirmed, no culprit found"
 NOT_CONFIRMED, INTERRUPTED = "not confirmed", "interrupted"
@@ -237,7 +238,7 @@ def read(role: str, step: dict, steps: list) -> tuple[str, str]:
 
 
 class State:
-    """The steps of one bisection (its range, parameters, interpreter and good build's versions), kept in the
+    """The steps and counts of one bisection (its range, parameters, interpreter and good build's versions), kept in the
     cache as each ends."""
 
     def __init__(self, identity: dict, p: Params):
@@ -278,11 +279,12 @@ def bracket(steps: list, last: int) -> tuple[int, int]:
     return max(good, default=0), min(bad, default=last)
 
 
-def run(cands, p: Params) -> dict:
+def run(cands, p: Params, by_counts: bool = True) -> dict:
     """The bisection of ``cands`` (``bisect_builds.Commits`` or ``Releases``, their ends checked) with 08's
-    parameters ``p`` (``step_params``): step 0 (the ends), the midpoints while the change is confirmed, and the
-    culprit against its parent once the bracket closes; its steps and skipped builds, where it ended, why, and
-    its ``outcome`` (``conclusion``), as data (``bisect_page``)."""
+    parameters ``p`` (``step_params``): step 0 (the ends), the midpoints while the change is confirmed (by their
+    counts where the ends' counts differ and ``by_counts``, ``bisect_counts``; else timed), and the culprit
+    against its parent once the bracket closes; its steps and skipped builds, where it ended, why, its
+    ``outcome`` (``conclusion``) and what the ends' counts said, as data (``bisect_page``)."""
     items, last = cands.items, len(cands.items) - 1
     need = imported(p.build_a)  # what the good build imports, every midpoint must import too
     state = State(cands.identity(), p)
@@ -292,9 +294,12 @@ def run(cands, p: Params) -> dict:
         f"{math.ceil(math.log2(last)) + 1 + (last > 1)} steps (the ends, the midpoints, the culprit) · "
         f"{p.executors[0]} · {p.device} · state {state.path}"
     )
+    counted = {"ends": None, "text": "not counted (--no-counts)" if not by_counts else ""}
     try:
         if attempts(state, cands, p, (0, last, None), steps, ENDS)[0] == "confirmed":
-            narrow(state, cands, p, need, steps, skipped)
+            if by_counts:
+                counted = count_ends(state, cands, p)
+            narrow(state, cands, p, need, steps, skipped, counted["ends"])
             lo, hi = bracket(steps, last)
             if hi - lo == 1 < last:  # adjacent ends: step 0 timed the culprit against its parent already
                 attempts(state, cands, p, (lo, hi, None), steps, CULPRIT)
@@ -311,19 +316,59 @@ def run(cands, p: Params) -> dict:
         "status": status,
         "state": str(state.path),
         "outcome": conclusion(steps, [c.name for c in items], status),
+        "counts": counted,
     }
     return as_data(cands, p, ended, t0)
 
 
-def narrow(state: State, cands, p: Params, need: tuple[str, ...], steps: list, skipped: dict) -> None:
+def count_ends(state: State, cands, p: Params) -> dict:
+    """The ends' counts (``bisect_counts.count``, kept in ``state``): the counters that tell them apart
+    (``ends``; {}: none, every step is timed) and what they say (``text``)."""
+    good, bad = (counted(state, cands, p, [i])[0] for i in (0, len(cands.items) - 1))
+    ends = bisect_counts.telling(good, bad)
+    said = bisect_counts.ends_text(good, bad, ends)
+    say(f"counts of the ends: {said}")
+    return {"ends": ends, "text": said}
+
+
+def counted(state: State, cands, p: Params, at: list[int]) -> list[dict]:
+    """The counts of the builds ``cands.items[i]`` for ``i`` in ``at``, from ``state`` or counted and kept."""
+    keys = [f"counts@{cands.items[i].ref}" for i in at]
+    if any(state.get(k) is None for k in keys):
+        for k, record in zip(keys, bisect_counts.count(p, [cands.build(cands.items[i]) for i in at])):
+            state.put(k, record)
+    return [state.get(k) for k in keys]
+
+
+def by_count(state: State, cands, p: Params, at: tuple, steps: list, ends: dict) -> tuple[str | None, str]:
+    """A midpoint step decided by its counts (``bisect_counts.side``), appended to ``steps`` as a step of role
+    ``COUNTED``; None where its counts do not decide it (it is timed instead)."""
+    lo, hi, i = at
+    record = counted(state, cands, p, [i])[0]
+    verdict, why = bisect_counts.side(record, ends)
+    say(f"step {len(steps)}: {cands.items[i].name} (M) {why}")
+    if verdict is not None:
+        steps.append(
+            {"step": len(steps), "role": COUNTED, "good": lo, "bad": hi, "mid": i, "call": verdict, "why": why}
+            | {"bad_vs_good": None, "mid_vs_good": None, "mid_vs_bad": None, "seconds": record["seconds"]}
+        )
+    return verdict, why
+
+
+def narrow(
+    state: State, cands, p: Params, need: tuple[str, ...], steps: list, skipped: dict, ends: dict | None
+) -> None:
     """Midpoint steps, appended to ``steps``, until the bracket closes, every build inside it is in ``skipped``
-    (with why it cannot run), or a step stops."""
+    (with why it cannot run), or a step stops; each decided by its counts where the counters ``ends`` tell
+    good from bad and its counts equal one end's, else timed."""
     last = len(cands.items) - 1
     while (i := pick(*bracket(steps, last), skipped)) is not None:
         mid_build, reason = midpoint(cands, cands.items[i], p.cache_mode, need)
         if reason is not None:
             skipped[i] = reason
             say(f"skip {cands.items[i].name}: {reason}")
+            continue
+        if ends and by_count(state, cands, p, (*bracket(steps, last), i), steps, ends)[0] is not None:
             continue
         verdict, why = attempts(state, cands, p, (*bracket(steps, last), i), steps, MIDPOINT, mid_build)
         if verdict == "skip":

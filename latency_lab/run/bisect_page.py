@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..core import results
 from ..pages import tables
-from .bisect import CONFIRMED, NO_CULPRIT, NOT_CONFIRMED
+from .bisect import CONFIRMED, COUNTED, NO_CULPRIT, NOT_CONFIRMED
 
 TITLE_CHARS = 48  # a commit's subject line, clipped in the builds table
 
@@ -46,7 +46,8 @@ def outcome(data: dict) -> dict:
     """The bisection's outcome (``data["outcome"]``, ``bisect.conclusion``) with its sentence, the builds the
     first bad one may be (``among``: the bracket's, skipped ones between) and how sure a confirmed culprit is:
     a wrong turn needs a false call, at most 1 - confidence per step (Bonferroni over the steps)."""
-    o, lo, hi, n = data["outcome"], data["good"], data["bad"], len(data["steps"])
+    o, lo, hi = data["outcome"], data["good"], data["bad"]
+    n = sum(s["role"] != COUNTED for s in data["steps"])  # a step decided by counts makes no false call
     sure = max(0.0, 1 - n * (1 - data["confidence"]))  # every timing a chance of a false call
     out = {**o, "among": [name(data, i) for i in range(lo + 1, hi + 1)], "sure_pct": 100 * sure}
     ends = f"the ends {interval(o['ends'])}% ({name(data, -1)} against {name(data, 0)}, step 0)"
@@ -54,7 +55,7 @@ def outcome(data: dict) -> dict:
         out["text"] = (
             f"Culprit confirmed: {o['found']} ({data['builds'][hi]['title']}), {interval(o['verified'])}% against "
             f"its parent {name(data, lo)} in fresh workers; {ends}. Sure at {out['sure_pct']:.3g}% or more: "
-            f"{plural(n, 'step')}, each a wrong turn only through a false call (at most "
+            f"{plural(n, 'timed step')}, each a wrong turn only through a false call (at most "
             f"{100 * (1 - data['confidence']):.3g}% each)."
         )
     elif o["call"] == NO_CULPRIT:
@@ -73,8 +74,10 @@ def findings(data: dict) -> list[str]:
     """The page's and the terminal's sentences: the outcome, then the time."""
     steps = data["steps"]
     per = ", ".join(f"{s['seconds']:.0f}" for s in steps)
+    counted = (data.get("counts") or {}).get("text")
     return [
         outcome(data)["text"],
+        *([f"Counts of the ends: {counted}."] if counted else []),
         f"{len(data['builds'])} {data['kind']}s from {name(data, 0)} to {name(data, -1)}; {plural(len(steps), 'step')} "
         f"({per} s), {len(data['skipped'])} skipped, {data['seconds']:.0f} s in all.",
     ]

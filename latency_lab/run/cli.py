@@ -197,6 +197,12 @@ def bisect_parser() -> argparse.ArgumentParser:
     ap.add_argument("--resolve", metavar="PCT%", help="per step, as runner.py ab's (-p resolve_pct)")
     ap.add_argument("--budget", metavar="SECONDS[s]", help="per step, builds included (-p budget_s)")
     ap.add_argument("--workers", metavar="K", help="worker processes per build (-p workers)")
+    ap.add_argument(
+        "--no-counts",
+        action="store_true",
+        help="time every midpoint (default: a midpoint counted like one end, where the ends' counts differ, takes "
+        "its side untimed)",
+    )
     return ap
 
 

@@ -94,7 +94,7 @@ def bisect_command(argv: list[str]) -> int:
         return EXIT_SETUP
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C: the steps done are kept and written
     try:
-        data = bisect.run(cands, params)
+        data = bisect.run(cands, params, by_counts=not args.no_counts)
     finally:
         cands.close()
     page, out = bisect_page.write(data, run_dir)
