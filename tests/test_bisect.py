@@ -19,7 +19,7 @@ import pytest
 from conftest import chromium_dom, run_runner
 
 from latency_lab.instruments import counts
-from latency_lab.run import bisect, bisect_builds, bisect_page
+from latency_lab.run import bisect, bisect_builds, bisect_counts, bisect_page
 
 # every real bisection here: tiny, CPU, eager, 3 core slots, a step of at most 110 s read against ±12%
 STEP = ("--preset", "tiny", "--device", "cpu", "-p", "executors=eager", "-p", "workers=3")
@@ -412,7 +412,7 @@ def bisected(monkeypatch, tmp_path: Path, builds: Range, timings=None) -> dict:
     monkeypatch.setattr(bisect, "time_step", builds.time_step if timings is None else lambda *_: next(timings))
     monkeypatch.setattr(bisect, "imported", lambda build: ("torch",))
     monkeypatch.setattr(bisect, "why_not", lambda *_: None)
-    monkeypatch.setattr(bisect.bisect_counts, "count", builds.count)
+    monkeypatch.setattr(bisect_counts, "count", builds.count)
     return bisect.run(builds, parameters.resolved(preset="tiny", device="cpu", executors="eager", build_b={}))
 
 

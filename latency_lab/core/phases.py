@@ -1,15 +1,15 @@
 """Where a notebook's time goes: wall seconds per phase (``PHASES``), summed over this process, each
 second counted once, in the innermost phase open at the time. The harness opens them (a build and
-its first call, warm-up calls, timed rounds, profiling, writing results); ``results.save`` writes the
-totals beside the results (``<notebook>.phases.json``), and ``tools/time_split.py`` reads them with
-the runner's seconds per notebook."""
+its first call, warm-up calls, timed rounds, profiling, writing results, ending worker processes);
+``results.save`` writes the totals beside the results (``<notebook>.phases.json``), and
+``tools/time_split.py`` reads them with the runner's seconds per notebook."""
 
 from __future__ import annotations
 
 import time
 from contextlib import contextmanager
 
-PHASES = ("build", "warm-up", "rounds", "profile", "write")
+PHASES = ("build", "warm-up", "rounds", "profile", "write", "close")
 
 _seconds: dict[str, float] = dict.fromkeys(PHASES, 0.0)
 _open: list[list] = []  # [name, perf_counter() since which its time is counted], innermost last

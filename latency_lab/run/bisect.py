@@ -28,8 +28,8 @@ from ..core.progress import say
 from ..studies.ab import study as ab_builds
 from ..studies.ab import tables as ab_tables
 from ..studies.ab.remote import A, B
-from . import bisect_counts
 from .bisect_builds import Candidate, cache_dir, imported, why_not
+from .bisect_counts import by_count, count_ends
 from .run_folder import SetupError
 
 MID = "M"
@@ -46,7 +46,7 @@ ENDS_SHARE = 1 / 3
 # the culprit is confirmed where its change against its parent, timed again in fresh workers, can be at least
 # this share of the ends' change (its interval reaches it); below, more than one change lies between the ends
 CULPRIT_SHARE = 1 / 2
-ENDS, MIDPOINT, CULPRIT, COUNTED = "ends", "midpoint", "culprit", "counted"  # a step's role
+ENDS, MIDPOINT, CULPRIT = "ends", "midpoint", "culprit"  # a step's role (and ``bisect_counts.COUNTED``)
 # how a bisection ended (``conclusion``)
 CONFIRMED, NO_CULPRIT = "culprit confirmed", "regression confirmed, no culprit found"
 NOT_CONFIRMED, INTERRUPTED = "not confirmed", "interrupted"
@@ -319,40 +319,6 @@ def run(cands, p: Params, by_counts: bool = True) -> dict:
         "counts": counted,
     }
     return as_data(cands, p, ended, t0)
-
-
-def count_ends(state: State, cands, p: Params) -> dict:
-    """The ends' counts (``bisect_counts.count``, kept in ``state``): the counters that tell them apart
-    (``ends``; {}: none, every step is timed) and what they say (``text``)."""
-    good, bad = (counted(state, cands, p, [i])[0] for i in (0, len(cands.items) - 1))
-    ends = bisect_counts.telling(good, bad)
-    said = bisect_counts.ends_text(good, bad, ends)
-    say(f"counts of the ends: {said}")
-    return {"ends": ends, "text": said}
-
-
-def counted(state: State, cands, p: Params, at: list[int]) -> list[dict]:
-    """The counts of the builds ``cands.items[i]`` for ``i`` in ``at``, from ``state`` or counted and kept."""
-    keys = [f"counts@{cands.items[i].ref}" for i in at]
-    if any(state.get(k) is None for k in keys):
-        for k, record in zip(keys, bisect_counts.count(p, [cands.build(cands.items[i]) for i in at])):
-            state.put(k, record)
-    return [state.get(k) for k in keys]
-
-
-def by_count(state: State, cands, p: Params, at: tuple, steps: list, ends: dict) -> tuple[str | None, str]:
-    """A midpoint step decided by its counts (``bisect_counts.side``), appended to ``steps`` as a step of role
-    ``COUNTED``; None where its counts do not decide it (it is timed instead)."""
-    lo, hi, i = at
-    record = counted(state, cands, p, [i])[0]
-    verdict, why = bisect_counts.side(record, ends)
-    say(f"step {len(steps)}: {cands.items[i].name} (M) {why}")
-    if verdict is not None:
-        steps.append(
-            {"step": len(steps), "role": COUNTED, "good": lo, "bad": hi, "mid": i, "call": verdict, "why": why}
-            | {"bad_vs_good": None, "mid_vs_good": None, "mid_vs_bad": None, "seconds": record["seconds"]}
-        )
-    return verdict, why
 
 
 def narrow(

@@ -14,8 +14,11 @@ from pathlib import Path
 
 from ..core import builds
 from ..core.parameters import Params
+from ..core.progress import say
 from ..instruments import counts
 from ..studies.ab import remote
+
+COUNTED = "counted"  # the role of a midpoint step decided by its counts
 
 
 def count(p: Params, build_dicts: list[dict]) -> list[dict]:
@@ -88,3 +91,37 @@ def ends_text(good: dict, bad: dict, ends: dict[str, list[float]]) -> str:
         return "the counts of good and bad are the same: every step is timed"
     diff = counts.difference(counts.Counts.from_dict(good), counts.Counts.from_dict(bad))
     return f"{counts.text(diff)}: a midpoint counted like one end takes its side untimed"
+
+
+def count_ends(state, cands, p: Params) -> dict:
+    """The ends' counts (``count``, kept in ``state``): the counters that tell them apart
+    (``ends``; {}: none, every step is timed) and what they say (``text``)."""
+    good, bad = counted(state, cands, p, [0, len(cands.items) - 1])  # side by side
+    ends = telling(good, bad)
+    said = ends_text(good, bad, ends)
+    say(f"counts of the ends: {said}")
+    return {"ends": ends, "text": said}
+
+
+def counted(state, cands, p: Params, at: list[int]) -> list[dict]:
+    """The counts of the builds ``cands.items[i]`` for ``i`` in ``at``, from ``state`` or counted and kept."""
+    keys = [f"counts@{cands.items[i].ref}" for i in at]
+    if any(state.get(k) is None for k in keys):
+        for k, record in zip(keys, count(p, [cands.build(cands.items[i]) for i in at])):
+            state.put(k, record)
+    return [state.get(k) for k in keys]
+
+
+def by_count(state, cands, p: Params, at: tuple, steps: list, ends: dict) -> tuple[str | None, str]:
+    """A midpoint step decided by its counts (``side``), appended to ``steps`` as a step of role
+    ``COUNTED``; None where its counts do not decide it (it is timed instead)."""
+    lo, hi, i = at
+    record = counted(state, cands, p, [i])[0]
+    verdict, why = side(record, ends)
+    say(f"step {len(steps)}: {cands.items[i].name} (M) {why}")
+    if verdict is not None:
+        steps.append(
+            {"step": len(steps), "role": COUNTED, "good": lo, "bad": hi, "mid": i, "call": verdict, "why": why}
+            | {"bad_vs_good": None, "mid_vs_good": None, "mid_vs_bad": None, "seconds": record["seconds"]}
+        )
+    return verdict, why

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from ..core import results
 from ..pages import tables
-from .bisect import CONFIRMED, COUNTED, NO_CULPRIT, NOT_CONFIRMED
+from .bisect import CONFIRMED, NO_CULPRIT, NOT_CONFIRMED
+from .bisect_counts import COUNTED
 
 TITLE_CHARS = 48  # a commit's subject line, clipped in the builds table
 

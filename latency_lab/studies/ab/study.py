@@ -52,6 +52,7 @@ from .remote import (
     planted_label,
     slot_order,
     start_and_build,
+    stop_all,
     worker_label,
     workers_for,
 )
@@ -280,10 +281,10 @@ class Session:
         self.close()
 
     def close(self) -> None:
-        """Every worker stopped, the caches removed."""
-        for w in self.workers:
-            w.stop()
-        shutil.rmtree(self.cache_root, ignore_errors=True)
+        """Every worker stopped (side by side), the caches removed."""
+        with phase("close"):
+            stop_all(self.workers)
+            shutil.rmtree(self.cache_root, ignore_errors=True)
 
     def timed_until_resolved(self, shuffle: int, extras: bool) -> tuple[Rounds | None, Stopping]:
         """Rounds added 2 x ``repeats`` at a time until the next batch would pass ``budget_s`` or more rounds
@@ -355,6 +356,9 @@ class Session:
         hello = self.hello
         a, b = worker_label(A, 0), worker_label(B, 0)
         both = "packages" in hello.get(b, {}) and "packages" in hello.get(a, {})
+        with phase("profile"):  # after the rounds: a profiled worker is not timed again
+            kernels = kernel_rows(self.by_label, self.built, p) if extras else []
+            counted = count_rows(self.by_label, self.built, p) if extras else []
         result = Result(
             params=p,
             env={},
@@ -362,8 +366,8 @@ class Session:
             differs=builds.differences(hello[a], hello[b]) if both else [],
             table=table,
             controls=control_rows(table, self.delays, self.planted_us, timed, p) if timed else [],
-            kernels=kernel_rows(self.by_label, self.built, p) if extras else [],
-            counts=count_rows(self.by_label, self.built, p) if extras else [],
+            kernels=kernels,
+            counts=counted,
             parts=parts_rows(timed, p) if timed else [],
             logits=logits_rows(self.built, p),
             executors=executor_rows(self.workers, self.built, p),
