@@ -9,7 +9,8 @@ every run's records, then re-derive every number reported about it from those re
 ``run`` starts ``runner.py ab --b-env LATENCY_LAB_SAME_BUILD=1`` (B is A: a second A/A, read as a B with
 its gate; ``--no-b``: ``runner.py --notebooks 08``, the controls alone) ``--runs`` times, each a fresh
 run with fresh workers, passing on what follows ``--``; it keeps
-each run's notebook-08 results (every worker's every block) as ``run-*.json.xz`` and its wall seconds.
+each run's notebook-08 results (every worker's every block) as ``run-*.json.xz`` with its wall seconds and where
+they went (``tools/time_split.py``: the kernel's start, builds, rounds, profiling, ending the workers, the rest).
 ``report`` reads those files alone and prints, per device and planted size: detection (called slower),
 coverage (the interval holds the planted size), the A/A false-call rate (A' and B against A), how often
 the gate withheld B, the sizes detected 50% and 90% of the time, the half-widths, the spread between
@@ -29,6 +30,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+import time_split  # noqa: E402
+
 SAME_BUILD = ["--b-env", "LATENCY_LAB_SAME_BUILD=1"]
 NO_CHANGE = ("B vs A", "A' vs A (A/A control)")  # B is A in these runs: a call of either is a false one
 
@@ -50,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
                 print(f"run {i + 1}: no results (exit {done.returncode}): {(done.stderr or done.stdout)[-600:]}")
                 continue
             data = json.loads(found.read_text())
-            data["validation"] = {"wall_s": seconds, "exit": done.returncode, "args": args.rest}
+            split = time_split.split(Path(tmp) / "r")  # the kernel's start, its phases, the rest, the HTML
+            data["validation"] = {"wall_s": seconds, "exit": done.returncode, "args": args.rest, "split": split}
             name = out / f"run-{time.strftime('%Y%m%d-%H%M%S')}-{i + 1:02d}.json.xz"
             name.write_bytes(lzma.compress(json.dumps(data).encode()))
             rows = [r for r in key_rows(data) if r["metric"] == "host_ms"]

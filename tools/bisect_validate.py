@@ -37,9 +37,16 @@ def run(args: argparse.Namespace) -> int:
     failures = 0
     for i in range(args.runs):
         slow_at = rng.randrange(1, args.commits)
+        # an unrunnable commit (its import broken, fixed by the next one) away from the planted one
+        broken_at = (
+            rng.choice([n for n in range(1, args.commits - 1) if n not in (slow_at, slow_at - 1)])
+            if args.broken
+            else None
+        )
         with tempfile.TemporaryDirectory(prefix="bisect-validate-") as tmp:
-            commits = bisect_repo.make(Path(tmp) / "repo", args.commits, slow_at=slow_at, cost=args.cost)
-            cmd = [sys.executable, str(ROOT / "runner.py"), "bisect", "--repo", str(Path(tmp) / "repo")]
+            repo = Path(tmp) / "repo"
+            commits = bisect_repo.make(repo, args.commits, slow_at=slow_at, cost=args.cost, broken_at=broken_at)
+            cmd = [sys.executable, str(ROOT / "runner.py"), "bisect", "--repo", str(repo)]
             cmd += ["--good", commits[0], "--bad", commits[-1], "--output-dir", tmp, "--run-id", "r", *args.rest]
             t0 = time.perf_counter()
             env = {**__import__("os").environ, "LATENCY_LAB_CACHE": str(Path(tmp) / "cache")}
@@ -52,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
                 continue
             data = json.loads(found.read_text())
         data["validation"] = {"wall_s": seconds, "planted": commits[slow_at][:12], "planted_index": slow_at}
-        data["validation"] |= {"commits": args.commits, "cost": args.cost, "args": args.rest}
+        data["validation"] |= {"commits": args.commits, "cost": args.cost, "broken_index": broken_at, "args": args.rest}
         (out / f"run-{time.strftime('%Y%m%d-%H%M%S')}-{i + 1:02d}.json").write_text(json.dumps(data, indent=1))
         got = data["outcome"]["found"]
         print(
@@ -110,6 +117,7 @@ def main() -> int:
     r.add_argument("--commits", type=int, default=16)
     r.add_argument("--cost", type=float, default=0.2, help="the planted commit's share of the step (0.2: 20%%)")
     r.add_argument("--seed", type=int, default=0, help="where the planted commit goes, run after run")
+    r.add_argument("--broken", action="store_true", help="also a commit whose import fails (fixed by the next)")
     r.add_argument("--out", required=True)
     r.add_argument("rest", nargs=argparse.REMAINDER)
     p = sub.add_parser("report")

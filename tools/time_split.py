@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Where a run's time went, per notebook: the kernel's start, builds and first calls, warm-up calls,
-timed rounds, profiling, writing results, the rest of its cells, and the HTML rendering after it.
+timed rounds, profiling, writing results, ending worker processes, the rest of its cells, and the HTML
+rendering after it.
 
     python tools/time_split.py outputs/<run-id> [--json FILE] [--wall SECONDS]
 
@@ -18,7 +19,10 @@ import json
 import sys
 from pathlib import Path
 
-PHASES = ("build", "warm-up", "rounds", "profile", "write")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from latency_lab.core.phases import PHASES  # noqa: E402
+
 COLUMNS = ("start", *PHASES, "other", "html")
 
 

@@ -16,6 +16,7 @@ import shlex
 import shutil
 import statistics
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,9 +129,10 @@ def stop_all(workers: list[Worker]) -> None:
             w.receive(timeout=30)
         except WorkerError:
             pass
-    for w in workers:
-        if w.group is not None:
-            w.group.terminate(timeout=10)
+    groups = [w.group for w in workers if w.group is not None]
+    if groups:  # each waits for its process to exit: side by side (one by one, 21 CPU workers took 12 s)
+        with ThreadPoolExecutor(len(groups)) as pool:
+            list(pool.map(lambda g: g.terminate(timeout=10), groups))
 
 
 class RemoteEntry(harness.Entry):
