@@ -733,6 +733,21 @@ def test_interrupt_stops_kills_the_kernel_and_marks_the_run(tmp_path, signum):
     assert _assert_marked(tmp_path, signum)["notebooks"][1]["seconds"] >= 1
 
 
+def test_a_run_whose_reader_leaves_stops_then_as_interrupted(tmp_path):
+    """``runner.py | head``: once the pipe's reader has gone, the run stops within seconds (SIGPIPE, exit 141)
+    and is marked as any interrupted run, rather than running on until its next line fails to print."""
+    nbdir, pid_file = _interruptible(tmp_path)
+    proc = _start(tmp_path, nbdir, text=True)
+    _wait_for(pid_file, proc)
+    time.sleep(1)
+    left = time.monotonic()
+    proc.stdout.close()  # the reader leaves while notebook 02 sleeps for 300 s
+    proc.wait(timeout=60)
+    assert time.monotonic() - left < 20 and proc.returncode == 128 + signal.SIGPIPE, proc.stderr.read()
+    assert "Traceback" not in proc.stderr.read()
+    _assert_marked(tmp_path, signal.SIGPIPE)
+
+
 @pytest.mark.parametrize(
     "signum, when",
     [

@@ -1,5 +1,5 @@
-"""Signals that stop a run (Ctrl-C, SIGTERM, a closed terminal's SIGHUP), taken at a point where the
-run can still be finished and marked.
+"""Signals that stop a run (Ctrl-C, SIGTERM, a closed terminal's SIGHUP, SIGPIPE once the reader of a piped
+output has left: ``watch_reader``), taken at a point where the run can still be finished and marked.
 
 ``Stop`` installs one handler for all three. While armed, a signal raises ``Interrupted`` in the
 main thread (papermill's wait for a cell included), and so does the next one should library code
@@ -11,11 +11,15 @@ A second Ctrl-C cannot cut the finishing short. ``received`` is the first signal
 from __future__ import annotations
 
 import os
+import select
 import signal
+import stat
+import sys
+import threading
 from contextlib import contextmanager
 from typing import Iterator
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE)
 BEFORE_START = "interrupted ({}) before any notebook started; nothing written"
 
 
@@ -55,8 +59,10 @@ class Stop:
 
     @contextmanager
     def installed(self) -> Iterator["Stop"]:
-        """The handler in place for ``SIGNALS`` (armed), the previous ones back afterwards."""
+        """The handler in place for ``SIGNALS`` (armed), the previous ones back afterwards; a piped output
+        watched for its reader leaving (``watch_reader``)."""
         previous = {s: signal.signal(s, self._handle) for s in SIGNALS}
+        watch_reader(sys.stdout)
         try:
             yield self
         finally:
@@ -72,3 +78,24 @@ class Stop:
         self.armed = True  # first: a signal from here on raises itself, one before is seen below
         if self.received is not None:
             raise Interrupted(self.received)
+
+
+def watch_reader(stream) -> None:
+    """Where ``stream`` is a pipe (``runner.py | head``), a daemon thread that raises SIGPIPE in this process
+    once its reader has left (the pipe reports an error), so the run stops then, as interrupted, rather than
+    at its next line of output minutes later."""
+    try:
+        fd = stream.fileno()
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return
+    except (OSError, ValueError, AttributeError):  # no file behind it (a test's capture)
+        return
+
+    def watch() -> None:
+        poll = select.poll()
+        poll.register(fd, select.POLLERR)
+        while not any(ev & (select.POLLERR | select.POLLHUP | select.POLLNVAL) for _, ev in poll.poll(500)):
+            pass
+        signal.raise_signal(signal.SIGPIPE)
+
+    threading.Thread(target=watch, name="watch-reader", daemon=True).start()
