@@ -303,7 +303,7 @@ def test_results_of_the_wrong_shape_are_unreadable_not_a_traceback(runs, shape, 
         return
     warning = "warning: run B (b): could not read 02_executor_timing.results.json: "
     assert code == 1 and out.startswith(warning), out
-    page = (runs / "b" / "compare-a-vs-b.html").read_text()
+    page = (runs / "compare-a-vs-b.html").read_text()
     assert warning in page and page.index(warning) < page.index("Changed, largest first")
     assert "ran on: not recorded -> not recorded (04_op_microbenchmarks)" in out  # 04 compared
     (runs / "a" / "04_op_microbenchmarks.results.json").unlink()
@@ -325,15 +325,15 @@ def test_a_run_of_unreadable_files_only_is_named_so(runs, capsys):
 
 
 def test_nothing_is_written_into_a_published_copy(runs, tmp_path, capsys):
-    """``compare X outputs/reference-h100``: the report goes to X's folder, never into the committed
-    reference; with two published copies it needs --out, and --out cannot be one either."""
+    """``compare X outputs/reference-h100``: the report goes beside X, never into the committed reference;
+    with two published copies it needs --out, and --out cannot be one either."""
     reference = ROOT / "outputs" / "reference-h100"
     before = sorted(p.name for p in reference.iterdir())
     timing_notebook(tmp_path / "x", {"eager": (10, 9, 11)}, {"eager": 12})
     assert C.main([str(tmp_path / "x"), str(reference)]) == 0
-    assert (tmp_path / "x" / "compare-x-vs-reference-h100.json").is_file()
+    assert (tmp_path / "compare-x-vs-reference-h100.json").is_file()
     assert C.main([str(reference), str(tmp_path / "x")]) == 0
-    assert (tmp_path / "x" / "compare-reference-h100-vs-x.json").is_file()
+    assert (tmp_path / "compare-reference-h100-vs-x.json").is_file()
     capsys.readouterr()
     shutil.copytree(reference, tmp_path / "ref2")  # a second published copy
     assert C.main([str(reference), str(tmp_path / "ref2")]) == 2
@@ -351,7 +351,7 @@ def test_runs_on_other_devices_are_not_sent_to_runner_py_ab():
     assert "different devices" in compare_page.next_step(["gpu.name NVIDIA H100 80GB HBM3 -> NVIDIA H200"])
 
 
-def test_cli_prints_and_writes_the_report_into_run_b(runs):
+def test_cli_prints_and_writes_the_report_beside_the_runs(runs):
     written_last(runs / "b")
     short = run_runner("compare", "a", "latest", "--output-dir", str(runs), timeout=300, env={"COLUMNS": "72"})
     assert short.returncode == 0, short.stderr
@@ -369,7 +369,8 @@ def test_cli_prints_and_writes_the_report_into_run_b(runs):
     said = " ".join(proc.stdout.split())
     assert "7 numbers: 0 changed (0 higher in B, 0 lower), 0 same, 7 not comparable, 0 not judged." in said
     assert "(packages.torch 2.9.1 -> 2.11.0); time both builds in one run on one machine: runner.py ab." in said
-    page, data = runs / "b" / "compare-a-vs-b.html", runs / "b" / "compare-a-vs-b.json"
+    page, data = runs / "compare-a-vs-b.html", runs / "compare-a-vs-b.json"
+    assert not list((runs / "b").glob("compare-*"))  # a run's folder holds the run alone
     written = json.loads(data.read_text())
     assert written["notebooks"] == ["02_executor_timing", "04_op_microbenchmarks"]
     assert written["stack"] == ["packages.torch 2.9.1 -> 2.11.0"] and {"effects", "effects_source"} <= set(written)
@@ -398,7 +399,7 @@ def test_bad_runs_are_one_line_errors(runs, capsys, a, b, fragment):
 
 def test_out_folder(runs, capsys):
     assert C.main([str(runs / "a"), str(runs / "b"), "--out", str(runs / "reports")]) == 0
-    assert (runs / "reports" / "compare-a-vs-b.json").is_file() and not (runs / "b" / "compare-a-vs-b.json").exists()
+    assert (runs / "reports" / "compare-a-vs-b.json").is_file() and not (runs / "compare-a-vs-b.json").exists()
 
 
 def test_real_tiny_run_against_itself(tiny_run, tmp_path, capsys):
@@ -552,7 +553,7 @@ def seed_timing(run: Path, scale: float, interval: bool = True, gpu: str | None 
 def test_many_runs_set_a_against_each_other_run_on_one_page(tmp_path, capsys, monkeypatch):
     """Four runs: each line has A's number and, per other run, its number, range, ratio and the
     verdict ``compare A B`` gives that pair (same, changed, and not comparable on another GPU); the
-    seed's tables get one column per run; the CLI writes ``compare-A-vs-B-vs-...`` into the last run's
+    seed's tables get one column per run; the CLI writes ``compare-A-vs-B-vs-...`` beside the last run's
     folder."""
     monkeypatch.setattr(run_to_run, "effects", lambda device, across=False: EFFECTS)  # not run_to_run.json's
     names = ("H100", "H100-2", "H100-3", "L40S")
@@ -582,13 +583,13 @@ def test_many_runs_set_a_against_each_other_run_on_one_page(tmp_path, capsys, mo
     assert all(f"{n} against H100: " in out for n in names[1:])
     changed = host["others"][1]["decided"]
     assert changed.startswith("changed: B higher by 100% (p ") and changed in out
-    page = (tmp_path / "L40S" / "compare-H100-vs-H100-2-vs-H100-3-vs-L40S.html").read_text()
+    page = (tmp_path / "compare-H100-vs-H100-2-vs-H100-3-vs-L40S.html").read_text()
     assert "<th>L40S verdict</th>" in page and "seed DGX H100 (ms)" in page
     assert page.count("<style") == 1 and ' style="' not in page  # the pages' one stylesheet
     assert f'<td class="differs">{changed}</td>' in page
-    assert json.loads((tmp_path / "L40S" / "compare-H100-vs-H100-2-vs-H100-3-vs-L40S.json").read_text())[
-        "notebooks"
-    ] == ["02_executor_timing"]
+    assert json.loads((tmp_path / "compare-H100-vs-H100-2-vs-H100-3-vs-L40S.json").read_text())["notebooks"] == [
+        "02_executor_timing"
+    ]
 
 
 def test_many_runs_name_a_run_given_twice_and_a_run_without_common_notebooks(runs, capsys):

@@ -965,7 +965,7 @@ def test_a_run_cut_in_its_second_notebook_is_the_last_usable_run_and_compares_on
     assert (out / "latest").resolve() == (out / "cut").resolve() and "not moved" not in stdout
     capsys.readouterr()
     assert compare.main([str(REFERENCE), "latest", "--output-dir", str(out)]) == 0
-    report = json.loads((out / "cut" / "compare-reference-h100-vs-cut.json").read_text())
+    report = json.loads((out / "compare-reference-h100-vs-cut.json").read_text())
     assert report["notebooks"] == ["01_model_setup"], report["notebooks"]
     assert "02_executor_timing: only in A (reference-h100)" in report["skipped"], report["skipped"]
     page = start_page.text(outputs=out)

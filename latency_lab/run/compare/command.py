@@ -16,8 +16,8 @@ stack (device, GPU, Python, torch, Thunder, nvFuser, transformers), other parame
 or a headline over the host's fast blocks in one run and over all blocks in the other. The parameters and
 environments that differ come first. Rows, metrics and notebooks found in one run only, and files that
 cannot be read, are listed as skipped.
-The report is printed and written as ``compare-<A>-vs-<B>.html`` and ``.json`` into RUN_B's folder
-(RUN_A's when B is a published copy, which nothing writes into), or into ``--out``.
+The report is printed and written as ``compare-<A>-vs-<B>.html`` and ``.json`` beside the runs, in the
+folder that holds RUN_B (RUN_A's when B is a published copy), or into ``--out``: never into a run.
 
 With more than two runs (``many``), A is set against each other run as above, and the pairs
 are merged into one page: per number A's value and range, then each other run's value, range, ratio
@@ -146,8 +146,9 @@ def ran_on(path: Path) -> tuple[dict[str, str], list[str]]:
 
 
 def report_folder(report: dict, out: str | None) -> Path:
-    """Where the report goes: ``out``, else RUN_B's folder, else RUN_A's; never a published copy
-    (``runner.py publish``, such as the committed ``outputs/reference-h100``)."""
+    """Where the report goes: ``out``, else beside the runs (the folder holding RUN_B, or RUN_A's where B is a
+    published copy); never into a run, nor into a published copy (``runner.py publish``, such as the committed
+    ``outputs/reference-h100``)."""
     if out:
         if run_folder.is_published(Path(out)):
             raise CompareError(
@@ -157,7 +158,7 @@ def report_folder(report: dict, out: str | None) -> Path:
     paths = [r["path"] for r in report["runs"]] if "runs" in report else [report["a"]["path"], report["b"]["path"]]
     for path in reversed(paths):
         if not run_folder.is_published(Path(path)):
-            return Path(path)
+            return Path(path).parent
     which = "both runs are" if len(paths) == 2 else "all runs are"
     raise CompareError(f"{which} published copies, which nothing writes into: give --out DIR for the report")
 
@@ -172,7 +173,7 @@ def parser() -> argparse.ArgumentParser:
     more = "more runs: each set against A beside B (one page)"
     ap.add_argument("more", nargs="*", default=[], metavar="RUN", help=more)  # with a default: not listed as required
     ap.add_argument("--output-dir", default="outputs", help="folder that holds the runs (default: outputs)")
-    ap.add_argument("--out", help="folder for the report (default: RUN_B's folder)")
+    ap.add_argument("--out", help="folder for the report (default: the folder holding RUN_B, beside the runs)")
     ap.add_argument("--all", action="store_true", help="print every row, difference and skipped item")
     return ap
 
