@@ -244,7 +244,14 @@ def test_bad_input_is_one_line_and_exit_2_before_any_timing(repo, tmp_path):
 
 def test_a_release_the_index_lacks_is_one_line_and_exit_2(package_index, tmp_path):
     args = ["--package", "transformers", "--good", "0.0.1", "--bad", "4.46.3"]
-    refused_in_one_line(args, "transformers has no such release", tmp_path)
+    refused_in_one_line(args, "transformers has no such release (nearest: ", tmp_path)
+
+
+def test_a_missing_release_names_the_releases_either_side_of_it():
+    available = ["4.44.0", "4.45.2", "4.46.2", "4.46.3", "4.47.0", "5.0.0"]
+    assert bisect_builds.nearest(available, "4.46.0") == ["4.44.0", "4.45.2", "4.46.2", "4.46.3"]
+    assert bisect_builds.nearest(available, "9.0") == ["4.47.0", "5.0.0"]
+    assert bisect_builds.nearest(available, "0.1") == ["4.44.0", "4.45.2"]
 
 
 def refused_in_one_line(args: list[str], words: str, tmp_path: Path) -> None:

@@ -129,6 +129,12 @@ def release_key(version: str):
     return Version(version)
 
 
+def nearest(available: list[str], version: str, n: int = 2) -> list[str]:
+    """Up to ``n`` releases of ``available`` (sorted, oldest first) on each side of ``version``, which it lacks."""
+    below = [v for v in available if release_key(v) < release_key(version)]
+    return below[-n:] + available[len(below) : len(below) + n]
+
+
 class Releases:
     """The releases of ``package`` on the package index from ``good`` to ``bad`` (pip's own index and
     configuration; pre-releases left out), oldest first."""
@@ -152,8 +158,8 @@ class Releases:
             except InvalidVersion:
                 raise SetupError(f"invalid --{flag} {short(version)}: allowed a version, e.g. 4.46.3") from None
             if version not in available:
-                near = ", ".join(available[-5:])
-                raise SetupError(f"invalid --{flag} {short(version)}: {package} has no such release (latest: {near})")
+                near = ", ".join(nearest(available, version))
+                raise SetupError(f"invalid --{flag} {short(version)}: {package} has no such release (nearest: {near})")
         if release_key(good) >= release_key(bad):
             raise SetupError(f"invalid --bad {bad}: allowed a release after --good {good}")
         lo, hi = release_key(good), release_key(bad)
