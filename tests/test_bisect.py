@@ -324,6 +324,9 @@ def test_the_bisection_confirms_the_commit_that_makes_the_step_20pct_longer_and_
     assert again.returncode == 0 and "taken from an earlier run" in again.stdout, again.stdout[-3000:]
     resumed = json.loads((tmp_path / "again" / "bisect.json").read_text())
     assert resumed["outcome"]["found"] == out["found"] and resumed["seconds"] < 120
+    assert (
+        f"read back from an earlier run of the same bisection, not timed now: remove {resumed['state']}" in again.stdout
+    )
 
 
 @pytest.mark.ab_runs
@@ -436,6 +439,18 @@ def test_where_the_ends_count_apart_the_midpoints_are_counted_and_only_the_ends_
     assert "python function starts +1 per step" in data["counts"]["text"] and "m.py:f: +1" in data["counts"]["text"]
     said = bisect_page.text(data)
     assert "Counts of the ends: counts changed" in said and "3 timed steps" not in said and "2 timed steps" in said
+
+
+def test_a_bisection_run_again_says_its_steps_were_read_back_and_how_to_time_them_again(monkeypatch, tmp_path):
+    builds = Range([1.0, 1.0, 1.2, 1.2])
+    first = bisected(monkeypatch, tmp_path, builds)
+    assert "read back" not in bisect_page.text(first)
+    again = bisected(monkeypatch, tmp_path, builds)
+    assert builds.timed == [(0, 3, None), (0, 3, 1), (1, 3, 2), (1, 2, None)], builds.timed  # the first run's alone
+    assert (
+        f"4 timed steps read back from an earlier run of the same bisection, not timed now: remove {again['state']}"
+        in (bisect_page.text(again))
+    )
 
 
 def test_a_count_that_moves_elsewhere_than_the_time_leaves_no_culprit(monkeypatch, tmp_path):

@@ -377,7 +377,8 @@ def attempts(
         say(f"step {n}: {doing(role, good, bad, mid)}")
         key = State.key(good, bad, mid, attempt)
         step = state.get(key)
-        if step is None:
+        replayed = step is not None
+        if not replayed:
             step = time_step(step_p, mid_build, p.seed + n)
             state.put(key, step)
         else:
@@ -386,6 +387,7 @@ def attempts(
         if verdict == "stop" and attempt < ATTEMPTS and (short := again(step, role)):
             verdict, why = "again", f"{why}; {short}: again with fresh workers"
         steps.append({"step": n, "role": role, "good": lo, "bad": hi, "mid": i, "call": verdict, "why": why, **step})
+        steps[-1]["replayed"] = replayed
         say(f"step {n}: {verdict}: {why} ({step['seconds']:.0f} s)")
         if verdict != "again":
             break

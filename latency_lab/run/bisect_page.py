@@ -76,8 +76,14 @@ def findings(data: dict) -> list[str]:
     steps = data["steps"]
     per = ", ".join(f"{s['seconds']:.0f}" for s in steps)
     counted = (data.get("counts") or {}).get("text")
+    replayed = sum(bool(s.get("replayed")) for s in steps)
+    again = (
+        f"{plural(replayed, 'timed step')} read back from an earlier run of the same bisection, not timed now: "
+        f"remove {data['state']} to time them again."
+    )
     return [
         outcome(data)["text"],
+        *([again] if replayed else []),
         *([f"Counts of the ends: {counted}."] if counted else []),
         f"{len(data['builds'])} {data['kind']}s from {name(data, 0)} to {name(data, -1)}; {plural(len(steps), 'step')} "
         f"({per} s), {len(data['skipped'])} skipped, {data['seconds']:.0f} s in all.",
