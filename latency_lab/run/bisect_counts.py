@@ -90,6 +90,7 @@ def ends_text(good: dict, bad: dict, ends: dict[str, list[float]]) -> str:
     if not ends:
         return "the counts of good and bad are the same: every step is timed"
     diff = counts.difference(counts.Counts.from_dict(good), counts.Counts.from_dict(bad))
+    diff["counters"] = {k: v for k, v in diff["counters"].items() if k in ends}  # not those that vary step to step
     return f"{counts.text(diff)}: a midpoint counted like one end takes its side untimed"
 
 
