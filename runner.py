@@ -145,6 +145,7 @@ def run(args: argparse.Namespace, argv, stop: interrupts.Stop) -> int:
         if args.list:
             return list_quietly(notebook_run.select(notebook_run.discover(Path(args.notebook_dir)), args.notebooks))
         notebooks, values, declared, params, root, injected = prepare_run(args)
+        stop.watch(sys.stdout)  # from here a reader of a piped output that leaves stops the run
         planted.here()  # a malformed LATENCY_LAB_PLANTED stops the run here, before any folder is made
         if args.ray is not None:
             cluster = fleet.connect(args)

@@ -1,5 +1,5 @@
-"""Signals that stop a run (Ctrl-C, SIGTERM, a closed terminal's SIGHUP, SIGPIPE once the reader of a piped
-output has left: ``watch_reader``), taken at a point where the run can still be finished and marked.
+"""Signals that stop a run (Ctrl-C, SIGTERM, a closed terminal's SIGHUP, and once a run starts SIGPIPE when the
+reader of a piped output has left: ``Stop.watch``), taken at a point where the run can still be finished and marked.
 
 ``Stop`` installs one handler for all three. While armed, a signal raises ``Interrupted`` in the
 main thread (papermill's wait for a cell included), and so does the next one should library code
@@ -14,12 +14,11 @@ import os
 import select
 import signal
 import stat
-import sys
 import threading
 from contextlib import contextmanager
 from typing import Iterator
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE)
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 BEFORE_START = "interrupted ({}) before any notebook started; nothing written"
 
 
@@ -50,6 +49,7 @@ class Stop:
     def __init__(self) -> None:
         self.received: int | None = None
         self.armed = True
+        self.previous: dict = {}  # the handlers ``installed`` and ``watch`` replaced
 
     def _handle(self, signum, frame) -> None:
         if self.received is None:
@@ -59,15 +59,21 @@ class Stop:
 
     @contextmanager
     def installed(self) -> Iterator["Stop"]:
-        """The handler in place for ``SIGNALS`` (armed), the previous ones back afterwards; a piped output
-        watched for its reader leaving (``watch_reader``)."""
-        previous = {s: signal.signal(s, self._handle) for s in SIGNALS}
-        watch_reader(sys.stdout)
+        """The handler in place for ``SIGNALS`` (armed), the previous ones back afterwards (SIGPIPE's too,
+        where ``watch`` took it)."""
+        self.previous = {s: signal.signal(s, self._handle) for s in SIGNALS}
         try:
             yield self
         finally:
-            for s, handler in previous.items():
+            for s, handler in self.previous.items():
                 signal.signal(s, handler)
+
+    def watch(self, stream) -> None:
+        """Once a run starts: where ``stream`` is a pipe, SIGPIPE stops the run too, and ``watch_reader``
+        raises it when the pipe's reader has left (before a run, ``runner.py --list | head`` ends quietly)."""
+        if is_pipe(stream):
+            self.previous.setdefault(signal.SIGPIPE, signal.signal(signal.SIGPIPE, self._handle))
+            watch_reader(stream)
 
     def hold(self) -> None:
         """From now on a signal is recorded, not raised."""
@@ -80,16 +86,21 @@ class Stop:
             raise Interrupted(self.received)
 
 
+def is_pipe(stream) -> bool:
+    """Whether ``stream`` writes into a pipe (not a terminal, a file or a test's capture)."""
+    try:
+        return stat.S_ISFIFO(os.fstat(stream.fileno()).st_mode)
+    except (OSError, ValueError, AttributeError):  # no file behind it
+        return False
+
+
 def watch_reader(stream) -> None:
     """Where ``stream`` is a pipe (``runner.py | head``), a daemon thread that raises SIGPIPE in this process
     once its reader has left (the pipe reports an error), so the run stops then, as interrupted, rather than
     at its next line of output minutes later."""
-    try:
-        fd = stream.fileno()
-        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
-            return
-    except (OSError, ValueError, AttributeError):  # no file behind it (a test's capture)
+    if not is_pipe(stream):
         return
+    fd = stream.fileno()
 
     def watch() -> None:
         poll = select.poll()
