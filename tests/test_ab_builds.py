@@ -480,6 +480,9 @@ def test_runner_ab_reads_b_and_the_controls_against_a(wrapper_run):
     assert all(b["workers"] == (1 if arm == ab_remote.CALIBRATION else 4) for arm, b in by_arm.items())
     assert by_arm["B"]["build"] == f"python {wrapper}" and by_arm["A"]["build"] == "this Python"
     assert len(data["levels"]) == 16 and data["stopping"]["rounds"] >= 8
+    split = data["stopping"]["builds"]  # where the builds' seconds went: 4 arms of 4 workers and the calibration's
+    assert split["workers"] == 17 and 0 < split["started_s"] < split["built_s"] <= data["stopping"]["build_s"]
+    assert all(split[k] > 0 for k in ("set_up_s", "model_s", "first_call_s", "sized_s")), split
     # the wrapper ran for the checks' probes (python -c PROBE) and for B's worker (execnet's python -u -c ...)
     assert "-u" in (Path(wrapper).parent / "started").read_text().split()
     assert all(b["error"] is None and b["torch"] == by_arm["A"]["torch"] for b in data["builds"])

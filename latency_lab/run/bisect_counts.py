@@ -33,7 +33,7 @@ def count(p: Params, build_dicts: list[dict]) -> list[dict]:
     ]
     out = []
     try:
-        _, built = remote.start_and_build(workers, p)
+        _, built, _ = remote.start_and_build(workers, p)
         for w in workers:
             if not remote.usable(built, w.label, name):
                 record = built.get(w.label) or {}

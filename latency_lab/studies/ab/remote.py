@@ -283,11 +283,13 @@ def pin(workers: list[Worker]) -> dict[str, int | None]:
     return out
 
 
-def start_and_build(workers: list[Worker], params: Params) -> tuple[dict, dict]:
+def start_and_build(workers: list[Worker], params: Params) -> tuple[dict, dict, dict]:
     """Every worker started, then built side by side, in ``start_order``: no more at once than the cores, nor than
     the free memory holds at a build's peak (``fits.builds_at_once``; a built worker holds far less); per worker its
-    versions and its executors' records (``worker.Worker.build``), or the error that stopped it."""
+    versions and its executors' records (``worker.Worker.build``), or the error that stopped it; and the seconds
+    until every worker had started (``started_s``) and built (``built_s``), with the builds ``at_once``."""
     hello, built = {}, {}
+    t0 = time.perf_counter()
     workers = start_order(workers, params.seed)
     for w in workers:
         try:
@@ -300,6 +302,7 @@ def start_and_build(workers: list[Worker], params: Params) -> tuple[dict, dict]:
             hello[w.label] = w.receive()
         except WorkerError as e:
             hello[w.label] = {"error": str(e)}
+    started_s = time.perf_counter() - t0
     at_once = fits.builds_at_once(params)  # on a CPU too: 17 seed workers built at once ran out of RAM
     building: list[Worker] = []
     for w in [*workers, *[None] * at_once]:
@@ -317,7 +320,7 @@ def start_and_build(workers: list[Worker], params: Params) -> tuple[dict, dict]:
                 built[done.label] = {"error": str(e)}
     for w in workers:
         built.setdefault(w.label, {"error": hello[w.label].get("error") or f"worker {w.label} was not built"})
-    return hello, built
+    return hello, built, {"started_s": started_s, "built_s": time.perf_counter() - t0, "at_once": at_once}
 
 
 def usable(built: dict, label: str, executor: str) -> bool:

@@ -26,12 +26,13 @@ class Stopping:
     seconds: float
     workers_needed: int | None = None  # per arm, for the target at the spread measured (when rounds cannot help)
     trace: list = field(default_factory=list)  # after each batch: [rounds, seconds since the start, half-width %]
+    builds: dict = field(default_factory=dict)  # where ``build_s`` went (``Session.build_split``)
 
     def text(self) -> str:
         got = "no interval" if self.half_width_pct is None else f"±{self.half_width_pct:.2g}%"
         return (
             f"{'Resolved' if self.resolved else 'Not resolved'}: {got} against a target of ±{self.target_pct:.2g}% "
-            f"after {self.rounds} rounds in {self.seconds:.0f} s ({self.build_s:.0f} s of builds); "
+            f"after {self.rounds} rounds in {self.seconds:.0f} s ({self.build_s:.0f} s of builds{self.builds_text()}); "
             f"stopped: {self.reason}."
             + (
                 f" At the spread between slots measured, about {self.workers_needed} slots (a worker of every arm "
@@ -40,6 +41,23 @@ class Stopping:
                 if not self.resolved and self.workers_needed and "slots" not in self.reason
                 else ""
             )
+        )
+
+    def builds_text(self) -> str:
+        """Where the builds' seconds went, in words (empty where not recorded)."""
+        b = self.builds
+        if not b:
+            return ""
+        each = ", ".join(
+            f"{what} {b[key]:.2g} s"
+            for what, key in (("set-up", "set_up_s"), ("model", "model_s"), ("first calls", "first_call_s"))
+            if b.get(key) is not None
+        )
+        return (
+            f": {b['workers']} workers, {b['at_once']} at once; all started after {b['started_s']:.0f} s, "
+            f"built after {b['built_s']:.0f} s"
+            + (f"; a worker's median {each}" if each else "")
+            + f"; {b['sized_s']:.0f} s sizing the plants"
         )
 
 

@@ -22,6 +22,7 @@ findings.
 from __future__ import annotations
 
 import shutil
+import statistics
 import tempfile
 import time
 from dataclasses import asdict, dataclass, replace
@@ -244,12 +245,13 @@ class Session:
         self.hello, self.built, self.delays, self.cores = {}, {}, {}, {}
         self.planted_us: dict = {}  # per executor and planted arm: what it adds in one process (``planted_cost``)
         self.build_s = 0.0
+        self.build_times: dict = {}  # ``start_and_build``'s seconds
         self.entries: list = []
 
     def __enter__(self) -> Session:
         try:
             with phase("build"):
-                self.hello, self.built = start_and_build(self.workers, self.params)
+                self.hello, self.built, self.build_times = start_and_build(self.workers, self.params)
             for arm, group in by_arm(self.workers).items():
                 bad = [w for w in group if (self.built.get(w.label) or {}).get("error")]
                 print(
@@ -343,7 +345,26 @@ class Session:
             self.build_s + time.perf_counter() - start,
             needed if needed is not None else (c.workers_for(p.resolve_pct / 100) if c is not None else None),
             trace,
+            self.build_split(),
         )
+
+    def build_split(self) -> dict:
+        """Where ``build_s`` went: the workers, how many built at once, the seconds until all had started and
+        built, then sizing the plants; a worker's median seconds of set-up, model and first calls."""
+        if not self.build_times:
+            return {}
+        records = [r for b in self.built.values() for r in b.values() if isinstance(r, dict) and "build_s" in r]
+
+        def median(key: str) -> float | None:
+            values = [r[key] for r in records if r.get(key) is not None]
+            return statistics.median(values) if values else None
+
+        return {
+            "workers": len(self.workers),
+            **self.build_times,
+            "sized_s": self.build_s - self.build_times["built_s"],
+            **{key: median(key) for key in ("set_up_s", "model_s", "first_call_s")},
+        }
 
     def trial(self, shuffle: int, extras: bool = True) -> Result:
         """One set of rounds of every entry until resolved (``shuffle``: the seed of their order), read

@@ -47,23 +47,28 @@ class Worker:
     def build(self, params: dict, executors: list[str], variants: tuple[str, ...] = (PLAIN,)) -> dict:
         """The model and each executor, each with its first call, for each variant (``PLAIN``; ``OPS``: the
         step with ``planted_ops`` more ops inside, ``planted.with_ops``); per executor of the last variant its
-        status, reason, first-call seconds and logits (float32 bytes and shape, taken before any later call).
+        status, reason, first-call seconds and logits (float32 bytes and shape, taken before any later call),
+        and the build's seconds: setting up (torch's import, threads), the model, in all.
         ``params``: the coordinator's ``Params`` as a dict, resolved and checked there, taken as they are."""
         from dataclasses import replace
 
         from ...core import harness, model, parameters, planted
 
+        t0 = time.perf_counter()
         p = parameters.Params(**params)
         harness.set_up(p)
         self.device = p.device
+        t1 = time.perf_counter()
         self.setup = model.build(p)
+        t2 = time.perf_counter()
         out = {}
         for variant in variants:
             ops = planted.with_ops(self.setup.model, p.planted_ops) if variant == OPS else self.setup.model
             out = self.build_variant(variant, replace(self.setup, model=ops), executors)
         held = harness.memory(self.device, empty=True)  # the build's peak given back: the caching allocator emptied
+        seconds = {"set_up_s": t1 - t0, "model_s": t2 - t1, "build_s": time.perf_counter() - t0}
         for record in out.values():
-            record["memory_mib"] = held
+            record.update(memory_mib=held, **seconds)
         return out
 
     def build_variant(self, variant: str, setup, executors: list[str]) -> dict:
