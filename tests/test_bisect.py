@@ -125,6 +125,14 @@ def test_step_0_bisects_only_a_change_it_tells_apart_within_a_third_of_its_size(
     assert verdict == expected and words in why, why
 
 
+def test_where_counts_tell_the_ends_apart_step_0_needs_only_a_called_change():
+    """The third guards timed midpoints; counted ones need none (docs/method.md, 2026-12-08). A change not
+    called stays unconfirmed, counts or not."""
+    verdict, why = bisect.ends(step(None, side(20, 5, 35, True)), counted_apart=True)
+    assert verdict == "confirmed" and "wider than a third, 6.7%, but the counts tell the ends apart" in why, why
+    assert bisect.ends(step(None, SAME), counted_apart=True)[0] == "stop"
+
+
 @pytest.mark.parametrize(
     ("verified", "expected", "words"),
     [
@@ -488,6 +496,7 @@ def test_a_range_without_a_change_is_not_bisected(monkeypatch, tmp_path):
     builds = Range([1.0, 1.0, 1.0, 1.0])
     data = bisected(monkeypatch, tmp_path, builds)
     assert builds.timed == [(0, 3, None)] and data["outcome"]["call"] == bisect.NOT_CONFIRMED, data["outcome"]
+    assert builds.counted == [0, 3] and "the counts of good and bad are the same" in data["counts"]["text"]
     assert "change not confirmed between the ends (bad +0% (-4 to +4%) against good)" in data["outcome"]["why"]
     assert "Builds in order" in bisect_page.to_html(data)
 
@@ -522,3 +531,18 @@ def test_step_0_that_would_stop_short_is_timed_once_more_and_only_the_second_tim
         assert [s["call"] for s in data["steps"]][0] == "again", data["steps"]
         assert f"{short}: again with fresh workers" in data["steps"][0]["why"]
         assert data["outcome"]["call"] == call, data["outcome"]
+
+
+def test_a_wide_step_0_whose_ends_count_apart_is_not_timed_again_and_the_midpoints_are_counted(monkeypatch, tmp_path):
+    """Step 0 reads +20% ± 15 (wider than a third): with the ends' counts apart it confirms the change at once,
+    the midpoints take their sides by their counts, and the culprit is timed against its parent; without
+    counts (equal ones) the same step 0 is timed again."""
+    wide = step(None, side(20, 5, 35, True)) | {"aa": "same", "stopping": "", "resolved": True, "seconds": 1.0}
+    passed = step(None, SLOWER) | {"aa": "same", "stopping": "", "resolved": True, "seconds": 1.0}
+    builds = Range([1.0, 1.0, 1.2, 1.2], calls=[100, 100, 101, 101])
+    data = bisected(monkeypatch, tmp_path, builds, iter([wide, passed]))
+    assert [s["role"] for s in data["steps"]] == ["ends", "counted", "counted", "culprit"], data["steps"]
+    assert data["steps"][0]["call"] == "confirmed" and "the counts tell the ends apart" in data["steps"][0]["why"]
+    assert data["outcome"]["call"] == bisect.CONFIRMED and data["outcome"]["found"] == "c2", data["outcome"]
+    same = bisected(monkeypatch, tmp_path / "same", Range([1.0, 1.0, 1.2, 1.2]), iter([wide, wide]))
+    assert [s["call"] for s in same["steps"]] == ["again", "stop"], same["steps"]

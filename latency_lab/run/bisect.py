@@ -180,14 +180,20 @@ def too_wide(c: dict) -> bool:
     return c["half_width_pct"] > ENDS_SHARE * abs(c["change_pct"])
 
 
-def ends(step: dict) -> tuple[str, str]:
+def ends(step: dict, counted_apart: bool = False) -> tuple[str, str]:
     """Step 0, bad against good alone: ``confirmed`` where bad is told from good with a half-width at most
-    ``ENDS_SHARE`` of the change, else ``stop``, saying which of the two failed, with the numbers."""
+    ``ENDS_SHARE`` of the change, or at all where the ends' counts tell them apart (``counted_apart``: the counts
+    decide the midpoints), else ``stop``, saying which of the two failed, with the numbers."""
     bg = step["bad_vs_good"]
     if (cannot := checked(step)) is not None:
         at = f" (bad {spanned(bg)} against good)" if bg and bg["lo_pct"] is not None else ""
         return "stop", f"change not confirmed between the ends{at}: {cannot[1]}"
     third = ENDS_SHARE * abs(bg["change_pct"])
+    if too_wide(bg) and counted_apart:
+        return "confirmed", (
+            f"bad {spanned(bg)} against good, ±{bg['half_width_pct']:.2g}% (wider than a third, {third:.2g}%, "
+            "but the counts tell the ends apart and decide the midpoints)"
+        )
     if too_wide(bg):
         return "stop", (
             f"change confirmed but not resolved to a third of its size: bad {spanned(bg)} against good, "
@@ -213,8 +219,9 @@ def culprit(step: dict, change: dict) -> tuple[str, str]:
 
 def again(step: dict, role: str) -> str | None:
     """Why a step that would stop the bisection is timed once more with fresh workers: its controls failed,
-    its interval did not reach the target, or (step 0) the change it told apart is not resolved to a third;
-    None where its timing stands (a build could not run it, or it was read as far as the target asks)."""
+    its interval did not reach the target, or (step 0, ends not told apart by counts) the change it told apart
+    is not resolved to a third; None where its timing stands (a build could not run it, or it was read as far
+    as the target asks)."""
     bg = step["bad_vs_good"]
     if step["failed"]:
         return None
@@ -227,11 +234,11 @@ def again(step: dict, role: str) -> str | None:
     return None
 
 
-def read(role: str, step: dict, steps: list) -> tuple[str, str]:
-    """A timing's call by its step's role: the ends (``ends``), a midpoint (``call``) or the culprit
-    (``culprit``, against the last timing of the ends in ``steps``)."""
+def read(role: str, step: dict, steps: list, counted_apart: bool = False) -> tuple[str, str]:
+    """A timing's call by its step's role: the ends (``ends``, ``counted_apart`` where counts tell them apart),
+    a midpoint (``call``) or the culprit (``culprit``, against the last timing of the ends in ``steps``)."""
     if role == ENDS:
-        return ends(step)
+        return ends(step, counted_apart)
     if role == CULPRIT:
         return culprit(step, [s for s in steps if s["role"] == ENDS][-1]["bad_vs_good"])
     return call(step)
@@ -294,11 +301,14 @@ def run(cands, p: Params, by_counts: bool = True) -> dict:
         f"{math.ceil(math.log2(last)) + 1 + (last > 1)} steps (the ends, the midpoints, the culprit) · "
         f"{p.executors[0]} · {p.device} · state {state.path}"
     )
-    counted = {"ends": None, "text": "not counted (--no-counts)" if not by_counts else ""}
+    counted = {"ends": None, "text": "not counted (--no-counts)"}
     try:
-        if attempts(state, cands, p, (0, last, None), steps, ENDS)[0] == "confirmed":
-            if by_counts:
-                counted = count_ends(state, cands, p)
+        if by_counts:  # before step 0: where they differ, step 0 need only call the change (docs/method.md)
+            counted = count_ends(state, cands, p)
+        if (
+            attempts(state, cands, p, (0, last, None), steps, ENDS, counted_apart=bool(counted["ends"]))[0]
+            == "confirmed"
+        ):
             narrow(state, cands, p, need, steps, skipped, counted["ends"])
             lo, hi = bracket(steps, last)
             if hi - lo == 1 < last:  # adjacent ends: step 0 timed the culprit against its parent already
@@ -363,12 +373,20 @@ def doing(role: str, good: Candidate, bad: Candidate, mid: Candidate | None) -> 
 
 
 def attempts(
-    state: State, cands, p: Params, at: tuple, steps: list, role: str, mid_build: dict | None = None
+    state: State,
+    cands,
+    p: Params,
+    at: tuple,
+    steps: list,
+    role: str,
+    mid_build: dict | None = None,
+    counted_apart: bool = False,
 ) -> tuple[str, str]:
     """One step of ``role``: the midpoint ``items[i]`` (``mid_build``; with ``i`` None, none) against good
     ``items[lo]`` and bad ``items[hi]`` (``at``: lo, hi, i), timed again with fresh workers (up to
     ``ATTEMPTS``) where it would stop for a reason more rounds may cure (``again``); each timing taken from
-    ``state`` or kept there, and appended to ``steps`` with its call (``read``). Returns the last call and why."""
+    ``state`` or kept there, and appended to ``steps`` with its call (``read``; ``counted_apart``: the ends'
+    counts differ). Returns the last call and why."""
     lo, hi, i = at
     good, bad, mid = cands.items[lo], cands.items[hi], None if i is None else cands.items[i]
     step_p = replace(p, build_a=cands.build(good), build_b=cands.build(bad))
@@ -383,7 +401,7 @@ def attempts(
             state.put(key, step)
         else:
             say(f"step {n}: taken from an earlier run of the same bisection ({state.path})")
-        verdict, why = read(role, step, steps)
+        verdict, why = read(role, step, steps, counted_apart)
         if verdict == "stop" and attempt < ATTEMPTS and (short := again(step, role)):
             verdict, why = "again", f"{why}; {short}: again with fresh workers"
         steps.append({"step": n, "role": role, "good": lo, "bad": hi, "mid": i, "call": verdict, "why": why, **step})
