@@ -188,6 +188,33 @@ def test_a_part_that_moved_is_told_from_one_that_did_not():
     assert not paired.difference(a, list(a))["moved"]
 
 
+@pytest.mark.parametrize(
+    ("verdict", "said"),
+    [
+        (
+            "not judged: the controls failed (A/A called -1.1%)",
+            "**eager, B's in-place parts:** not judged: the controls",
+        ),
+        ("same: this run resolves ±2% (B +0.3%, -1.7 to +2.3%)", "**B's in-place parts, changed** (first worker"),
+    ],
+)
+def test_bs_parts_are_gated_and_worded_as_its_host_time(verdict, said):
+    """A part is read only where B's host time is judged, in the verdicts' words (a page had said "B: same" beside
+    "Parts of B that moved", and listed parts while the A/A control had failed)."""
+    from types import SimpleNamespace
+
+    from latency_lab.studies.ab.rows import PartRow
+
+    row = ComparisonRow(executor="eager", comparison="B vs A", metric="host_ms", verdict=verdict)
+    parts = [
+        PartRow("eager", "B", "prologue", a_us=10.0, b_us=11.0, diff_us=1.0, moved=True),
+        PartRow("eager", "B", "epilogue", a_us=5.0, b_us=5.0, diff_us=0.0, moved=False),
+    ]
+    (text,) = ab_builds.parts_text(SimpleNamespace(table=[row], parts=parts))
+    assert said in text, text
+    assert ("prologue +1 µs; every other part same" in text) == verdict.startswith("same"), text
+
+
 def test_planted_ops_add_that_many_ops_inside_the_step_and_change_nothing_it_returns():
     """planted.with_ops(model, 3): the same logits, and three more multiplications in the step."""
     import torch

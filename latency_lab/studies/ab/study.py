@@ -34,6 +34,7 @@ from ...core.parameters import Params
 from ...core.phases import phase
 from ...core.progress import say
 from ...core.row_types import ComparisonRow
+from ...core.verdicts import NOT_JUDGED
 from ...instruments import counts
 from ...pages.tables import number
 from ..base import Study, saved
@@ -163,11 +164,36 @@ def planted_text(c: ControlRow) -> str:
         else ""
     )
     return (
-        f"**Planted {c.planted_pct:.2g}%** ({c.plant}: {c.planted_us:.3g} µs per step in one process"
-        f"{kernels}) in {c.executor}'s host time: found {c.found_pct:+.2g}%{interval}, "
+        f"**{c.comparison.removesuffix(' vs A')}**, {c.planted_pct:.2g}% as measured ({c.plant}: "
+        f"{c.planted_us:.3g} µs per step in one process{kernels}), in {c.executor}'s host time: found "
+        f"{c.found_pct:+.2g}%{interval}, "
         + ("detected" if c.detected else "not detected")
         + (", its interval covering the planted size." if c.covered else ", its interval missing the planted size.")
     )
+
+
+def parts_text(r: Result) -> list[str]:
+    """B's in-place parts in the verdicts' words, under the same gate: not judged where B's host time is not
+    (its reason), else changed (the whole interval beyond the A/A control's for that part) or same."""
+    out, judged = [], []
+    verdicts = {x.executor: x.verdict for x in r.table if x.comparison == "B vs A" and x.metric == "host_ms"}
+    for name in dict.fromkeys(p.executor for p in r.parts if p.against == B):
+        verdict = verdicts.get(name, NOT_JUDGED)
+        if verdict.startswith(NOT_JUDGED):
+            out.append(f"**{name}, B's in-place parts:** {verdict}, as its host time.")
+        else:
+            judged.append(name)
+    changed = [p for p in r.parts if p.moved and p.against == B and p.executor in judged]
+    how = "(first worker of each arm, paired per round, the whole interval beyond the A/A control's for that part"
+    if changed:
+        out.append(
+            f"**B's in-place parts, changed** {how}; a part can change by less than the step's interval): "
+            + "; ".join(f"{p.executor} {p.part} {p.diff_us:+.3g} µs" for p in changed)
+            + "; every other part same."
+        )
+    elif judged:
+        out.append(f"**B's in-place parts:** same, every one {how}).")
+    return out
 
 
 def findings(r: Result) -> list[str]:
@@ -208,16 +234,7 @@ def findings(r: Result) -> list[str]:
             "so that the chance of any false call among them stays at most "
             f"{1 - r.params.confidence:.0%}."
         )
-    moved = [p for p in r.parts if p.moved and p.against == B]
-    if moved:
-        out.append(
-            "**Parts of B that moved** (in place, first worker of each arm, paired per round, the whole interval "
-            "beyond the A/A control's for the same part): "
-            + "; ".join(f"{p.executor} {p.part} {p.diff_us:+.3g} µs" for p in moved)
-            + "."
-        )
-    elif any(p.against == B for p in r.parts):
-        out.append("No in-place part of B moved beyond its paired interval and the A/A control's for that part.")
+    out += parts_text(r)
     out += count_findings(r)
     bad = [x for x in r.logits if not x.passed]
     if bad:
