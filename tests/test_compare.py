@@ -315,6 +315,16 @@ def test_results_of_the_wrong_shape_are_unreadable_not_a_traceback(runs, shape, 
         assert "not a readable JSON file (truncated?)" in err
 
 
+def test_a_warning_is_wrapped_to_the_terminal_not_cut_before_its_reason(runs, capsys, monkeypatch):
+    path = runs / "b" / "02_executor_timing.results.json"
+    path.write_text(path.read_text()[:500])
+    monkeypatch.setenv("COLUMNS", "80")
+    assert C.main(["a", "b", "--output-dir", str(runs)]) == 1
+    out = capsys.readouterr().out
+    said = out.split("\nA: ")[0]  # the warning, before what was compared
+    assert "(truncated?)" in " ".join(said.split()) and all(len(line) <= 80 for line in said.splitlines()), out
+
+
 def test_a_run_of_unreadable_files_only_is_named_so(runs, capsys):
     (runs / "b" / "02_executor_timing.results.json").write_text("{")
     (runs / "b" / "04_op_microbenchmarks.results.json").write_text("5")

@@ -237,7 +237,8 @@ def text(report: dict, every_row: bool = False, width: int | None = None) -> str
     per group of numbers not compared or not judged and the skipped items' count. ``every_row``: every
     difference, skipped item and row in full (the table)."""
     width = width or terminal_width()
-    lines = [*warnings(report), *header(report), ""]
+    said = [part for w in warnings(report) for part in textwrap.wrap(w, width, subsequent_indent="  ")]
+    lines = [*said, *header(report), ""]
     lines += textwrap.wrap(tally(report), width)
     found = changed(report)
     shown_changed = found if every_row else found[:SHOWN_CHANGED]
