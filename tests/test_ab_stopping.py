@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import ab_simulation
 
 from latency_lab.core import paired
-from latency_lab.studies.ab.stopping import stop_reason
+from latency_lab.studies.ab.stopping import Stopping, stop_reason
 
 RUNS, BATCHES, ROUNDS = 300, 6, 8  # a batch is 2 x repeats rounds, 10 s each in the simulation
 
@@ -43,3 +43,13 @@ def test_stopping_at_the_first_narrow_interval_would_raise_it():
     stopped, full = simulate(lambda c, batch: c.judged and c.half_width <= 0.01)
     print(f"identical B called: {stopped:.1%} stopped at ±1%, {full:.1%} at the full budget")
     assert stopped >= full + 0.02, (stopped, full)
+
+
+def test_the_advice_asks_for_rounds_where_the_slots_it_had_would_do_and_for_slots_where_they_would_not():
+    """A page had said "about 2 workers per arm would resolve ±5%" after 2 workers per arm reached ±11%."""
+    run = dict(target_pct=5.0, half_width_pct=11.0, resolved=False, reason="the next 20 rounds would pass the budget")
+    rounds = Stopping(**run, rounds=20, build_s=90.0, seconds=160.0, workers_needed=2, slots=2).text()
+    assert "its 2 slots would resolve ±5% with more rounds (a larger --budget)" in rounds and "about" not in rounds
+    slots = Stopping(**run, rounds=20, build_s=90.0, seconds=160.0, workers_needed=10, slots=2).text()
+    assert "about 10 slots (a worker of every arm on each) would resolve ±5%" in slots
+    assert "with more rounds" not in Stopping(**{**run, "resolved": True}, rounds=20, build_s=9.0, seconds=16.0).text()

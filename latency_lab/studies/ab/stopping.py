@@ -27,20 +27,29 @@ class Stopping:
     workers_needed: int | None = None  # per arm, for the target at the spread measured (when rounds cannot help)
     trace: list = field(default_factory=list)  # after each batch: [rounds, seconds since the start, half-width %]
     builds: dict = field(default_factory=dict)  # where ``build_s`` went (``Session.build_split``)
+    slots: int | None = None  # the slots the run had (``workers``)
 
     def text(self) -> str:
         got = "no interval" if self.half_width_pct is None else f"±{self.half_width_pct:.2g}%"
         return (
             f"{'Resolved' if self.resolved else 'Not resolved'}: {got} against a target of ±{self.target_pct:.2g}% "
             f"after {self.rounds} rounds in {self.seconds:.0f} s ({self.build_s:.0f} s of builds{self.builds_text()}); "
-            f"stopped: {self.reason}."
-            + (
-                f" At the spread between slots measured, about {self.workers_needed} slots (a worker of every arm "
-                "on each) would "
-                f"resolve ±{self.target_pct:.2g}%."
-                if not self.resolved and self.workers_needed and "slots" not in self.reason
-                else ""
+            f"stopped: {self.reason}.{self.advice()}"
+        )
+
+    def advice(self) -> str:
+        """What would resolve the target where the run did not: more slots, or (where the slots it had would
+        do at the spread measured between them) more rounds."""
+        if self.resolved or not self.workers_needed or "slots" in self.reason:
+            return ""
+        if self.slots and self.workers_needed <= self.slots:
+            return (
+                f" At the spread between slots measured, its {self.slots} slots would resolve "
+                f"±{self.target_pct:.2g}% with more rounds (a larger --budget)."
             )
+        return (
+            f" At the spread between slots measured, about {self.workers_needed} slots (a worker of every arm on "
+            f"each) would resolve ±{self.target_pct:.2g}%."
         )
 
     def builds_text(self) -> str:

@@ -363,6 +363,7 @@ class Session:
             needed if needed is not None else (c.workers_for(p.resolve_pct / 100) if c is not None else None),
             trace,
             self.build_split(),
+            p.workers,
         )
 
     def build_split(self) -> dict:
