@@ -854,6 +854,10 @@ def test_counts_are_judged_exactly_on_another_machine_and_a_changed_count_names_
     )
     saved = entries(json.loads(data.read_text()))[("02_executor_timing", "eager", "python_function_starts_per_step")]
     assert saved["functions"] == {function: 2}
+    many = compare_many.compare_many([a, b, a])  # A against B and against itself: B's functions only
+    assert [(f["run"], f["lines"]) for f in many["functions"]] == [("b", [f"{function}: +2 per step"])]
+    assert f"  {function}: +2 per step" in compare_many.many_text(many).splitlines()
+    assert f"<li><code>{function}: +2 per step</code></li>" in compare_many.many_html(many)
 
 
 def test_equal_counts_read_same_an_unsteady_counter_not_judged_and_another_stacks_not_comparable(tmp_path):

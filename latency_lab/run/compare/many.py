@@ -13,7 +13,7 @@ from ...core import results, seed_numbers
 from ...core.verdicts import CHANGED
 from ...pages import tables
 from ..headline import seed_step
-from .page import fmt_range, shown, tally
+from .page import fmt_range, moved_functions, shown, tally
 from .pair import compare
 
 TABLE_KEYS_A = ("notebook", "row", "metric", "a", "a_interval", "a_q1_q3")  # of a pair's row: A's, once per line
@@ -44,6 +44,12 @@ def compare_many(runs: list[dict]) -> dict:
         "environment": _differing(pairs, "environment"),
         "skipped": [f"{b['name']}: {s}" for b, p in zip(others, pairs) for s in p["skipped"]],
         "tallies": [f"{b['name']} against {a['name']}: {tally(p)}" for b, p in zip(others, pairs)],
+        # per other run, each changed count of function starts with its functions' changes (``page.moved_functions``)
+        "functions": [
+            {"run": b["name"], "number": number, "lines": found}
+            for b, p in zip(others, pairs)
+            for number, found in moved_functions(p)
+        ],
         "seed_tables": seed_columns_per_run(runs),
         "rows": rows,
     }
@@ -140,6 +146,11 @@ def many_text(report: dict) -> str:
     ]
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *body]]
+    for f in report.get("functions", []):
+        lines += [
+            f"functions whose starts changed, {f['run']} against A, {f['number']}:",
+            *(f"  {x}" for x in f["lines"]),
+        ]
     return "\n".join([*lines, *report["tallies"]])
 
 
@@ -170,6 +181,7 @@ def many_html(report: dict, title: str | None = None, status=None) -> str:
             ],
             seed_tables=[tables.html_table(t) for t in report["seed_tables"]],
             skipped=report["skipped"],
+            functions=report.get("functions", []),
             notebooks=[(nb, _many_table(report, nb)) for nb in report["notebooks"]],
         )
     )
