@@ -68,7 +68,9 @@ class Worker:
         env = {
             "PYTHONHASHSEED": HASH_SEED,
             # segments the caching allocator can give back in part: after a build a worker held 1.6 GiB for 0.65
-            # of weights without it (H100, seed), so fewer slots fit
+            # of weights without it (H100, seed), so fewer slots fit; under both names: torch before 2.9 reads
+            # the old one, and from 2.9 on the old one alone prints a deprecation warning as every worker ends
+            "PYTORCH_ALLOC_CONF": "expandable_segments:True",
             "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
             "TORCHINDUCTOR_CACHE_DIR": str(self.cache / "inductor"),
             "TMPDIR": str(self.cache / "tmp"),
