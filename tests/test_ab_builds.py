@@ -739,13 +739,19 @@ def test_the_validation_report_rederives_its_numbers_from_kept_runs(tmp_path):
                    "error_pp": 0.1, "found_pct": 2.2, "found_lo_pct": 1.0 if detected else -0.1}  # fmt: skip
         data = {"key_table": {"columns": columns, "rows": rows}, "controls": [control],
                 "environment": {"gpu": {"name": "X"}},
-                "params": {"device": "cuda", "workers": 6}, "validation": {"wall_s": 100.0 + i},
-                "stopping": {"rounds": 40, "resolved": False, "reason": "the next 20 rounds: ..."}}  # fmt: skip
+                "params": {"device": "cuda", "workers": 6},
+                "validation": {"wall_s": 100.0 + i, "split": [{"notebook": "08_ab_builds", "total": 90.0,
+                    "start": 3.0, "rounds": 20.0 + i, "profile": 1.0, "close": 5.0, "other": 4.0}]},
+                "stopping": {"rounds": 40, "resolved": False, "reason": "the next 20 rounds: ...",
+                    "builds": {"started_s": 10.0 + i, "built_s": 50.0, "sized_s": 2.0,
+                               "first_call_s": 7.0}}}  # fmt: skip
         (tmp_path / f"run-{i}.json.xz").write_bytes(lzma.compress(json.dumps(data).encode()))
     s = ab_validate.summary(ab_validate.load([str(tmp_path)]))["X"]
     assert s["runs"] == 3 and s["planted"]["2"]["detected"] == 2 and s["planted"]["2"]["covered"] == 3
     assert (s["aa_called"], s["aa_numbers"]) == (1, 3) and s["b_is_a_called"] == 0
     assert s["seconds_per_run"] == {"median": 101.0, "max": 102.0}
+    went = s["where_the_seconds_went"]  # medians: the builds' split, 08's phases, the command outside 08
+    assert (went["started_s"], went["built_s"], went["rounds"], went["outside_08_s"]) == (11.0, 50.0, 21.0, 11.0)
 
 
 def test_compare_prints_each_numbers_resolution_and_points_to_runner_ab(tmp_path):

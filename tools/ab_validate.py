@@ -137,6 +137,26 @@ def per_machine(mine: list[dict]) -> dict:
     return out
 
 
+# what a run's seconds went on: the builds' split (08's ``stopping.builds``), then the rounds, the rest of 08 and of
+# the command (``tools/time_split.py``'s row for 08 and the wall time outside it)
+SPLIT = ("started_s", "built_s", "sized_s", "first_call_s")
+
+
+def where_seconds_went(runs: list[dict]) -> dict:
+    """Medians over ``runs`` of what their seconds went on, each where every run recorded it: the builds' split,
+    08's phases (rounds, profile, close and the rest of its cells) and the command's seconds outside 08."""
+    rows = []
+    for r in runs:
+        row = dict((r.get("stopping") or {}).get("builds") or {})
+        nb = next((x for x in (r["validation"].get("split") or []) if x["notebook"] == "08_ab_builds"), None)
+        if nb:
+            row |= {k: nb.get(k) for k in ("start", "rounds", "profile", "close", "other")}
+            row["outside_08_s"] = r["validation"]["wall_s"] - nb["total"]
+        rows.append(row)
+    keys = [*SPLIT, "start", "rounds", "profile", "close", "other", "outside_08_s"]
+    return {k: statistics.median(x[k] for x in rows) for k in keys if all(x.get(k) is not None for x in rows) and rows}
+
+
 def summary(runs: list[dict]) -> dict:
     """Every reported number, per device and per machine, from the runs' own records."""
     out = {}
@@ -171,6 +191,7 @@ def summary(runs: list[dict]) -> dict:
                 "median": statistics.median(r["validation"]["wall_s"] for r in mine),
                 "max": max(r["validation"]["wall_s"] for r in mine),
             },
+            "where_the_seconds_went": where_seconds_went(mine),
             "workers_per_arm": sorted({r["params"]["workers"] for r in mine}),
             "rounds_median": statistics.median(r["stopping"]["rounds"] for r in mine if r.get("stopping")),
             "resolved": sum(bool(r.get("stopping", {}).get("resolved")) for r in mine),
@@ -220,6 +241,8 @@ def report(args: argparse.Namespace) -> int:
             f"median half-width ±{d['half_width_pct_median']:.2g}%, "
             f"spread between slots (A' vs A) {d['between_sd_pct_median']:.2g}% (SD)"
         )
+        if d["where_the_seconds_went"]:
+            print("  seconds (medians): " + ", ".join(f"{k} {v:.3g}" for k, v in d["where_the_seconds_went"].items()))
         if d["b_half_width_pct"]:
             b = d["b_half_width_pct"]
             print(f"  B vs A (host): half-width median ±{b['median']:.2g}%, widest ±{b['widest']:.2g}%")
