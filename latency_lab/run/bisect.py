@@ -3,21 +3,20 @@
 Step 0 times bad against good alone (no midpoint), with 08's workers, A/A control (a second instance of good:
 a copy of its worktree or release folder) and stopping rule (``studies.ab.study.Session``): the range is
 bisected only when bad is told from good there and the interval's half-width is at most a third of the
-change (``ends``). Each next step times the midpoint (arm M) against the current good (A) and bad (B) builds
-in the same rounds; the change itself, bad against good in the same rounds, is the step's positive control.
-M is good or bad by the side of the middle of good and bad its interval lies on (``paired.side_of``); a step
-where bad is not told from good, M is not told from the middle, or the A/A is called ends the bisection with
-what it found: it never guesses. A midpoint that cannot run is skipped with its reason (``git bisect
+change, or at all where the ends' counts, taken first, tell them apart (``ends``, ``bisect_counts``). Each
+next step times the midpoint (arm M) against the current good (A) and bad (B) builds in the same rounds (or
+counts it, ``bisect_counts``); the change itself, bad against good in the same rounds, is the step's positive
+control. M is good or bad by the side of the middle of good and bad its interval lies on (``paired.side_of``);
+a step where bad is not told from good, M is not told from the middle, or the A/A is called ends the bisection
+with what it found: it never guesses. A midpoint that cannot run is skipped with its reason (``git bisect
 skip``). When the bracket closes on two adjacent builds, the culprit is timed against its parent once more
 in fresh workers (``culprit``). The outcome (``conclusion``): culprit confirmed, regression confirmed with no
 culprit found (and why), or not confirmed. Steps are kept in the cache as they end, so the same command run
-again resumes (``State``).
+again resumes (``bisect_state.State``).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import time
 from dataclasses import replace
@@ -28,8 +27,9 @@ from ..core.progress import say
 from ..studies.ab import study as ab_builds
 from ..studies.ab import tables as ab_tables
 from ..studies.ab.remote import A, B
-from .bisect_builds import Candidate, cache_dir, imported, why_not
+from .bisect_builds import Candidate, imported, why_not
 from .bisect_counts import by_count, count_ends
+from .bisect_state import State
 from .run_folder import SetupError
 
 MID = "M"
@@ -242,35 +242,6 @@ def read(role: str, step: dict, steps: list, counted_apart: bool = False) -> tup
     if role == CULPRIT:
         return culprit(step, [s for s in steps if s["role"] == ENDS][-1]["bad_vs_good"])
     return call(step)
-
-
-class State:
-    """The steps and counts of one bisection (its range, parameters, interpreter and good build's versions), kept in the
-    cache as each ends."""
-
-    def __init__(self, identity: dict, p: Params):
-        given = {k: v for k, v in p.to_dict().items() if k not in ("output_dir", "build_a", "build_b")}
-        here = builds.probe(builds.parse("build_a", p.build_a))  # the interpreter and the versions it runs with
-        stack = {"python": here["executable"], "packages": {k: v.get("version") for k, v in here["packages"].items()}}
-        text = json.dumps({"range": identity, "params": given, "stack": stack}, sort_keys=True, default=str)
-        self.path = cache_dir() / "bisect" / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
-        self.steps: dict = json.loads(self.path.read_text()) if self.path.is_file() else {}
-
-    def get(self, key: str) -> dict | None:
-        """The step kept under ``key``, or None."""
-        return self.steps.get(key)
-
-    def put(self, key: str, step: dict) -> None:
-        """``step`` kept under ``key``, the file rewritten whole."""
-        self.steps[key] = step
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        results.write_atomic(self.path, json.dumps(self.steps, indent=1))
-
-    @staticmethod
-    def key(good: Candidate, bad: Candidate, mid: Candidate | None, attempt: int) -> str:
-        """A step's key: its bracket, its midpoint (``-``: none: the ends, or the culprit and its parent) and its
-        attempt."""
-        return f"{good.ref}..{bad.ref}@{mid.ref if mid else '-'}#{attempt}"
 
 
 def pick(lo: int, hi: int, skipped: dict) -> int | None:
