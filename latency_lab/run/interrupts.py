@@ -14,7 +14,9 @@ import os
 import select
 import signal
 import stat
+import sys
 import threading
+import warnings
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -54,6 +56,7 @@ class Stop:
     def _handle(self, signum, frame) -> None:
         if self.received is None:
             self.received = signum
+            quiet_aftermath()
         if self.armed:
             raise Interrupted(self.received)
 
@@ -84,6 +87,14 @@ class Stop:
         self.armed = True  # first: a signal from here on raises itself, one before is seen below
         if self.received is not None:
             raise Interrupted(self.received)
+
+
+def quiet_aftermath() -> None:
+    """Once a stop is received: no traceback for what the interruption left half-made. ``Interrupted`` can land
+    inside a library's constructor (asyncio's event loop, as papermill starts a kernel), and the half-made
+    object's finalizer then fails ("Exception ignored in ... AttributeError", a coroutine never awaited)."""
+    sys.unraisablehook = lambda unraisable: None
+    warnings.filterwarnings("ignore", message="coroutine .* was never awaited", category=RuntimeWarning)
 
 
 def is_pipe(stream) -> bool:
