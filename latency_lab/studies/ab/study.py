@@ -371,7 +371,7 @@ class Session:
         built, then sizing the plants; a worker's median seconds of set-up, model and first calls."""
         if not self.build_times:
             return {}
-        records = [r for b in self.built.values() for r in b.values() if isinstance(r, dict) and "build_s" in r]
+        records = [r for b in self.built.values() for r in b.values() if isinstance(r, dict) and "set_up_s" in r]
 
         def median(key: str) -> float | None:
             values = [r[key] for r in records if r.get(key) is not None]

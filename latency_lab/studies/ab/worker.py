@@ -48,7 +48,7 @@ class Worker:
         """The model and each executor, each with its first call, for each variant (``PLAIN``; ``OPS``: the
         step with ``planted_ops`` more ops inside, ``planted.with_ops``); per executor of the last variant its
         status, reason, first-call seconds and logits (float32 bytes and shape, taken before any later call),
-        and the build's seconds: setting up (torch's import, threads), the model, in all.
+        and the build's seconds: setting up (torch's import, threads) and the model.
         ``params``: the coordinator's ``Params`` as a dict, resolved and checked there, taken as they are."""
         from dataclasses import replace
 
@@ -66,7 +66,7 @@ class Worker:
             ops = planted.with_ops(self.setup.model, p.planted_ops) if variant == OPS else self.setup.model
             out = self.build_variant(variant, replace(self.setup, model=ops), executors)
         held = harness.memory(self.device, empty=True)  # the build's peak given back: the caching allocator emptied
-        seconds = {"set_up_s": t1 - t0, "model_s": t2 - t1, "build_s": time.perf_counter() - t0}
+        seconds = {"set_up_s": t1 - t0, "model_s": t2 - t1}
         for record in out.values():
             record.update(memory_mib=held, **seconds)
         return out
